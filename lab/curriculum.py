@@ -1,0 +1,299 @@
+"""Lessons as data: `lessons/course.toml` + `lessons/NN-slug/{lesson.toml, lesson.md, experiment.py}`.
+
+Loading never imports torch or the experiment: variant functions are found with `ast`, formulas
+are parsed, not run. A broken lesson becomes a `LessonError` naming the file and the field, and
+the other lessons still load (`Course.errors`).
+
+lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full example):
+  id, title, summary, objectives[]           what the lesson is
+  modes = ["cuda", "cpu", "sim"]             which modes make sense (default: all three)
+  timeout_s = 600                            per variant
+  requires = ["pytorch_lightning"]           optional Python packages; missing -> lesson explains
+  [[variants]] name, title, description      the first one is "baseline"
+  [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools)
+  [[checks]] name, phase, expected, measure, variants
+                                             expected: formula over the scale's parameters;
+                                             measure: "delta" | "peak" | "category:<name>"
+  [[quiz]] kind = "choice":  question, choices[], answer (index), explain
+           kind = "predict_peak": question, variant, scale, answer_gb (formula), tolerance
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.measure.formula import FormulaError, names_in
+
+LESSONS_DIR = Path(__file__).resolve().parent.parent / "lessons"
+FOLDER_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
+MODES = ("cuda", "cpu", "sim")
+SCALES = ("seed", "small")
+MEASURES = re.compile(r"^(delta|peak|category:(parameters|gradients|optimizer_state|activations|"
+                      r"temporaries|inputs|other))$")
+LESSON_FILES = ("lesson.toml", "lesson.md", "experiment.py")
+
+
+class LessonError(Exception):
+    def __init__(self, path: Path | str, field: str, message: str):
+        self.path, self.field, self.message = Path(path), field, message
+        super().__init__(f"{self.path}: {field}: {message}" if field else f"{self.path}: {message}")
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    title: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Question:
+    kind: str  # "choice" | "predict_peak"
+    question: str
+    explain: str = ""
+    choices: tuple[str, ...] = ()
+    answer: int = 0
+    variant: str = ""
+    scale: str = ""
+    answer_gb: str = ""
+    tolerance: float = 0.1
+
+
+@dataclass(frozen=True)
+class Lesson:
+    number: int
+    slug: str  # folder name, "01-linear-baseline"
+    id: str
+    title: str
+    summary: str
+    objectives: tuple[str, ...]
+    variants: tuple[Variant, ...]
+    scales: dict[str, dict[str, Any]]
+    checks: tuple[dict, ...]
+    quiz: tuple[Question, ...]
+    path: Path
+    modes: tuple[str, ...] = MODES
+    timeout_s: float = 600.0
+    requires: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.number:02d}"
+
+    @property
+    def markdown(self) -> str:
+        return (self.path / "lesson.md").read_text(encoding="utf-8")
+
+    @property
+    def code(self) -> str:
+        return (self.path / "experiment.py").read_text(encoding="utf-8")
+
+    @property
+    def experiment_path(self) -> Path:
+        return self.path / "experiment.py"
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    def params(self, scale: str) -> dict[str, Any]:
+        return dict(self.scales[scale])
+
+
+@dataclass
+class Course:
+    title: str
+    intro: str
+    lessons: list[Lesson] = field(default_factory=list)
+    errors: list[LessonError] = field(default_factory=list)
+
+    def find(self, ref: str) -> Lesson:
+        """By number ("01", "1"), id ("linear-baseline") or folder ("01-linear-baseline")."""
+        ref = str(ref).strip()
+        for lesson in self.lessons:
+            if ref in (lesson.id, lesson.slug) or (ref.isdigit() and int(ref) == lesson.number):
+                return lesson
+        broken = [e for e in self.errors if ref in e.path.parent.name or ref in str(e.path)]
+        if broken:
+            raise LookupError(f"lesson {ref!r} could not be loaded: {broken[0]}")
+        known = ", ".join(f"{l.key} ({l.id})" for l in self.lessons) or "none"
+        raise LookupError(f"no lesson {ref!r}; known lessons: {known}")
+
+
+def load_course(root: Path | str = LESSONS_DIR) -> Course:
+    root = Path(root)
+    course_file = root / "course.toml"
+    title, intro, errors = "GPU Memory Lab", "", []
+    if course_file.exists():
+        try:
+            data = tomllib.loads(course_file.read_text(encoding="utf-8"))
+            title, intro = data.get("title", title), data.get("intro", "")
+        except tomllib.TOMLDecodeError as e:
+            errors.append(LessonError(course_file, "", f"invalid TOML: {e}"))
+    course = Course(title, intro, errors=errors)
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        if not FOLDER_RE.match(folder.name):
+            continue
+        try:
+            course.lessons.append(load_lesson(folder))
+        except LessonError as e:
+            course.errors.append(e)
+    ids = [l.id for l in course.lessons]
+    for l in course.lessons:
+        if ids.count(l.id) > 1:
+            course.errors.append(LessonError(l.path / "lesson.toml", "id", f"{l.id!r} is used twice"))
+    return course
+
+
+def _req(data: dict, key: str, typ, path: Path, where: str = ""):
+    name = f"{where}{key}"
+    if key not in data:
+        raise LessonError(path, name, "missing")
+    value = data[key]
+    if not isinstance(value, typ) or isinstance(value, bool) and typ is not bool:
+        raise LessonError(path, name, f"must be {getattr(typ, '__name__', typ)}, got {type(value).__name__}")
+    return value
+
+
+def experiment_functions(path: Path) -> set[str]:
+    """Top-level function names in experiment.py, without importing it."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as e:
+        raise LessonError(path, f"line {e.lineno}", f"syntax error: {e.msg}") from None
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def load_lesson(folder: Path) -> Lesson:
+    m = FOLDER_RE.match(folder.name)
+    if not m:
+        raise LessonError(folder, "", "folder name must look like NN-slug (e.g. 01-linear-baseline)")
+    for name in LESSON_FILES:
+        if not (folder / name).is_file():
+            raise LessonError(folder / name, "", f"missing (a lesson needs {', '.join(LESSON_FILES)})")
+    path = folder / "lesson.toml"
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise LessonError(path, "", f"invalid TOML: {e}") from None
+
+    lesson_id = _req(data, "id", str, path)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", lesson_id):
+        raise LessonError(path, "id", f"{lesson_id!r} must be lowercase letters, digits and dashes")
+    title = _req(data, "title", str, path)
+    summary = data.get("summary", "")
+    objectives = tuple(_req(data, "objectives", list, path))
+    modes = tuple(data.get("modes", MODES))
+    for mode in modes:
+        if mode not in MODES:
+            raise LessonError(path, "modes", f"{mode!r} is not one of {', '.join(MODES)}")
+
+    variants_raw = _req(data, "variants", list, path)
+    if not variants_raw:
+        raise LessonError(path, "variants", "needs at least one variant")
+    variants = []
+    for i, v in enumerate(variants_raw):
+        where = f"variants[{i}]."
+        variants.append(Variant(_req(v, "name", str, path, where), _req(v, "title", str, path, where),
+                                v.get("description", "")))
+    names = [v.name for v in variants]
+    if names[0] != "baseline":
+        raise LessonError(path, "variants[0].name", f"the first variant must be 'baseline', got {names[0]!r}")
+    if len(set(names)) != len(names):
+        raise LessonError(path, "variants", "variant names must be unique")
+    funcs = experiment_functions(folder / "experiment.py")
+    for name in names:
+        if name not in funcs:
+            raise LessonError(folder / "experiment.py", name,
+                              f"variant {name!r} has no function `def {name}(run):`")
+
+    scales = _req(data, "scales", dict, path)
+    for scale in SCALES:
+        if scale not in scales or not isinstance(scales[scale], dict):
+            raise LessonError(path, f"scales.{scale}", "missing (every lesson has seed and small)")
+    for scale in scales:
+        if scale not in SCALES:
+            raise LessonError(path, f"scales.{scale}", f"unknown scale; use {', '.join(SCALES)}")
+
+    checks = []
+    for i, c in enumerate(data.get("checks", [])):
+        where = f"checks[{i}]."
+        _req(c, "name", str, path, where)
+        _req(c, "phase", str, path, where)
+        if "expected" not in c:
+            raise LessonError(path, where + "expected", "missing")
+        measure = c.get("measure", "delta")
+        if not MEASURES.match(measure):
+            raise LessonError(path, where + "measure",
+                              f"{measure!r}: use delta, peak or category:<category>")
+        for v in c.get("variants", []):
+            if v not in names:
+                raise LessonError(path, where + "variants", f"{v!r} is not a variant of this lesson")
+        _check_formula(c["expected"], scales, path, where + "expected")
+        checks.append(dict(c))
+
+    quiz = []
+    for i, q in enumerate(data.get("quiz", [])):
+        where = f"quiz[{i}]."
+        kind = _req(q, "kind", str, path, where)
+        text = _req(q, "question", str, path, where)
+        if kind == "choice":
+            choices = tuple(_req(q, "choices", list, path, where))
+            answer = _req(q, "answer", int, path, where)
+            if len(choices) < 2:
+                raise LessonError(path, where + "choices", "needs at least two choices")
+            if not 0 <= answer < len(choices):
+                raise LessonError(path, where + "answer", f"{answer} is not an index into choices (0..{len(choices) - 1})")
+            quiz.append(Question(kind, text, q.get("explain", ""), choices, answer))
+        elif kind == "predict_peak":
+            variant = _req(q, "variant", str, path, where)
+            if variant not in names:
+                raise LessonError(path, where + "variant", f"{variant!r} is not a variant of this lesson")
+            scale = q.get("scale", "seed")
+            if scale not in SCALES:
+                raise LessonError(path, where + "scale", f"{scale!r}: use seed or small")
+            answer_gb = str(_req(q, "answer_gb", (str, int, float), path, where))
+            _check_formula(answer_gb, {scale: scales[scale]}, path, where + "answer_gb")
+            tol = float(q.get("tolerance", 0.1))
+            if not 0 < tol < 1:
+                raise LessonError(path, where + "tolerance", f"{tol} must be a fraction between 0 and 1")
+            quiz.append(Question(kind, text, q.get("explain", ""), variant=variant, scale=scale,
+                                 answer_gb=answer_gb, tolerance=tol))
+        else:
+            raise LessonError(path, where + "kind", f"{kind!r}: use choice or predict_peak")
+
+    return Lesson(
+        number=int(m.group(1)), slug=folder.name, id=lesson_id, title=title, summary=summary,
+        objectives=objectives, variants=tuple(variants), scales={k: dict(v) for k, v in scales.items()},
+        checks=tuple(checks), quiz=tuple(quiz), path=folder, modes=modes,
+        timeout_s=float(data.get("timeout_s", 600)), requires=tuple(data.get("requires", ())),
+    )
+
+
+def _check_formula(expr, scales: dict, path: Path, where: str) -> None:
+    if isinstance(expr, (int, float)):
+        return
+    try:
+        used = names_in(str(expr))
+    except SyntaxError:
+        raise LessonError(path, where, f"{expr!r} is not an arithmetic expression") from None
+    for scale, params in scales.items():
+        missing = used - set(params) - {"min", "max", "ceil"}
+        if missing:
+            raise LessonError(path, where, f"uses {', '.join(sorted(missing))}, not in scales.{scale}")
+
+
+def predicted_answer_gb(lesson: Lesson, q: Question) -> float:
+    from lab.measure.formula import evaluate
+
+    try:
+        return float(evaluate(q.answer_gb, lesson.params(q.scale)))
+    except FormulaError as e:
+        raise LessonError(lesson.path / "lesson.toml", "quiz.answer_gb", str(e)) from None

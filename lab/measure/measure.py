@@ -1,0 +1,185 @@
+"""Measure one variant in this process: the tracked pass, then (cpu/cuda) an untracked timed pass.
+
+Called by `lab.runner.worker` in a fresh process per variant, so the CUDA allocator starts
+clean. Order matters on CUDA: the tracked pass runs first, on a cold allocator, so its counters
+are what a fresh training script would see; the timing pass then runs warm (cuBLAS handles,
+kernels loaded) without the tracker's overhead.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from contextlib import nullcontext
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import torch
+
+from . import cuda as cuda_mod
+from .device import gpu_info, set_virtual_gpu
+from .report import build_blocks, build_checks, build_peak, build_phases, build_timeline
+from .result import AllocatorStats, DeviceInfo, RunResult
+from .session import Session
+from .simulate import SIM_NOTES, fake_mode
+from .snapshot import device_trace_timelines
+from .tracker import TensorTracker
+
+Emit = Callable[[dict[str, Any]], None]
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text.splitlines()[0]}"
+
+
+def is_oom(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+class _Sampler(threading.Thread):
+    """Streams live bytes every `interval` s so the UI can show progress while a variant runs."""
+
+    def __init__(self, tracker: TensorTracker, emit: Emit, interval: float = 0.1):
+        super().__init__(daemon=True)
+        self.tracker, self.emit, self.interval = tracker, emit, interval
+        self.stopped = threading.Event()
+
+    def run(self):
+        while not self.stopped.wait(self.interval):
+            tr = self.tracker
+            self.emit({"type": "sample", "t": round(tr.now(), 4), "live_bytes": tr.live_bytes,
+                       "phase": tr.phase, "events": len(tr.trace.events)})
+
+
+def measure_variant(
+    fn: Callable[[Session], Any],
+    *,
+    lesson: str,
+    variant: str,
+    mode: str,
+    scale: str,
+    params: dict[str, Any],
+    checks: list[dict] | None = None,
+    gpu_memory: int | None = None,
+    profile_path: str | None = None,
+    timing: bool = True,
+    emit: Emit | None = None,
+) -> RunResult:
+    emit = emit or (lambda msg: None)
+    started = time.perf_counter()
+    if mode == "cuda":
+        info = gpu_info()
+        if info is None:
+            raise RuntimeError("mode 'cuda' needs a CUDA GPU and none is visible to PyTorch")
+        device = torch.device("cuda", 0)
+        dev = DeviceInfo(info.name, "cuda", info.total_bytes, gpu_memory)
+        if gpu_memory:
+            set_virtual_gpu(gpu_memory)
+    elif mode == "sim":
+        device = torch.device("cpu")
+        dev = DeviceInfo("simulated (FakeTensorMode)", "sim", gpu_memory, gpu_memory)
+    else:
+        device = torch.device("cpu")
+        dev = DeviceInfo("CPU", "cpu", gpu_memory, gpu_memory)
+
+    result = RunResult(lesson=lesson, variant=variant, mode=mode, scale=scale, device=dev,
+                       params=dict(params), simulated=mode == "sim",
+                       torch_version=torch.__version__,
+                       created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    torch.manual_seed(0)
+    tracker = TensorTracker(capacity=None if mode == "cuda" else gpu_memory,
+                            device_type="cuda" if mode == "cuda" else None)
+    recorder = cuda_mod.MemoryRecorder() if mode == "cuda" else None
+    phase_us: list[tuple[str, int]] = []
+
+    def on_phase(name: str) -> None:
+        phase_us.append((name, time.time_ns() // 1000))
+        emit({"type": "phase", "name": name, "live_bytes": tracker.live_bytes})
+
+    session = Session(mode, params, device, tracker,
+                      cuda_stats=(lambda: cuda_mod.stats_dict(device)) if mode == "cuda" else None,
+                      on_phase=on_phase)
+    sampler = _Sampler(tracker, emit)
+    if recorder:
+        torch.cuda.reset_peak_memory_stats()
+        recorder.start()
+    sampler.start()
+    try:
+        with fake_mode() if mode == "sim" else nullcontext(), tracker:
+            fn(session)
+    except Exception as exc:  # an experiment's failure is a result, never a crash
+        result.status = "oom" if is_oom(exc) else "error"
+        result.error = _first_line(exc) if result.status == "error" else str(exc).strip()
+        tracker.close()  # the timeline stops at the failure, before the traceback is released
+        exc = None
+    finally:
+        sampler.stopped.set()
+    trace = tracker.close()
+    gc.collect()
+
+    snap = None
+    if recorder:
+        snap = recorder.snapshot()
+        recorder.stop()
+        if profile_path:
+            cuda_mod.save_profile(snap, profile_path)
+            result.profile_path = profile_path
+
+    result.phases = build_phases(session.phases)
+    result.timeline = build_timeline(trace)
+    result.peak = build_peak(trace)
+    result.blocks = build_blocks(trace)
+    result.metrics = dict(session.metrics)
+    result.notes = list(session.notes)
+    if checks:
+        result.checks = build_checks(checks, variant, params, trace, result.phases, mode == "cuda")
+    if mode == "sim":
+        result.notes.extend(SIM_NOTES)
+    if mode == "cuda":
+        stats = cuda_mod.memory_stats(device)
+        result.allocator = AllocatorStats(
+            # peaks are reset at every phase start, so the run's peak is the max over phases
+            peak_allocated_bytes=max([p.allocated_peak_bytes or 0 for p in result.phases]
+                                     + [stats.peak_allocated]),
+            peak_reserved_bytes=max([r.cuda.get("peak_reserved", 0) for r in session.phases]
+                                    + [stats.peak_reserved]),
+            end_allocated_bytes=stats.allocated,
+            end_reserved_bytes=stats.reserved,
+            nvml_used_bytes=cuda_mod.nvml_used_bytes(device.index or 0),
+            num_alloc_retries=stats.num_alloc_retries,
+            num_ooms=stats.num_ooms,
+        )
+        result.allocator.untracked_peak_bytes = result.allocator.peak_allocated_bytes - result.peak.bytes
+        if snap is not None:
+            result.allocator.timeline, result.allocator.reserved_timeline = device_trace_timelines(
+                snap, phase_us, device.index or 0)
+        if result.allocator.untracked_peak_bytes > 0:
+            result.notes.append(
+                f"The CUDA allocator's peak is {result.allocator.untracked_peak_bytes:,} B above the "
+                "tracked tensors' peak: block rounding (512 B), the cuBLAS workspace and any "
+                "allocation made outside a tensor."
+            )
+    del trace, session, tracker
+    gc.collect()
+
+    if timing and mode != "sim" and result.status == "ok":
+        result.step_time_s = _timed_pass(fn, mode, params, device)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _timed_pass(fn, mode: str, params: dict[str, Any], device: torch.device) -> float | None:
+    """Run the variant again without the tracker; the time of its non-setup phases per step."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    torch.manual_seed(0)
+    session = Session(mode, params, device)
+    try:
+        fn(session)
+    except Exception:
+        return None
+    timed = sum(r.duration_s for r in session.phases if not r.setup)
+    steps = max(1, int(params.get("steps", 1)))
+    return timed / steps

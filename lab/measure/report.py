@@ -1,0 +1,164 @@
+"""Trace + session -> the pieces of a `RunResult` (timeline, peak, phases, blocks, checks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .formula import evaluate
+from .result import Block, Check, Peak, PhaseStats, Timeline
+from .session import PhaseRecord
+from .trace import ALLOC, CATEGORIES, Trace
+
+MAX_TIMELINE_POINTS = 1000
+MAX_BLOCKS = 3000
+CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
+
+
+def _pick_indices(live: list[int], max_points: int) -> list[int]:
+    """Indices to keep: first, last, and the max and min of each bucket (peaks survive)."""
+    n = len(live)
+    if n <= max_points:
+        return list(range(n))
+    buckets = max(1, max_points // 2)
+    size = n / buckets
+    keep = {0, n - 1}
+    for b in range(buckets):
+        lo, hi = int(b * size), int((b + 1) * size)
+        if hi > lo:
+            seg = range(lo, hi)
+            keep.add(max(seg, key=live.__getitem__))
+            keep.add(min(seg, key=live.__getitem__))
+    return sorted(keep)
+
+
+def build_timeline(trace: Trace, max_points: int = MAX_TIMELINE_POINTS) -> Timeline:
+    events = trace.events
+    live_total = trace.baseline_bytes
+    cat_live = {c: 0 for c in CATEGORIES}
+    total: list[int] = []
+    per_cat: dict[str, list[int]] = {c: [] for c in CATEGORIES}
+    for e in events:
+        cat = trace.category(e.sid)
+        sign = 1 if e.kind == ALLOC else -1
+        live_total += sign * e.nbytes
+        cat_live[cat] += sign * e.nbytes
+        total.append(live_total)
+        for c in CATEGORIES:
+            per_cat[c].append(cat_live[c])
+    keep = _pick_indices(total, max_points)
+    starts: list[tuple[str, int]] = []
+    for i, e in enumerate(events):
+        if e.phase and (not starts or starts[-1][0] != e.phase):
+            starts.append((e.phase, i))
+    return Timeline(
+        index=keep,
+        t=[round(events[i].t, 6) for i in keep],
+        live=[total[i] for i in keep],
+        by_category={c: [per_cat[c][i] for i in keep] for c in CATEGORIES if any(per_cat[c])},
+        phase_starts=starts,
+        events=len(events),
+    )
+
+
+def build_blocks(trace: Trace) -> list[Block]:
+    """Every storage (largest first, capped) with its lifetime on the event axis."""
+    alloc: dict[int, tuple[int, Any]] = {}
+    blocks: list[Block] = []
+    for i, e in enumerate(trace.events):
+        if e.kind == ALLOC:
+            alloc[e.sid] = (i, e)
+        elif e.sid in alloc:
+            j, a = alloc.pop(e.sid)
+            blocks.append(Block(a.nbytes, trace.category(a.sid), a.phase, j, i, a.stack))
+    for j, a in alloc.values():
+        blocks.append(Block(a.nbytes, trace.category(a.sid), a.phase, j, None, a.stack))
+    blocks.sort(key=lambda b: (-b.nbytes, b.alloc_index))
+    return blocks[:MAX_BLOCKS]
+
+
+def build_peak(trace: Trace, top_n: int = 12) -> Peak:
+    idx = trace.peak_index()
+    if idx < 0:
+        return Peak(bytes=trace.baseline_bytes)
+    live = trace.live_at(idx)
+    top = sorted(live.values(), key=lambda e: -e.nbytes)[:top_n]
+    return Peak(
+        bytes=sum(e.nbytes for e in live.values()) + trace.baseline_bytes,
+        phase=trace.events[idx].phase,
+        index=idx,
+        by_category={k: v for k, v in trace.by_category(live).items() if v},
+        top=[Block(e.nbytes, trace.category(e.sid), e.phase, 0, None, e.stack) for e in top],
+    )
+
+
+def build_phases(records: list[PhaseRecord]) -> list[PhaseStats]:
+    out = []
+    for r in records:
+        ps = PhaseStats(
+            name=r.name,
+            start_bytes=r.start_bytes,
+            end_bytes=r.end_bytes,
+            peak_bytes=max(r.peak_bytes, r.start_bytes, r.end_bytes),
+            delta_bytes=r.end_bytes - r.start_bytes,
+            start_index=r.start_index,
+            end_index=r.end_index,
+            duration_s=r.duration_s,
+        )
+        if r.cuda:
+            ps.allocated_delta_bytes = r.cuda["end_allocated"] - r.cuda["start_allocated"]
+            ps.allocated_peak_bytes = r.cuda["peak_allocated"]
+            ps.reserved_bytes = r.cuda["reserved"]
+        out.append(ps)
+    return out
+
+
+def category_at(trace: Trace, index: int) -> dict[str, int]:
+    return trace.by_category(trace.live_at(index)) if index >= 0 else {}
+
+
+def _born_in(trace: Trace, start: int, end: int) -> list[int]:
+    return [e.nbytes for e in trace.events[start:end] if e.kind == ALLOC]
+
+
+def build_checks(specs: list[dict], variant: str, params: dict, trace: Trace,
+                 phases: list[PhaseStats], cuda: bool) -> list[Check]:
+    """Evaluate lesson.toml `[[checks]]` for this variant. See lab.curriculum for the fields."""
+    out = []
+    by_name = {p.name: p for p in phases}
+    for spec in specs:
+        if spec.get("variants") and variant not in spec["variants"]:
+            continue
+        ph = by_name.get(spec["phase"])
+        if ph is None:
+            continue  # the variant stopped (OOM) before this phase: nothing to compare
+        expected = int(evaluate(spec["expected"], params))
+        measure = spec.get("measure", "delta")
+        note, tracked = "", 0
+        if measure == "delta":
+            tracked = ph.delta_bytes
+            if cuda and ph.allocated_delta_bytes is not None:
+                measured, source = ph.allocated_delta_bytes, "CUDA allocator (memory_allocated delta)"
+                rounding = sum(-(-n // CUDA_BLOCK) * CUDA_BLOCK - n
+                               for n in _born_in(trace, ph.start_index, ph.end_index))
+                extra = measured - tracked
+                if extra:
+                    other = extra - rounding
+                    note = (f"allocator delta − tensor bytes = {extra:,} B: {rounding:,} B of "
+                            f"rounding to {CUDA_BLOCK}-byte blocks"
+                            + (f", {other:,} B allocated outside any tensor (e.g. the cuBLAS "
+                               f"workspace made by the first matmul)" if other else ""))
+            else:
+                measured, source = tracked, "tracked tensors (numel × itemsize)"
+        elif measure.startswith("category:"):
+            cat = measure.split(":", 1)[1]
+            measured = category_at(trace, ph.end_index - 1).get(cat, 0)
+            source = f"tracked {cat} live at the end of {ph.name}"
+        elif measure == "peak":
+            measured, source = ph.peak_bytes, "tracked peak in phase"
+            if cuda and ph.allocated_peak_bytes is not None:
+                measured, source = ph.allocated_peak_bytes, "CUDA allocator peak in phase"
+        else:
+            raise ValueError(f"unknown check measure {measure!r}")
+        out.append(Check(spec["name"], expected, measured, source, note,
+                         tensor_bytes=tracked if cuda and measure == "delta" else None))
+    return out

@@ -1,0 +1,176 @@
+"""`RunResult`: what one variant of one lesson measured, in any mode.
+
+This is the contract between the engine and everything that shows results (TUI, CLI, reference
+files, tests). `to_dict()` / `from_dict()` round-trip through JSON; `SCHEMA` changes whenever a
+field changes meaning. The x axis of timelines is the allocation-event index ("allocation #"),
+the same in every mode, so a sim curve and a CUDA curve of the same code line up; wall time is
+kept beside it where it means something.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+SCHEMA = 1
+STATUSES = ("ok", "oom", "error", "timeout", "cancelled")
+MODES = ("cuda", "cpu", "sim")
+
+
+@dataclass
+class DeviceInfo:
+    name: str  # "NVIDIA H200", "CPU", "simulated (FakeTensorMode)"
+    kind: str  # cuda | cpu | sim
+    total_bytes: int | None = None  # capacity; None when unbounded (CPU RAM is not the point)
+    virtual_bytes: int | None = None  # the --gpu-memory cap, when one was set
+
+
+@dataclass
+class Block:
+    """One storage worth showing in the inspector: where it lived on the timeline."""
+
+    nbytes: int
+    category: str
+    phase: str
+    alloc_index: int
+    free_index: int | None  # None: still live at the end
+    stack: str = ""
+
+
+@dataclass
+class Peak:
+    bytes: int = 0
+    phase: str = ""
+    index: int = -1  # event index of the peak
+    by_category: dict[str, int] = field(default_factory=dict)
+    top: list[Block] = field(default_factory=list)  # largest storages live at the peak
+
+
+@dataclass
+class PhaseStats:
+    name: str
+    start_bytes: int
+    end_bytes: int
+    peak_bytes: int
+    delta_bytes: int  # end - start
+    start_index: int = 0
+    end_index: int = 0
+    duration_s: float | None = None
+    # cuda only: from the allocator's own counters (memory_stats), which include rounding
+    allocated_delta_bytes: int | None = None
+    allocated_peak_bytes: int | None = None
+    reserved_bytes: int | None = None
+
+
+@dataclass
+class Check:
+    name: str
+    expected_bytes: int
+    measured_bytes: int
+    source: str = ""  # what "measured" is: "tracked tensors", "allocator delta", ...
+    note: str = ""  # the difference, named
+    tensor_bytes: int | None = None  # cuda: what the tracker counted, beside the allocator's number
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_bytes / self.expected_bytes if self.expected_bytes else float("nan")
+
+
+@dataclass
+class Timeline:
+    index: list[int] = field(default_factory=list)  # event index (x)
+    t: list[float] = field(default_factory=list)  # seconds since start
+    live: list[int] = field(default_factory=list)  # live bytes (y)
+    by_category: dict[str, list[int]] = field(default_factory=dict)  # aligned with index
+    phase_starts: list[tuple[str, int]] = field(default_factory=list)  # (phase, event index)
+    events: int = 0  # how many events before downsampling
+
+
+@dataclass
+class AllocatorStats:
+    """The real CUDA caching allocator's view (cuda mode only)."""
+
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    end_allocated_bytes: int = 0
+    end_reserved_bytes: int = 0
+    nvml_used_bytes: int | None = None  # what nvidia-smi shows for the whole GPU
+    num_alloc_retries: int = 0
+    num_ooms: int = 0
+    untracked_peak_bytes: int = 0  # allocator peak - tracked-tensor peak: workspaces, rounding
+    timeline: Timeline | None = None  # from the allocator's own trace (_record_memory_history)
+    reserved_timeline: Timeline | None = None
+
+
+@dataclass
+class RunResult:
+    lesson: str
+    variant: str
+    mode: str
+    scale: str
+    device: DeviceInfo
+    status: str = "ok"
+    error: str | None = None
+    peak: Peak = field(default_factory=Peak)
+    phases: list[PhaseStats] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    step_time_s: float | None = None
+    timeline: Timeline = field(default_factory=Timeline)
+    blocks: list[Block] = field(default_factory=list)  # largest storages, for the inspector
+    allocator: AllocatorStats | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    simulated: bool = False
+    wall_s: float | None = None  # whole worker run, process start excluded
+    profile_path: str | None = None  # profile.pkl for pytorch.org/memory_viz (cuda)
+    torch_version: str = ""
+    created: str = ""  # ISO time
+    schema: int = SCHEMA
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def phase(self, name: str) -> PhaseStats | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {"schema": d.pop("schema"), **d}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        if d.get("schema") != SCHEMA:
+            raise ValueError(f"result schema {d.get('schema')!r} is not supported (expected {SCHEMA})")
+        return _build(cls, d)
+
+
+# ---- JSON -> dataclasses ------------------------------------------------------------------
+_NESTED = {
+    "device": DeviceInfo,
+    "peak": Peak,
+    "timeline": Timeline,
+    "allocator": AllocatorStats,
+    "reserved_timeline": Timeline,
+}
+_LISTS = {"phases": PhaseStats, "checks": Check, "blocks": Block, "top": Block}
+
+
+def _build(cls, d: dict[str, Any]):
+    known = {f.name for f in fields(cls)}
+    kwargs = {}
+    for k, v in d.items():
+        if k not in known:
+            continue  # tolerate extra keys from newer writers of the same schema
+        if v is not None and k in _NESTED:
+            v = _build(_NESTED[k], v)
+        elif k in _LISTS and v is not None:
+            v = [_build(_LISTS[k], x) for x in v]
+        elif k == "phase_starts":
+            v = [tuple(x) for x in v]
+        kwargs[k] = v
+    return cls(**kwargs)

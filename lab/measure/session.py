@@ -1,0 +1,145 @@
+"""`Session`: the `run` object an experiment receives.
+
+Experiments are plain PyTorch; the session gives them their sizes (`run.p`), the device, and
+`run.phase(...)` to mark where they are. The same experiment code runs in three modes; the
+session hides the difference (tracker on or off, CUDA counters or not, fake tensors or real).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Callable
+
+import torch
+
+from .tracker import TensorTracker
+
+
+@dataclass
+class PhaseRecord:
+    name: str
+    setup: bool
+    t_start: float
+    start_index: int
+    start_bytes: int
+    t_end: float = 0.0
+    end_index: int = 0
+    end_bytes: int = 0
+    peak_bytes: int = 0
+    duration_s: float = 0.0
+    cuda: dict[str, int] = field(default_factory=dict)
+
+
+class Session:
+    """What `experiment.py` functions see as `run`.
+
+    mode: "cuda" | "cpu" | "sim". In "sim" every tensor is a FakeTensor: shapes and bytes are
+    exact, values do not exist (`run.item()` returns None), and nothing is timed.
+    """
+
+    def __init__(
+        self,
+        mode: str,
+        params: dict[str, Any],
+        device: torch.device,
+        tracker: TensorTracker | None = None,
+        cuda_stats: Callable[[], dict[str, int]] | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ):
+        self.mode = mode
+        self.p = SimpleNamespace(**params)
+        self.params = dict(params)
+        self.device = device
+        self.tracker = tracker
+        self.phases: list[PhaseRecord] = []
+        self.metrics: dict[str, float] = {}
+        self.notes: list[str] = []
+        self._cuda_stats = cuda_stats
+        self._on_phase = on_phase
+        self._current: PhaseRecord | None = None
+
+    # ---- what experiments use -------------------------------------------------------------
+    @property
+    def simulated(self) -> bool:
+        return self.mode == "sim"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @contextmanager
+    def phase(self, name: str, *, category: str | None = None, setup: bool = False):
+        """Mark a phase. `category`: what every storage born here is (e.g. "inputs").
+
+        `setup=True` phases (building the model, making data) are left out of `step_time_s`.
+        """
+        if self._current is not None:
+            raise RuntimeError(f"phase {name!r} started inside phase {self._current.name!r}")
+        self.sync()
+        tr = self.tracker
+        rec = PhaseRecord(
+            name=name,
+            setup=setup,
+            t_start=time.perf_counter(),
+            start_index=len(tr.trace.events) if tr else 0,
+            start_bytes=tr.live_bytes if tr else 0,
+        )
+        if tr is not None:
+            tr.phase = name
+            if category:
+                tr.phase_category[name] = category
+            tr.peak_bytes = tr.live_bytes  # per-phase peak; the global peak comes from the trace
+        if self._cuda_stats is not None:
+            torch.cuda.reset_peak_memory_stats()
+            rec.cuda["start_allocated"] = self._cuda_stats()["allocated"]
+        self._current = rec
+        if self._on_phase:
+            self._on_phase(name)
+        try:
+            yield rec
+        finally:
+            self.sync()
+            rec.t_end = time.perf_counter()
+            rec.duration_s = rec.t_end - rec.t_start
+            if tr is not None:
+                tr.scan_roots()
+                rec.end_index = len(tr.trace.events)
+                rec.end_bytes = tr.live_bytes
+                rec.peak_bytes = tr.peak_bytes
+                tr.trace.phases.append((name, rec.t_start - tr._t0, rec.t_end - tr._t0))
+                tr.phase = ""
+            if self._cuda_stats is not None:
+                s = self._cuda_stats()
+                rec.cuda.update(end_allocated=s["allocated"], peak_allocated=s["peak_allocated"],
+                                reserved=s["reserved"], peak_reserved=s["peak_reserved"])
+            self.phases.append(rec)
+            self._current = None
+
+    def watch(self, *objs) -> None:
+        """Tell the tracker about a model or optimizer built before tracking (rarely needed)."""
+        if self.tracker is not None:
+            self.tracker.watch(*objs)
+
+    def mark(self, tensors, category: str) -> None:
+        """Label tensors explicitly, e.g. `run.mark(x, "inputs")`."""
+        if self.tracker is not None:
+            self.tracker.mark(tensors, category)
+
+    def metric(self, name: str, value: float | None) -> None:
+        """Record a number the lesson reports (a loss, a gradient difference, tokens/s)."""
+        if value is not None:
+            self.metrics[name] = float(value)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def item(self, t: torch.Tensor) -> float | None:
+        """`t.item()`, or None in simulation where tensors have no values."""
+        return None if self.simulated else t.item()
+
+    def sync(self) -> None:
+        if self.device.type == "cuda" and not self.simulated:
+            torch.cuda.synchronize(self.device)

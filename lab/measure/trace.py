@@ -1,0 +1,111 @@
+"""The trace model: alloc/free events and everything derived from them.
+
+A `Trace` is the raw record of one measured run: every storage born and freed, in order. From it
+come the live-bytes timeline, the peak (and what was live there, by category), and per-phase
+numbers. `RunResult` (in `result.py`) carries a downsampled timeline, never the raw events, so it
+stays small enough to stream over a pipe and to keep in run history.
+
+Bytes are always plain ints; GB (10**9) / GiB (2**30) appear only in display code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CATEGORIES = (
+    "parameters",
+    "gradients",
+    "optimizer_state",
+    "activations",
+    "temporaries",
+    "inputs",
+    "other",
+)
+
+ALLOC, FREE = "alloc", "free"
+
+
+@dataclass(slots=True)
+class Event:
+    """One storage born (`alloc`) or freed (`free`). `sid` pairs the two."""
+
+    kind: str  # ALLOC | FREE
+    sid: int  # storage id, unique within a trace
+    nbytes: int
+    t: float  # seconds since the trace started (wall clock; meaningless but monotone in sim)
+    phase: str
+    stack: str = ""  # short "file:line fn" of the first user frame, alloc only
+
+
+@dataclass
+class Trace:
+    events: list[Event] = field(default_factory=list)
+    # sid -> category, decided after the run (what the storage turned out to be)
+    categories: dict[int, str] = field(default_factory=dict)
+    # phases in the order they started: (name, t_start, t_end)
+    phases: list[tuple[str, float, float]] = field(default_factory=list)
+    baseline_bytes: int = 0  # bytes live before the first event (tensors that pre-existed)
+
+    def category(self, sid: int) -> str:
+        return self.categories.get(sid, "other")
+
+    # ---- derived views -------------------------------------------------------------------
+    def live_series(self) -> list[int]:
+        """Live bytes after each event."""
+        live = self.baseline_bytes
+        out = []
+        for e in self.events:
+            live += e.nbytes if e.kind == ALLOC else -e.nbytes
+            out.append(live)
+        return out
+
+    def peak_index(self) -> int:
+        """Index of the first event at which live bytes reach their maximum (-1 if no events)."""
+        best, idx, live = self.baseline_bytes, -1, self.baseline_bytes
+        for i, e in enumerate(self.events):
+            live += e.nbytes if e.kind == ALLOC else -e.nbytes
+            if live > best:
+                best, idx = live, i
+        return idx
+
+    def live_at(self, index: int) -> dict[int, Event]:
+        """The alloc events of storages live just after event `index` (sid -> alloc event)."""
+        live: dict[int, Event] = {}
+        for e in self.events[: index + 1]:
+            if e.kind == ALLOC:
+                live[e.sid] = e
+            else:
+                live.pop(e.sid, None)
+        return live
+
+    def by_category(self, live: dict[int, Event]) -> dict[str, int]:
+        totals = {c: 0 for c in CATEGORIES}
+        for sid, e in live.items():
+            totals[self.category(sid)] += e.nbytes
+        return totals
+
+
+def downsample(xs: list[float], ys: list[int], max_points: int) -> tuple[list[float], list[int]]:
+    """Shrink a series to at most ~max_points, keeping the max *and* min of each bucket.
+
+    Keeping both extremes means a peak (or a dip between steps) survives any downsampling; the
+    bucket's points stay in time order so the curve still reads left to right.
+    """
+    n = len(ys)
+    if n <= max_points or max_points < 4:
+        return list(xs), list(ys)
+    buckets = max(1, max_points // 2)
+    size = n / buckets
+    out_x: list[float] = []
+    out_y: list[int] = []
+    for b in range(buckets):
+        lo, hi = int(b * size), int((b + 1) * size)
+        if hi <= lo:
+            continue
+        seg = range(lo, hi)
+        i_max = max(seg, key=ys.__getitem__)
+        i_min = min(seg, key=ys.__getitem__)
+        for i in sorted({i_min, i_max}):
+            out_x.append(xs[i])
+            out_y.append(ys[i])
+    return out_x, out_y

@@ -1,0 +1,268 @@
+"""The tensor tracker: every storage born and freed, with what it turned out to be.
+
+A `TorchDispatchMode` sees every aten op, on every device, in every mode (real CPU, real CUDA,
+FakeTensorMode). After each op it looks at the outputs: a storage it has not seen is *born*
+(views share their base's storage, so they are counted once); a weak reference on the storage
+fires when the storage dies, which is the *free*. The autograd engine carries the dispatch-mode
+stack to its worker threads, so backward ops are seen there too (checked on CUDA in tests/gpu).
+
+What a storage *is* (parameter, gradient, optimizer state, ...) is usually not known at birth
+(`nn.Linear` calls `torch.empty` before wrapping the result in a Parameter), so categories are
+decided later, by `classify()`, from roots found through PyTorch's global hooks: every module
+parameter/buffer registered and every optimizer that stepped while the tracker was on.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .trace import ALLOC, FREE, Event, Trace
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_LAB_MEASURE_DIR = os.path.dirname(__file__)
+_SKIP_DIRS = (_TORCH_DIR, _LAB_MEASURE_DIR, os.path.dirname(os.__file__))
+
+
+def user_frame(limit: int = 40) -> str:
+    """'file:line function' of the nearest frame outside torch, this package and the stdlib."""
+    f = sys._getframe(2)
+    for _ in range(limit):
+        if f is None:
+            break
+        fn = f.f_code.co_filename
+        if not fn.startswith(_SKIP_DIRS) and "<frozen" not in fn:
+            return f"{_short_path(fn)}:{f.f_lineno} {f.f_code.co_name}"
+        f = f.f_back
+    return ""
+
+
+def _short_path(path: str) -> str:
+    parts = path.replace("\\", "/").split("/")
+    if "site-packages" in parts:  # transformers/models/gpt2/modeling_gpt2.py, not the venv path
+        return "/".join(parts[parts.index("site-packages") + 1 :])
+    return "/".join(parts[-2:])
+
+
+class VirtualOutOfMemory(torch.OutOfMemoryError):
+    """Raised by the tracker when a virtual GPU capacity would be exceeded (cpu/sim modes)."""
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def oom_message(requested: int, capacity: int, live: int) -> str:
+    """Shaped like the real CUDA caching allocator's message, so the OOM lesson reads the same."""
+    free = max(0, capacity - live)
+    return (
+        f"CUDA out of memory. Tried to allocate {_gib(requested)}. GPU 0 has a total capacity of "
+        f"{_gib(capacity)} of which {_gib(free)} is free. Of the allocated memory {_gib(live)} is "
+        f"allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. "
+        f"(virtual GPU of {_gib(capacity)} enforced by memlab's tensor tracker)"
+    )
+
+
+class TensorTracker(TorchDispatchMode):
+    """Records storage births and deaths into a `Trace`.
+
+    `capacity` (bytes) makes it act as a virtual GPU: an op whose output would push live bytes
+    past it raises `torch.OutOfMemoryError` instead of returning.
+    """
+
+    def __init__(self, capacity: int | None = None, device_type: str | None = None):
+        super().__init__()
+        self.trace = Trace()
+        self.capacity = capacity
+        self.device_type = device_type  # only count storages on this device type (None: all)
+        self.phase = ""
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self._sid_by_cdata: dict[int, int] = {}
+        self._nbytes: dict[int, int] = {}  # sid -> bytes as last seen
+        self._refs: dict[int, weakref.ref] = {}
+        self._born_phase: dict[int, str] = {}
+        self._next_sid = 0
+        self._lock = threading.RLock()
+        self._t0 = time.perf_counter()
+        self._closed = False
+        self._param_refs: list[weakref.ref] = []
+        self._optim_refs: list[weakref.ref] = []
+        self._roles: dict[int, str] = {}  # sid -> category learned from roots
+        self._hooks: list = []
+        self.phase_category: dict[str, str] = {}  # phase -> category for what is born in it
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def __enter__(self):
+        self._install_hooks()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            self.scan_roots()
+        finally:
+            for h in self._hooks:
+                h.remove()
+            self._hooks.clear()
+        return super().__exit__(*exc)
+
+    def close(self) -> Trace:
+        """Stop recording frees and return the finished, classified trace."""
+        with self._lock:
+            self._closed = True
+            self.classify()
+            return self.trace
+
+    def _install_hooks(self) -> None:
+        mod = torch.nn.modules.module
+        self._hooks.append(mod.register_module_parameter_registration_hook(self._on_param))
+        self._hooks.append(mod.register_module_buffer_registration_hook(self._on_param))
+        self._hooks.append(register_optimizer_step_post_hook(self._on_step))
+
+    def _on_param(self, module, name, tensor):
+        if isinstance(tensor, torch.Tensor):
+            self._param_refs.append(weakref.ref(tensor))
+            self._mark(tensor, "parameters")
+
+    def _on_step(self, optimizer, args, kwargs):
+        self._optim_refs.append(weakref.ref(optimizer))
+        self.scan_roots()
+
+    # ---- roots and categories ---------------------------------------------------------------
+    def watch(self, *objs) -> None:
+        """Register roots the global hooks cannot see: modules made before tracking, optimizers."""
+        for obj in objs:
+            if isinstance(obj, torch.nn.Module):
+                for t in list(obj.parameters()) + list(obj.buffers()):
+                    self._on_param(obj, "", t)
+            elif isinstance(obj, torch.optim.Optimizer):
+                self._optim_refs.append(weakref.ref(obj))
+        self.scan_roots()
+
+    def mark(self, tensors: Iterable[torch.Tensor] | torch.Tensor, category: str) -> None:
+        if isinstance(tensors, torch.Tensor):
+            tensors = [tensors]
+        for t in tensors:
+            self._mark(t, category)
+
+    def _mark(self, t: torch.Tensor, category: str) -> None:
+        sid = self._sid_of(t)
+        if sid is not None:
+            # a gradient or optimizer buffer never becomes a "parameter" again; first role wins
+            self._roles.setdefault(sid, category)
+
+    def _sid_of(self, t: torch.Tensor) -> int | None:
+        try:
+            return self._sid_by_cdata.get(t.untyped_storage()._cdata)
+        except Exception:  # sparse, nested, or a subclass without storage
+            return None
+
+    def scan_roots(self) -> None:
+        """Learn roles from live roots: parameters' grads and optimizer state."""
+        with self._lock:
+            for ref in self._param_refs:
+                p = ref()
+                if p is not None and p.grad is not None:
+                    self._mark(p.grad, "gradients")
+            for ref in self._optim_refs:
+                opt = ref()
+                if opt is None:
+                    continue
+                for state in opt.state.values():
+                    for v in state.values():
+                        if isinstance(v, torch.Tensor):
+                            self._mark(v, "optimizer_state")
+
+    def classify(self) -> None:
+        """Give every storage in the trace a category (see module docstring)."""
+        freed_in_birth_phase: set[int] = set()
+        for e in self.trace.events:
+            if e.kind == FREE and self._born_phase.get(e.sid) == e.phase:
+                freed_in_birth_phase.add(e.sid)
+        cats = self.trace.categories
+        for e in self.trace.events:
+            if e.kind != ALLOC or e.sid in cats:
+                continue
+            if e.sid in self._roles:
+                cats[e.sid] = self._roles[e.sid]
+            elif e.phase in self.phase_category:
+                cats[e.sid] = self.phase_category[e.phase]
+            elif not e.phase:
+                cats[e.sid] = "other"
+            elif e.sid in freed_in_birth_phase:
+                cats[e.sid] = "temporaries"
+            else:
+                cats[e.sid] = "activations"
+
+    # ---- recording ---------------------------------------------------------------------------
+    def now(self) -> float:
+        return time.perf_counter() - self._t0
+
+    def register_existing(self, tensors: Iterable[torch.Tensor], category: str = "other") -> None:
+        """Count tensors that existed before tracking began, as live from t=0."""
+        for t in tensors:
+            self._see(t, stack="(before tracking)")
+            self._mark(t, category)
+
+    def _see(self, t: torch.Tensor, stack: str | None = None) -> None:
+        if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):
+            return
+        try:
+            storage = t.untyped_storage()
+        except Exception:
+            return
+        cdata = storage._cdata
+        nbytes = storage.nbytes()
+        with self._lock:
+            sid = self._sid_by_cdata.get(cdata)
+            if sid is not None:
+                old = self._nbytes[sid]
+                if old != nbytes:  # resize_ or an out= that grew/shrank its storage
+                    self._emit(FREE, sid, old, "")
+                    self._nbytes[sid] = nbytes
+                    self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame())
+                return
+            if self.capacity is not None and self.live_bytes + nbytes > self.capacity:
+                raise VirtualOutOfMemory(oom_message(nbytes, self.capacity, self.live_bytes))
+            sid = self._next_sid
+            self._next_sid += 1
+            self._sid_by_cdata[cdata] = sid
+            self._nbytes[sid] = nbytes
+            self._born_phase[sid] = self.phase
+            self._refs[sid] = weakref.ref(storage, self._freer(sid, cdata))
+            self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame())
+
+    def _freer(self, sid: int, cdata: int) -> Callable:
+        def on_free(_ref):
+            with self._lock:
+                self._refs.pop(sid, None)
+                if self._sid_by_cdata.get(cdata) == sid:
+                    del self._sid_by_cdata[cdata]
+                if not self._closed:
+                    self._emit(FREE, sid, self._nbytes[sid], "")
+
+        return on_free
+
+    def _emit(self, kind: str, sid: int, nbytes: int, stack: str) -> None:
+        self.trace.events.append(Event(kind, sid, nbytes, self.now(), self.phase, stack))
+        if kind == ALLOC:
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        else:
+            self.live_bytes -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self._see(t)
+        return out

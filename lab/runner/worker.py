@@ -1,0 +1,76 @@
+"""`python -m lab.runner.worker REQUEST_JSON`: measure one variant and stream JSON lines.
+
+One process per variant: a fresh CUDA context and a clean caching allocator for every
+measurement, and a crash, hang or OOM stays in this process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+
+
+def _open_protocol_stream():
+    """Keep the real stdout for protocol lines; send fd 1 (prints, C++ logs) to stderr."""
+    proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    lock = threading.Lock()
+
+    def emit(msg: dict) -> None:
+        line = json.dumps(msg, separators=(",", ":"))
+        with lock:
+            proto.write(line + "\n")
+            proto.flush()
+
+    return emit
+
+
+def load_experiment(path: str):
+    spec = importlib.util.spec_from_file_location("memlab_experiment", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    emit = _open_protocol_stream()
+    from lab.curriculum import LessonError, load_lesson
+    from lab.runner.protocol import RunRequest
+
+    try:
+        req = RunRequest.from_json_dict(json.loads(argv[0]))
+        from pathlib import Path
+
+        lesson = load_lesson(Path(req.lesson_path))
+        lesson.variant(req.variant)
+        params = {**lesson.params(req.scale), **req.overrides}
+    except (LessonError, KeyError, IndexError, ValueError, TypeError) as e:
+        emit({"type": "error", "error": f"bad request: {e}"})
+        return 2
+
+    emit({"type": "started", "pid": os.getpid(), "lesson": lesson.id, "variant": req.variant,
+          "mode": req.mode, "scale": req.scale})
+    try:
+        module = load_experiment(str(lesson.experiment_path))
+        fn = getattr(module, req.variant)
+    except Exception as e:  # the lesson's code failed to import: report, don't crash
+        emit({"type": "error", "error": f"{lesson.experiment_path.name}: {type(e).__name__}: {e}"})
+        return 3
+
+    from lab.measure.measure import measure_variant
+
+    result = measure_variant(
+        fn, lesson=lesson.id, variant=req.variant, mode=req.mode, scale=req.scale, params=params,
+        checks=list(lesson.checks), gpu_memory=req.gpu_memory, profile_path=req.profile_path,
+        timing=req.timing, emit=emit,
+    )
+    emit({"type": "result", "result": result.to_dict()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
