@@ -10,7 +10,9 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
   timeout_s = 600                            per variant
   requires = ["pytorch_lightning"]           optional Python packages; missing -> lesson explains
   [[variants]] name, title, description      the first one is "baseline"
-  [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools)
+  [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools);
+                                             `gpu_memory` (bytes), if set, is the virtual GPU
+                                             the lesson runs on unless --gpu-memory is given
   [[checks]] name, phase, expected, measure, variants
                                              expected: formula over the scale's parameters;
                                              measure: "delta" | "peak" | "category:<name>"

@@ -69,6 +69,9 @@ def measure_variant(
 ) -> RunResult:
     emit = emit or (lambda msg: None)
     started = time.perf_counter()
+    if gpu_memory is None and params.get("gpu_memory"):
+        # a lesson can run on a virtual GPU of its own (lesson 13); --gpu-memory still overrides
+        gpu_memory = int(params["gpu_memory"])
     if mode == "cuda":
         info = gpu_info()
         if info is None:
@@ -165,13 +168,17 @@ def measure_variant(
     gc.collect()
 
     if timing and mode != "sim" and result.status == "ok":
-        result.step_time_s = _timed_pass(fn, mode, params, device)
+        result.step_time_s, timed_metrics = _timed_pass(fn, mode, params, device)
+        # metrics the untracked pass measured (throughput, GPU busy %) replace the tracked
+        # pass's, which the tracker's overhead slowed down; deterministic ones are equal anyway
+        result.metrics.update(timed_metrics)
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _timed_pass(fn, mode: str, params: dict[str, Any], device: torch.device) -> float | None:
-    """Run the variant again without the tracker; the time of its non-setup phases per step."""
+def _timed_pass(fn, mode: str, params: dict[str, Any],
+                device: torch.device) -> tuple[float | None, dict[str, float]]:
+    """Run the variant again without the tracker: (time of its non-setup phases per step, metrics)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
     torch.manual_seed(0)
@@ -179,7 +186,7 @@ def _timed_pass(fn, mode: str, params: dict[str, Any], device: torch.device) -> 
     try:
         fn(session)
     except Exception:
-        return None
+        return None, {}
     timed = sum(r.duration_s for r in session.phases if not r.setup)
     steps = max(1, int(params.get("steps", 1)))
-    return timed / steps
+    return timed / steps, dict(session.metrics)
