@@ -1,0 +1,48 @@
+"""Lesson 07: a smaller batch + gradient accumulation — the same effective batch.
+
+    for xm, ym in zip(x.chunk(n), y.chunk(n)):      # n micro-batches of B/n sequences
+        loss = loss_fn(model(xm), ym) / n           # / n: the mean over the whole batch
+        loss.backward()                             # gradients ADD UP in p.grad
+    optimizer.step(); optimizer.zero_grad()         # one step per full batch
+
+Only one micro-batch's activations are alive at a time. The gradients are the full-batch
+gradients (the loss is a mean and dropout is off), up to float rounding: the experiment records
+their norm and the sum of their absolute values before the first step, so the two variants can be compared number by number.
+"""
+
+import torch
+
+from lab.experiments import get_batch, lm_loss, setup
+from lab.experiments.train import TrainConfig, Workload
+
+
+def train_accumulating(run, n):
+    work = Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig())
+    lay, model, opt, _ = setup(run, work)
+    for i in range(run.p.steps):
+        x, y = get_batch(run, lay, work, i)  # (B, T): the same data in both variants
+        for k, (xm, ym) in enumerate(zip(x.chunk(n), y.chunk(n))):  # (B/n, T) each
+            tag = f"{i}" if n == 1 else f"{i}.{k}"
+            with run.phase(f"forward {tag}"):
+                loss = lm_loss(model, xm, ym) / n
+            with run.phase(f"backward {tag}"):
+                loss.backward()
+        if i == 0 and not run.simulated:
+            with run.phase("compare gradients", setup=True):  # a few bytes, outside the step
+                grads = [p.grad for p in model.parameters() if p.grad is not None]
+                run.metric("grad_norm", torch.linalg.vector_norm(
+                    torch.stack([torch.linalg.vector_norm(g) for g in grads])).item())
+                run.metric("grad_abs_sum", sum(g.abs().sum(dtype=torch.float64) for g in grads).item())
+        with run.phase(f"step {i}"):
+            opt.step()
+        with run.phase(f"zero_grad {i}"):
+            opt.zero_grad(set_to_none=True)
+    run.metric("loss_last_micro_batch", run.item(loss * n))
+
+
+def baseline(run):
+    train_accumulating(run, 1)
+
+
+def accumulate(run):
+    train_accumulating(run, run.p.micro_batches)

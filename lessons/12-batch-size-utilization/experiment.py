@@ -1,0 +1,126 @@
+"""Lesson 12: batch size, throughput and GPU utilisation; a data-bound loop and its fix.
+
+Part 1, a batch sweep: the same training step at three batch sizes. Memory grows with the batch;
+tokens per second grow too, until the GPU is busy all the time.
+
+Part 2, a loop that waits for data: each sample takes `load_ms` milliseconds to "load" (a sleep
+that stands for disk or network latency, said plainly: there is no real storage here). With
+`num_workers=0` the GPU waits while the main process loads; with worker processes the next
+batches are loaded while the GPU computes, and `pin_memory=True` + `non_blocking=True` make the
+host-to-GPU copy asynchronous. `torch.profiler` then shows where the time goes.
+
+Throughput and GPU busy % are recorded from the untracked, timed pass (cpu and cuda modes);
+simulation has no time.
+"""
+
+import time
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from lab.experiments import get_batch, layout, setup, train_step
+from lab.experiments.data import corpus_tokens
+from lab.experiments.gpu import BusySampler
+from lab.experiments.train import TrainConfig, Workload
+
+
+class SlowTokens(Dataset):
+    """Windows of token ids; each item takes `load_ms` to 'load' (a stand-in for I/O latency)."""
+
+    def __init__(self, vocab, seq, n, load_ms):
+        self.vocab, self.seq, self.n, self.load_ms = vocab, seq, n, load_ms
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        time.sleep(self.load_ms / 1000)
+        if self.vocab == 256:  # the tiny layout reads the corpus
+            data = corpus_tokens()
+            j = (i * 7919) % (len(data) - self.seq - 1)
+            ids = data[j : j + self.seq + 1].astype(np.int64)
+        else:
+            ids = np.random.default_rng(i).integers(0, self.vocab, self.seq + 1, dtype=np.int64)
+        ids = torch.from_numpy(ids)
+        return ids[:-1], ids[1:]  # (T,), (T,)
+
+
+def sweep(run, batch):
+    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
+    lay, model, opt, scaler = setup(run, work)
+    x, y = get_batch(run, lay, work, 0)  # one batch, reused: no data loading in part 1
+    t0 = time.perf_counter()
+    with BusySampler(run.device) as busy:
+        for i in range(run.p.steps):
+            train_step(run, model, opt, scaler, x, y, work.config, i)
+        run.sync()
+    report(run, batch, time.perf_counter() - t0, busy)
+
+
+def report(run, batch, seconds, busy):
+    run.metric("tokens_per_step", batch * run.p.seq)
+    if not run.simulated:
+        run.metric("tokens_per_s", run.p.steps * batch * run.p.seq / seconds)
+        run.metric("gpu_busy_percent", busy.mean)
+
+
+def loader_loop(run, workers, profile=False):
+    batch = run.p.loader_batch
+    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
+    lay, model, opt, scaler = setup(run, work)
+    if run.simulated and workers:
+        run.note("simulation: DataLoader workers are not started (fake tensors cannot cross "
+                 "processes); the memory is the same, the time is not simulated")
+        workers = 0
+    pin = run.is_cuda and workers > 0
+    ds = SlowTokens(lay.vocab_size, run.p.seq, batch * run.p.steps, run.p.load_ms)
+    loader = DataLoader(ds, batch_size=batch, num_workers=workers, pin_memory=pin,
+                        prefetch_factor=2 if workers else None)
+    prof = None
+    if profile and not run.simulated:
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if run.is_cuda:
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        prof = torch.profiler.profile(activities=acts)
+        prof.__enter__()
+    t0 = time.perf_counter()
+    with BusySampler(run.device) as busy:
+        it = iter(loader)
+        for i in range(run.p.steps):
+            with run.phase(f"data {i}", category="inputs"):  # timed: waiting for data counts
+                xb, yb = next(it)
+                x = xb.to(run.device, non_blocking=pin)  # (B, T)
+                y = yb.to(run.device, non_blocking=pin)
+            train_step(run, model, opt, scaler, x, y, work.config, i)
+        run.sync()
+    seconds = time.perf_counter() - t0
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
+        run.note("torch.profiler, top operations by self CPU time:\n" + table)
+    report(run, batch, seconds, busy)
+
+
+def baseline(run):
+    sweep(run, run.p.batch_small)
+
+
+def batch_medium(run):
+    sweep(run, run.p.batch_medium)
+
+
+def batch_large(run):
+    sweep(run, run.p.batch_large)
+
+
+def data_bound(run):
+    loader_loop(run, workers=0)
+
+
+def loader_workers(run):
+    loader_loop(run, workers=run.p.workers)
+
+
+def profiled(run):
+    loader_loop(run, workers=0, profile=True)
