@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate
 
 from lab.experiments import get_batch, layout, setup, train_step
 from lab.experiments.data import corpus_tokens
@@ -69,14 +69,16 @@ def loader_loop(run, workers, profile=False):
     batch = run.p.loader_batch
     work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
     lay, model, opt, scaler = setup(run, work)
-    if run.simulated and workers:
-        run.note("simulation: DataLoader workers are not started (fake tensors cannot cross "
-                 "processes); the memory is the same, the time is not simulated")
-        workers = 0
     pin = run.is_cuda and workers > 0
     ds = SlowTokens(lay.vocab_size, run.p.seq, batch * run.p.steps, run.p.load_ms)
-    loader = DataLoader(ds, batch_size=batch, num_workers=workers, pin_memory=pin,
-                        prefetch_factor=2 if workers else None)
+    if run.simulated:  # a DataLoader draws a random seed with .item(): fake tensors have no values
+        run.note("simulation: the batches are collated here, without a DataLoader or workers; "
+                 "the GPU memory is the same, and time is not simulated")
+        loader = [default_collate([ds[i * batch + j] for j in range(batch)])
+                  for i in range(run.p.steps)]
+    else:
+        loader = DataLoader(ds, batch_size=batch, num_workers=workers, pin_memory=pin,
+                            prefetch_factor=2 if workers else None)
     prof = None
     if profile and not run.simulated:
         acts = [torch.profiler.ProfilerActivity.CPU]
