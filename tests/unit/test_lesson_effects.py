@@ -166,8 +166,9 @@ def test_03_peak_moves_from_backward_to_the_step_when_the_batch_shrinks():
 @pytest.mark.parametrize("mode", ["sim", "cpu"])
 def test_04_no_grad_and_inference_mode_drop_the_activations(mode):
     base, ng, im = (peak("04", v, mode) for v in ("baseline", "no_grad", "inference_mode"))
-    assert cat_at_peak("04", "no_grad", mode, "activations") == 0
-    assert cat_at_peak("04", "inference_mode", mode, "activations") == 0
+    # nothing of the forward pass is kept (a few bytes: the previous batch's scalar loss)
+    assert cat_at_peak("04", "no_grad", mode, "activations") <= 64
+    assert cat_at_peak("04", "inference_mode", mode, "activations") <= 64
     assert base > 4 * ng
     if mode == "cpu":
         assert ng == im  # the same memory on a real CPU
