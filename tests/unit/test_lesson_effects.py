@@ -268,7 +268,7 @@ def test_11_optimizer_state_and_step_temporaries(mode):
 @pytest.mark.slow
 def test_12_memory_grows_with_the_batch():
     sim = [peak("12", v, "sim") for v in ("baseline", "batch_large")]
-    assert sim[0] == pytest.approx(3.23e9, rel=1e-3) and sim[1] == pytest.approx(29.20e9, rel=1e-3)
+    assert sim[0] == pytest.approx(3.23e9, rel=3e-3) and sim[1] == pytest.approx(29.20e9, rel=3e-3)
     cpu = [peak("12", v, "cpu") for v in ("baseline", "batch_medium", "batch_large")]
     assert cpu[0] < cpu[1] < cpu[2]
     # loading data in workers changes host memory, not the device's
