@@ -220,6 +220,7 @@ def test_07_accumulation_cuts_activations_and_keeps_the_gradients(mode):
     else:
         # the same gradients, within float rounding
         assert acc.metrics["grad_norm"] == pytest.approx(base.metrics["grad_norm"], rel=1e-5)
+        assert round(base.metrics["grad_norm"], 6) == 4.894719  # quoted in lesson.md
         assert acc.metrics["grad_abs_sum"] == pytest.approx(base.metrics["grad_abs_sum"], rel=1e-5)
 
 
@@ -311,3 +312,47 @@ def test_15_lightning_matches_the_hand_written_loop():
     assert lit == pytest.approx(by_hand, rel=0.01)
     sim = measured("15", "baseline", "sim")
     assert sim.peak.bytes == pytest.approx(3.39e9, rel=1e-3)
+
+
+# Every peak a lesson.md quotes, at the precision it is quoted (GB at seed scale in simulation,
+# MB at small scale on the CPU). If a change moves one of them, the text must change with it.
+QUOTED = [
+    ("02", "baseline", "sim", 11.20e9), ("02", "one_expression", "sim", 10.20e9),
+    ("03", "baseline", "sim", 49.68e9), ("03", "small_batch", "sim", 30.87e9),
+    ("04", "baseline", "sim", 23.27e9), ("04", "no_grad", "sim", 3.79e9),
+    ("04", "inference_mode", "sim", 2.17e9), ("04", "no_grad", "cpu", 12.9e6),
+    ("04", "inference_mode", "cpu", 12.9e6),
+    ("05", "baseline", "sim", 15.35e9), ("05", "bf16", "sim", 11.46e9),
+    ("05", "fp16", "sim", 11.46e9), ("05", "baseline", "cpu", 40.1e6), ("05", "bf16", "cpu", 26.2e6),
+    ("06", "checkpoint_blocks", "sim", 6.79e9), ("06", "hf_gradient_checkpointing", "sim", 6.79e9),
+    ("06", "baseline", "cpu", 40.1e6), ("06", "checkpoint_blocks", "cpu", 26.2e6),
+    ("07", "baseline", "sim", 15.35e9), ("07", "accumulate", "sim", 5.46e9),
+    ("07", "baseline", "cpu", 42.0e6), ("07", "accumulate", "cpu", 17.9e6),
+    ("08", "baseline", "sim", 33.83e9), ("08", "eval_item", "sim", 23.27e9),
+    ("08", "train_keep_tensor", "sim", 15.35e9), ("08", "train_item", "sim", 15.35e9),
+    ("08", "baseline", "cpu", 97.5e6), ("08", "eval_item", "cpu", 66.0e6),
+    ("08", "train_keep_tensor", "cpu", 40.1e6),
+    ("09", "baseline", "sim", 15.85e9), ("09", "set_to_none", "sim", 15.35e9),
+    ("09", "baseline", "cpu", 41.7e6), ("09", "set_to_none", "cpu", 40.1e6),
+    ("11", "baseline", "sim", 15.35e9), ("11", "sgd_momentum", "sim", 14.85e9),
+    ("11", "sgd", "sim", 14.35e9), ("11", "baseline", "cpu", 40.1e6),
+    ("11", "sgd_momentum", "cpu", 38.3e6), ("11", "sgd", "cpu", 36.4e6),
+    ("12", "batch_medium", "cpu", None), ("12", "data_bound", "sim", 15.35e9),
+    ("13", "checkpointing", "sim", 12.10e9), ("13", "micro_batches", "sim", 8.92e9),
+    ("13", "bf16_checkpointing", "sim", 12.15e9),
+    ("14", "baseline", "sim", 5.60e9), ("14", "weak_reference", "sim", 3.20e9),
+    ("14", "baseline", "cpu", 56.0e6), ("14", "weak_reference", "cpu", 32.0e6),
+    ("15", "baseline", "sim", 3.39e9), ("15", "baseline", "cpu", 10.63e6),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key,variant,mode,quoted", [q for q in QUOTED if q[3]],
+                         ids=[f"{k}-{v}-{m}" for k, v, m, q in QUOTED if q])
+def test_numbers_quoted_in_lesson_text_are_what_the_lab_measures(key, variant, mode, quoted):
+    unit = 1e9 if mode == "sim" else 1e6
+    digits = 2 if mode == "sim" or key == "15" else 1
+    assert round(peak(key, variant, mode) / unit, digits) == pytest.approx(quoted / unit), \
+        f"lessons/{key}: lesson.md quotes {quoted / unit} for {variant} ({mode})"
+    shown = f"{quoted / unit:.{digits}f}"
+    assert shown in LESSONS[key].markdown, f"lessons/{key}/lesson.md no longer quotes {shown}"
