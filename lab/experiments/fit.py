@@ -79,8 +79,11 @@ def largest_batch(work: Workload, capacity_bytes: int, *, max_batch: int = 4096,
             if guess > lo:
                 if ok(guess):
                     lo = guess
-                    if guess + 1 < hi and not ok(guess + 1):
-                        hi = guess + 1
+                    if guess + 1 < hi:  # usually settles it: the line is exact per phase
+                        if ok(guess + 1):
+                            lo = guess + 1
+                        else:
+                            hi = guess + 1
                 else:
                     hi = guess
     elif hi > 2:
