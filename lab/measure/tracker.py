@@ -53,6 +53,22 @@ def _short_path(path: str) -> str:
     return "/".join(parts[-2:])
 
 
+_COMPOSITE: dict = {}
+
+
+def _is_composite(func) -> bool:
+    """An aten op implemented by other ops (CompositeImplicitAutograd), cached per overload."""
+    hit = _COMPOSITE.get(func)
+    if hit is None:
+        try:
+            hit = func.namespace == "aten" and torch._C._dispatch_has_kernel_for_dispatch_key(
+                func.name(), "CompositeImplicitAutograd")
+        except Exception:
+            hit = False
+        _COMPOSITE[func] = hit
+    return hit
+
+
 class VirtualOutOfMemory(torch.OutOfMemoryError):
     """Raised by the tracker when a virtual GPU capacity would be exceeded (cpu/sim modes)."""
 
@@ -103,16 +119,21 @@ class TensorTracker(TorchDispatchMode):
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self):
-        self._install_hooks()
+        # re-entered from __torch_dispatch__ (composite ops): the hooks go in once, at the top
+        self._depth = getattr(self, "_depth", 0) + 1
+        if self._depth == 1:
+            self._install_hooks()
         return super().__enter__()
 
     def __exit__(self, *exc):
-        try:
-            self.scan_roots()
-        finally:
-            for h in self._hooks:
-                h.remove()
-            self._hooks.clear()
+        self._depth -= 1
+        if self._depth == 0:
+            try:
+                self.scan_roots()
+            finally:
+                for h in self._hooks:
+                    h.remove()
+                self._hooks.clear()
         return super().__exit__(*exc)
 
     def close(self) -> Trace:
@@ -261,6 +282,15 @@ class TensorTracker(TorchDispatchMode):
             self.live_bytes -= nbytes
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if _is_composite(func):
+            # Under inference_mode (autograd excluded) a composite op such as cross_entropy
+            # reaches this mode whole, and the tensors it makes and frees inside (its
+            # log_softmax) would go unseen. Decompose it here, as autograd would have, so each
+            # part is dispatched (and counted) on its own.
+            with self:
+                out = func.decompose(*args, **(kwargs or {}))
+            if out is not NotImplemented:
+                return out
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
