@@ -68,14 +68,22 @@ def pick_variants(lesson: Lesson, wanted: list[str] | None) -> list[str]:
 
 
 def check_writable_file(path: str, what: str) -> Path:
+    """Fail before any work is done, not after a long run (root passes os.access everywhere,
+    so actually try to open the file)."""
     p = Path(path).expanduser()
     if p.is_dir():
         raise UsageError(f"{what} {path!r} is a directory; give a file name such as profile.pkl")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"{what} {path!r}: folder {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
-        raise UsageError(f"{what} {path!r} is not writable")
+    existed = p.exists()
+    try:
+        with open(p, "ab"):
+            pass
+    except OSError as e:
+        raise UsageError(f"{what} {path!r} is not writable ({e.strerror})") from None
+    if not existed:
+        p.unlink()
     return p
 
 

@@ -81,13 +81,15 @@ def build_peak(trace: Trace, top_n: int = 12) -> Peak:
     if idx < 0:
         return Peak(bytes=trace.baseline_bytes)
     live = trace.live_at(idx)
+    born = {e.sid: i for i, e in enumerate(trace.events[: idx + 1]) if e.kind == ALLOC}
     top = sorted(live.values(), key=lambda e: -e.nbytes)[:top_n]
     return Peak(
         bytes=sum(e.nbytes for e in live.values()) + trace.baseline_bytes,
         phase=trace.events[idx].phase,
         index=idx,
         by_category={k: v for k, v in trace.by_category(live).items() if v},
-        top=[Block(e.nbytes, trace.category(e.sid), e.phase, 0, None, e.stack) for e in top],
+        top=[Block(e.nbytes, trace.category(e.sid), e.phase, born[e.sid], None, e.stack)
+             for e in top],
     )
 
 

@@ -100,6 +100,7 @@ class TensorTracker(TorchDispatchMode):
         self._roles: dict[int, str] = {}  # sid -> category learned from roots
         self._hooks: list = []
         self.phase_category: dict[str, str] = {}  # phase -> category for what is born in it
+        self.alloc_threads: set[int] = set()  # which threads allocated (autograd's, on CUDA)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self):
@@ -239,6 +240,7 @@ class TensorTracker(TorchDispatchMode):
             self._nbytes[sid] = nbytes
             self._born_phase[sid] = self.phase
             self._refs[sid] = weakref.ref(storage, self._freer(sid, cdata))
+            self.alloc_threads.add(threading.get_ident())
             self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame())
 
     def _freer(self, sid: int, cdata: int) -> Callable:
