@@ -13,10 +13,17 @@ from lab.measure.device import format_bytes
 from lab.measure.result import RunResult
 
 GB = 1e9
+_UNIT = {"div": GB, "name": "GB"}
+
+
+def use_unit_for(results: list[RunResult]) -> None:
+    """GB (10⁹, the seeds' unit) for seed-scale runs; MB when everything is small."""
+    peak = max((r.peak.bytes for r in results), default=0)
+    _UNIT.update(div=GB, name="GB") if peak >= 0.1 * GB else _UNIT.update(div=1e6, name="MB")
 
 
 def _gb(n: int | None) -> str:
-    return "—" if n is None else f"{n / GB:,.3f} GB"
+    return "—" if n is None else f"{n / _UNIT['div']:,.3f} {_UNIT['name']}"
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
@@ -73,7 +80,7 @@ def comparison(results: list[RunResult]) -> str:
         delta = "—"
         if base is not None and r.ok and r is not base and base.peak.bytes:
             d = r.peak.bytes - base.peak.bytes
-            delta = f"{d / GB:+,.3f} GB ({d / base.peak.bytes:+.0%})"
+            delta = f"{_gb(d)} ({d / base.peak.bytes:+.0%})"
         step = "—" if r.step_time_s is None else f"{r.step_time_s * 1000:,.1f} ms"
         rows.append([r.variant, r.status, _gb(r.peak.bytes), r.peak.phase or "—", delta, step])
     return _table(["variant", "status", "peak", "peak phase", "Δ vs baseline", "step time"], rows,
@@ -104,17 +111,18 @@ def timeline_plot(results: list[RunResult], width: int | None = None, height: in
     for r in results:
         if r.timeline.index:
             xs, ys = step_series(r.timeline.index, r.timeline.live)
-            plt.plot(xs, [b / GB for b in ys], label=r.variant)
+            plt.plot(xs, [b / _UNIT["div"] for b in ys], label=r.variant)
             if r.peak.index >= 0:
-                plt.scatter([r.peak.index], [r.peak.bytes / GB], marker="x")
+                plt.scatter([r.peak.index], [r.peak.bytes / _UNIT["div"]], marker="x")
     plt.title("live tensor memory over time")
     plt.xlabel("allocation #")
-    plt.ylabel("GB")
+    plt.ylabel(_UNIT["name"])
     text = plt.build()
     return text if color else plt.uncolorize(text)
 
 
 def lesson_report(lesson: Lesson, results: list[RunResult], color: bool = False) -> str:
+    use_unit_for(results)
     parts = [f"\n{lesson.key} · {lesson.title}\n"]
     parts += [variant_report(r) + "\n" for r in results]
     if len(results) > 1:
@@ -124,6 +132,7 @@ def lesson_report(lesson: Lesson, results: list[RunResult], color: bool = False)
 
 
 def summary_table(results: list[RunResult]) -> str:
+    use_unit_for(results)
     rows = []
     base_peak: dict[str, int] = {}
     for r in results:

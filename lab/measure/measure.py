@@ -100,7 +100,8 @@ def measure_variant(
 
     session = Session(mode, params, device, tracker,
                       cuda_stats=(lambda: cuda_mod.stats_dict(device)) if mode == "cuda" else None,
-                      on_phase=on_phase)
+                      on_phase=on_phase,
+                      block_phases={c["phase"] for c in checks or [] if c.get("measure", "delta") == "delta"})
     sampler = _Sampler(tracker, emit)
     if recorder:
         torch.cuda.reset_peak_memory_stats()
@@ -127,7 +128,7 @@ def measure_variant(
             cuda_mod.save_profile(snap, profile_path)
             result.profile_path = profile_path
 
-    result.phases = build_phases(session.phases)
+    result.phases = build_phases(session.phases, trace)
     result.timeline = build_timeline(trace)
     result.peak = build_peak(trace)
     result.blocks = build_blocks(trace)

@@ -20,7 +20,7 @@ SEGMENT_DOWN = {"segment_free", "segment_unmap"}
 def first_frame(frames: list[dict] | None) -> str:
     for fr in frames or []:
         name = fr.get("filename", "")
-        if name and "/torch/" not in name and not name.startswith("??"):
+        if name and "/torch/" not in name and "/lab/measure/" not in name and not name.startswith(("??", "<frozen")):
             return f"{'/'.join(name.split('/')[-2:])}:{fr.get('line', 0)} {fr.get('name', '')}"
     return ""
 
