@@ -75,3 +75,11 @@ def test_lesson_01_cpu_small_text_report(tmp_path):
     out = proc.stdout
     assert "Δ vs baseline" in out and "allocation #" in out and "no_grad" in out
     assert "peak" in out and "weights" in out
+
+
+def test_doctor_says_what_this_machine_gives():
+    proc = memlab("doctor", "--json")
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["python"] and info["torch"]
+    assert info["lab_modes"] == (["cuda", "cpu", "sim"] if info["cuda_available"] else ["cpu", "sim"])
