@@ -386,7 +386,7 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
         pe = entries[pi]
         s.peak_frames = _frames_out(pe.get("frames") or [])
         s.peak_where = fr.where(pe.get("frames"))
-        s.peak_phase = fr.guess_phase(pe.get("frames"), has_stacks)
+        s.peak_phase = _phase_category(pe, pe.get("frames") or [], has_stacks)[0]
     else:  # no history: the state when the snapshot was taken is all there is
         s.peak_bytes = final_alloc
         s.notes.append("no allocation history in this snapshot (record it with "
@@ -467,25 +467,40 @@ def _describe_live(s: SnapshotSummary, items: list, has_stacks: bool, top: int) 
             g[0] += nbytes
             g[1] += 1
     # phases for everything live (cheap: cached per frame); categories follow from the phases
-    phase_of: dict[int, str] = {}
+    entries = s._entries
+    phase_of: dict[int, tuple[str, str]] = {}
     for k, (nbytes, i, frames, note) in enumerate(items):
-        ph = fr.guess_phase(frames, has_stacks) if (frames or i is not None) else "unknown"
-        phase_of[k] = ph
+        e = entries[i] if i is not None and entries else None
+        ph, cat = _phase_category(e, frames, has_stacks)
+        phase_of[k] = (ph, cat)
         by_phase[ph] = by_phase.get(ph, 0) + nbytes
-        cat = fr.guess_category(ph)
         by_cat[cat] = by_cat.get(cat, 0) + nbytes
     s.by_phase = dict(sorted(by_phase.items(), key=lambda kv: -kv[1]))
     s.by_category = dict(sorted(by_cat.items(), key=lambda kv: -kv[1]))
     s.groups = [{"where": w, "bytes": b, "count": c}
                 for w, (b, c) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:MAX_GROUPS]]
     order = sorted(range(len(items)), key=lambda k: -items[k][0])[:top]
-    entries = s._entries
     for k in order:
         nbytes, i, frames, note = items[k]
         t = entries[i].get("time_us") if (i is not None and entries) else None
-        ph = phase_of[k]
-        s.live_at_peak.append(Allocation(nbytes, fr.where(frames), ph, fr.guess_category(ph),
-                                         t, i, _frames_out(frames), note))
+        ph, cat = phase_of[k]
+        s.live_at_peak.append(Allocation(nbytes, fr.where(frames), ph, cat, t, i,
+                                         _frames_out(frames), note))
+
+
+def _phase_category(e: dict | None, frames: list, has_stacks: bool) -> tuple[str, str]:
+    """The entry's own phase/category when it carries them (snapshots memlab synthesized),
+    else guesses from the stack."""
+    if e is not None and "phase" in e:
+        ph = e["phase"] or "(no phase)"
+    elif e is None and not frames:
+        ph = "unknown"
+    else:
+        ph = fr.guess_phase(frames, has_stacks)
+    cat = e.get("category") if e is not None else None
+    if not cat or cat == "unknown":
+        cat = fr.guess_category(ph)
+    return ph, cat
 
 
 def _bands(entries: list, t_arr: array, has_stacks: bool) -> list[Band]:
@@ -498,7 +513,7 @@ def _bands(entries: list, t_arr: array, has_stacks: bool) -> list[Band]:
         for j in range(i, min(n, i + step)):
             e = entries[j]
             if e.get("action") == ALLOC:
-                ph = fr.guess_phase(e.get("frames"), has_stacks)
+                ph = _phase_category(e, e.get("frames") or [], has_stacks)[0]
                 if bands and bands[-1].name == ph:
                     bands[-1].end_us = t_arr[j]
                 else:
