@@ -149,6 +149,7 @@ def summarize_result(d: dict, *, file: str = "", top: int = 20) -> SnapshotSumma
     s = SnapshotSummary(source="memlab-result", file=file, events=tl.events,
                         title=f"{r.lesson} · {r.variant} · {r.mode} · {r.scale}")
     s.stacks = "python"
+    s.guessed = False
     # x: event index (the lab's own axis, the same in every mode) scaled as if µs, so a viewer
     # can treat both sources alike; the unit says which
     s.x_unit = "event"

@@ -110,6 +110,7 @@ class SnapshotSummary:
     events: int = 0
     actions: dict[str, int] = field(default_factory=dict)
     stacks: str = "none"  # "python" | "python+c++" | "none"
+    guessed: bool = True  # phases/categories guessed from stacks (False: recorded by memlab)
     x_unit: str = "us"  # "us" (time_us) | "event" (no times in the trace)
     start_us: int = 0
     end_us: int = 0
@@ -357,6 +358,7 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
     if entries:
         s.start_us, s.end_us = t_arr[0], t_arr[-1]
     s._t, s._alloc, s._entries, s._base = t_arr, a_arr, entries, base
+    s.guessed = not (bool(snapshot.get("memlab")) or any("phase" in e for e in entries[:64]))
 
     # reserved: the same trick with segments (a segment never freed in the trace was reserved
     # before recording began)
