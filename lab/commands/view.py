@@ -81,20 +81,24 @@ def timeline_text(s, width: int = 110, height: int = 20, color: bool = False) ->
     def tx(v):
         return (v - x0) / scale_x
 
+    top = max(max(ys), s.reserved_peak_bytes or 0)
+    unit, div = next((u, d) for u, d in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
+                     if top >= d or d == 1)
+
     plt.clear_figure()
     plt.plotsize(width, height)
     plt.theme("clear")
-    plt.plot([tx(x) for x in xs], [y / 2**30 for y in ys], label="allocated")
+    plt.plot([tx(x) for x in xs], [y / div for y in ys], label="allocated")
     rx, ry = s.reserved_series()
     if rx:
-        plt.plot([tx(x) for x in rx], [y / 2**30 for y in ry], label="reserved")
+        plt.plot([tx(x) for x in rx], [y / div for y in ry], label="reserved")
     if s.peak_time_us is not None:
-        plt.scatter([tx(s.peak_time_us)], [s.peak_bytes / 2**30], marker="x", label="peak")
+        plt.scatter([tx(s.peak_time_us)], [s.peak_bytes / div], marker="x", label="peak")
     ooms = [o for o in s.ooms if o.time_us is not None]
     if ooms:
         plt.vline(tx(ooms[0].time_us))
     plt.title("allocated memory over time" + (" (OOM marked)" if ooms else ""))
     plt.xlabel("seconds since the first entry" if s.x_unit == "us" else "allocation #")
-    plt.ylabel("GiB")
+    plt.ylabel(unit)
     text = plt.build()
     return text if color else plt.uncolorize(text)

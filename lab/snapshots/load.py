@@ -177,6 +177,7 @@ def summarize_result(d: dict, *, file: str = "", top: int = 20) -> SnapshotSumma
         by_phase[b.phase] = by_phase.get(b.phase, 0) + b.nbytes
     s.by_phase = by_phase
     s.live_count = len(r.peak.top)
+    s.live_bytes = sum(b.nbytes for b in r.peak.top)
     s.live_at_peak = [Allocation(b.nbytes, b.stack or fr.NO_STACK, b.phase, b.category,
                                  None, None, _parse_stack(b.stack))
                       for b in sorted(r.peak.top, key=lambda b: -b.nbytes)[:top]]

@@ -125,6 +125,7 @@ class SnapshotSummary:
     reserved_peak_bytes: int | None = None
     reserved_end_bytes: int | None = None
     live_count: int = 0
+    live_bytes: int = 0  # all blocks live at the peak (= peak_bytes when the file is consistent)
     live_at_peak: list[Allocation] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)  # {where, bytes, count}
     by_phase: dict[str, int] = field(default_factory=dict)
@@ -457,6 +458,7 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
 
 def _describe_live(s: SnapshotSummary, items: list, has_stacks: bool, top: int) -> None:
     s.live_count = len(items)
+    s.live_bytes = sum(it[0] for it in items)
     groups: dict[str, list[int]] = {}
     by_phase: dict[str, int] = {}
     by_cat: dict[str, int] = {}

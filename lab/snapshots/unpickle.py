@@ -7,7 +7,7 @@ goes through `Unpickler.find_class` (GLOBAL, STACK_GLOBAL, INST, OBJ and the EXT
 resolve through it) *before* anything can call it, so refusing there refuses the whole file
 before a single foreign callable exists. Persistent ids are refused the same way.
 
-What can come out: dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float, bool
+What can come out: dict, list, tuple, set, frozenset, str, bytes, int, float, bool
 and None. The C unpickler does the work, so a 1,000,000-entry snapshot loads at C speed; the
 cyclic garbage collector is paused while it builds (it would otherwise rescan the growing heap
 again and again for a structure that has no cycles).
@@ -22,8 +22,10 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 # The only globals a plain-data pickle may need: protocol 0-2 pickles build a set by calling
-# `builtins.set(list)` (protocol 4 has its own opcodes for sets). Nothing else is allowed.
-_ALLOWED = {("builtins", "set"): set, ("builtins", "frozenset"): frozenset}
+# `builtins.set(list)` (spelled `__builtin__` by protocols < 3; protocol 4 has its own opcodes
+# for sets). Nothing else is allowed: not even `_codecs.encode`, which old protocols use for bytes.
+_ALLOWED = {(m, n): t for m in ("builtins", "__builtin__")
+            for n, t in (("set", set), ("frozenset", frozenset))}
 
 
 class RefusedPickle(pickle.UnpicklingError):
