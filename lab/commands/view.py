@@ -56,13 +56,16 @@ def main(args) -> int:
     from lab.snapshots.text import render
 
     width = min(140, shutil.get_terminal_size((110, 30)).columns)
-    for k, s in enumerate(summaries):
-        if k:
-            print("\n" + "═" * width + "\n")
-        print(render(s, top=args.top))
-        if not args.no_timeline:
-            print()
-            print(timeline_text(s, width=width, color=sys.stdout.isatty()))
+    try:
+        for k, s in enumerate(summaries):
+            if k:
+                print("\n" + "═" * width + "\n")
+            print(render(s, top=args.top))
+            if not args.no_timeline:
+                print()
+                print(timeline_text(s, width=width, color=sys.stdout.isatty()))
+    except BrokenPipeError:  # `memlab view f | head`: the reader left; not an error
+        sys.stderr.close()
     return 0
 
 

@@ -164,7 +164,8 @@ def summarize_result(d: dict, *, file: str = "", top: int = 20) -> SnapshotSumma
     maker = next((b for b in r.blocks if b.alloc_index == r.peak.index), None)
     if maker is not None:
         s.peak_frames, s.peak_where = _parse_stack(maker.stack), maker.stack or fr.NO_STACK
-    s.by_category = {k: v for k, v in sorted(r.peak.by_category.items(), key=lambda kv: -kv[1])}
+    s.by_category = {k: v for k, v in sorted(r.peak.by_category.items(), key=lambda kv: -kv[1])
+                     if v}
     groups: dict[str, list[int]] = {}
     for b in r.peak.top:
         g = groups.setdefault(b.stack or fr.NO_STACK, [0, 0])

@@ -21,8 +21,8 @@ def gib(n: int | None) -> str:
 
 
 def when(s: SnapshotSummary, x: int | None) -> str:
-    if x is None:
-        return "before recording"
+    if x is None:  # a snapshot: allocated before history was recorded; a result: not kept
+        return "before recording" if s.source == "pytorch-snapshot" else "—"
     if s.x_unit == "us":
         return f"{(x - s.start_us) / 1e6:,.3f} s"
     return f"#{x:,}"
