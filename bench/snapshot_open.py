@@ -217,6 +217,9 @@ def main() -> int:
             os.unlink(path)
     for k, v in r.items():
         print(f"{k:>22}: {v}")
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{'load average (1 min)':>22}: {load1:.2f} on {os.cpu_count()} cores "
+          "(other processes slow every number above)")
     verdict = "under" if r["total_s"] < 3 else "OVER"
     print(f"\nopen + summarize + first timeline + first draw: {r['total_s']:.2f} s "
           f"({verdict} the 3 s target), peak RSS {r['peak_rss_mb']:.0f} MB")

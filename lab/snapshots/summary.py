@@ -428,10 +428,10 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
     except KeyError:  # an entry without an address (an oom): rare, take the slow path
         head_a = [e.get("addr") for e in islice(entries, pi + 1)]
     head_k = acts[: pi + 1]
-    last_alloc = dict(compress(zip(head_a, range(pi + 1)), map(ALLOC.__eq__, head_k)))
-    last_free = dict(compress(zip(head_a, range(pi + 1)), map(FREE.__eq__, head_k)))
+    # the last alloc-or-free of each address; live when that last event is an alloc
+    last = dict(compress(zip(head_a, range(pi + 1)), map(_SIGN.__contains__, head_k)))
     del head_a, head_k
-    live = [i for a, i in last_alloc.items() if last_free.get(a, -1) < i]
+    live = [i for i in last.values() if acts[i] == ALLOC]
     items = [(entries[i].get("size", 0), i, entries[i].get("frames") or [], "") for i in live]
     if sum(it[0] for it in items) >= peak:
         return items
@@ -444,12 +444,12 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
     pre: list[tuple[int, int | None, list, str]] = []
     for a, j in first_free.items():
         # freed after the peak, not allocated in the trace before that: allocated before recording
-        if a not in last_alloc and a not in last_free and first_alloc.get(a, n) > j:
+        if a not in last and first_alloc.get(a, n) > j:
             e = entries[j]
             pre.append((e.get("size", 0), None, list(e.get("frames") or []),
                         "allocated before recording; the stack is where it was freed"))
     for addr, b in active:
-        if not (addr in last_alloc or addr in last_free or addr in first_alloc
+        if not (addr in last or addr in first_alloc
                 or addr in first_free):  # live from before recording to the end
             pre.append((b.get("size", 0), None, _block_frames(b),
                         "allocated before recording began; still live at the end"))
