@@ -7,8 +7,8 @@ class UsageError(Exception):
     """A user's mistake: printed as one line, exit code 2."""
 
 
-from . import doctor, list_cmd, run  # noqa: E402  (UsageError must exist first)
+from . import compare, doctor, export_cmd, fit, list_cmd, run, view  # noqa: E402  (UsageError first)
 
-COMMANDS = [list_cmd, run, doctor]
+COMMANDS = [list_cmd, run, doctor, view, compare, fit, export_cmd]
 
 __all__ = ["COMMANDS", "UsageError"]
