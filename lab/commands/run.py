@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab.commands import UsageError
 from lab.curriculum import Course, Lesson, load_course
-from lab.measure.device import SIZE_HELP, parse_size, resolve_mode
+from lab.measure.units import SIZE_HELP, parse_size
 from lab.measure.result import RunResult
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
@@ -144,6 +144,8 @@ def main(args) -> int:
     started = time.perf_counter()
     for lesson, variants in plan:
         scale = args.scale or default_scale(args.mode)
+        from lab.measure.device import resolve_mode
+
         mode = resolve_mode(args.mode, scale)
         if mode == "cuda":
             from lab.measure.device import cuda_available

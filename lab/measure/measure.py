@@ -23,7 +23,7 @@ from .report import build_blocks, build_checks, build_peak, build_phases, build_
 from .result import AllocatorStats, DeviceInfo, RunResult
 from .session import Session
 from .simulate import SIM_NOTES, fake_mode
-from .snapshot import device_trace_timelines
+from .snapshot import device_trace_timelines, save_snapshot, trace_to_snapshot
 from .tracker import TensorTracker
 
 Emit = Callable[[dict[str, Any]], None]
@@ -119,6 +119,10 @@ def measure_variant(
         sampler.stopped.set()
     trace = tracker.close()
     gc.collect()
+    if profile_path and mode != "cuda":
+        # cpu/sim: the tracker's trace, written in the snapshot format memory_viz reads
+        save_snapshot(trace_to_snapshot(trace), profile_path)
+        result.profile_path = profile_path
 
     snap = None
     if recorder:
