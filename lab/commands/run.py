@@ -40,6 +40,8 @@ def add_parser(sub) -> None:
     p.add_argument("--save", metavar="DIR", help="save each result as DIR/<lesson-id>/<variant>.json")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="run N variants at once (cuda: one per GPU, at most the GPU count)")
     p.set_defaults(func=main)
 
 
@@ -138,43 +140,54 @@ def main(args) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     plan = [(lesson, pick_variants(lesson, args.variant)) for lesson in lessons]
 
-    runner = SubprocessRunner()
-    show_progress = not args.json and sys.stderr.isatty()
-    results: list[RunResult] = []
-    started = time.perf_counter()
+    scale = args.scale or default_scale(args.mode)
+    from lab.measure.device import resolve_mode
+
+    mode = resolve_mode(args.mode, scale)
+    gpus = 0
+    if mode == "cuda":
+        from lab.measure.device import cuda_available
+
+        if not cuda_available():
+            raise UsageError("--mode cuda needs a CUDA GPU and none is visible; use --mode cpu or sim")
+        import torch
+
+        gpus = torch.cuda.device_count()
+    if args.jobs < 1 or (mode == "cuda" and args.jobs > gpus):
+        raise UsageError(f"--jobs must be between 1 and {gpus if mode == 'cuda' else 'the cores you have'}"
+                         + (" (one worker per GPU, so timings stay fair)" if mode == "cuda" else ""))
+
+    tasks = []
     for lesson, variants in plan:
-        scale = args.scale or default_scale(args.mode)
-        from lab.measure.device import resolve_mode
-
-        mode = resolve_mode(args.mode, scale)
-        if mode == "cuda":
-            from lab.measure.device import cuda_available
-
-            if not cuda_available():
-                raise UsageError("--mode cuda needs a CUDA GPU and none is visible; use --mode cpu or sim")
-        lesson_results = []
+        if mode not in lesson.modes:
+            if not args.all:
+                raise UsageError(f"lesson {lesson.key} runs in modes {', '.join(lesson.modes)}, not {mode}")
+            print(f"· {lesson.key} {lesson.id}: skipped (runs in {', '.join(lesson.modes)})",
+                  file=sys.stderr)
+            continue
+        several = len(plan) > 1 or len(variants) > 1
         for variant in variants:
-            if not args.json:
-                print(f"▶ {lesson.key} {lesson.id} · {variant} · {mode} · {scale}",
-                      file=sys.stderr, flush=True)
-            req = RunRequest(
+            tasks.append((lesson, RunRequest(
                 lesson_path=str(lesson.path), variant=variant, mode=mode, scale=scale,
                 gpu_memory=gpu_memory,
-                profile_path=snapshot_path(snapshot, variant, len(plan) > 1 or len(variants) > 1)
-                if snapshot else None,
+                profile_path=snapshot_path(snapshot, variant, several) if snapshot else None,
                 timing=not args.no_timing, timeout_s=args.timeout or lesson.timeout_s,
-            )
-            res = runner.run(req, on_event=_progress(show_progress))
-            lesson_results.append(res)
-            if save_dir is not None:
-                out = save_dir / lesson.id / f"{variant}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_write(out, json.dumps(res.to_dict(), indent=1))
-        results.extend(lesson_results)
-        if not args.json and not args.all:
-            from lab.textreport import lesson_report
+            )))
 
-            print(lesson_report(lesson, lesson_results, color=sys.stdout.isatty()))
+    show_progress = not args.json and sys.stderr.isatty() and args.jobs == 1
+    started = time.perf_counter()
+    results = run_tasks(tasks, args.jobs, gpus, show_progress, quiet=args.json)
+    for (lesson, req), res in zip(tasks, results):
+        if save_dir is not None:
+            out = save_dir / lesson.id / f"{req.variant}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(out, json.dumps(res.to_dict(), indent=1))
+    if not args.json and not args.all:
+        from lab.textreport import lesson_report
+
+        for lesson, _ in plan:
+            mine = [r for (l, _), r in zip(tasks, results) if l is lesson]
+            print(lesson_report(lesson, mine, color=sys.stdout.isatty()))
     total = time.perf_counter() - started
 
     if args.json:
@@ -187,6 +200,35 @@ def main(args) -> int:
         print(f"\n{len(results)} variants in {total:.1f} s (process starts included)")
     failed = [r for r in results if r.status in ("error", "timeout")]
     return 1 if failed else 0
+
+
+def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: bool) -> list[RunResult]:
+    """Run every (lesson, request), `jobs` at a time; with several GPUs each worker gets its own
+    (CUDA_VISIBLE_DEVICES), so no two measurements share a device. Results keep task order."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    slots: queue.Queue = queue.Queue()
+    for i in range(jobs):
+        slots.put(i)
+
+    def one(task):
+        lesson, req = task
+        slot = slots.get()
+        try:
+            env = {"CUDA_VISIBLE_DEVICES": str(slot)} if gpus > 1 else {}
+            if not quiet:
+                print(f"▶ {lesson.key} {lesson.id} · {req.variant} · {req.mode} · {req.scale}",
+                      file=sys.stderr, flush=True)
+            res = SubprocessRunner(extra_env=env).run(req, on_event=_progress(show_progress))
+            if not quiet and jobs > 1:
+                print(f"  {lesson.key} {req.variant}: {res.status}", file=sys.stderr, flush=True)
+            return res
+        finally:
+            slots.put(slot)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, tasks))
 
 
 def _atomic_write(path: Path, text: str) -> None:
