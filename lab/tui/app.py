@@ -82,11 +82,11 @@ class MemLabApp(App):
         self.gpu = info
         self.device_state = "cuda" if info is not None else "none"
 
-    def on_resize(self) -> None:
-        self._check_size()
+    def on_resize(self, event) -> None:
+        self._check_size(event.size)  # runs before App._on_resize stores the new size
 
-    def _check_size(self) -> None:
-        w, h = self.size
+    def _check_size(self, size=None) -> None:
+        w, h = size or self.size
         small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
         if small and not isinstance(self.screen, TooSmallScreen):
             self.push_screen(TooSmallScreen(MIN_SIZE))

@@ -86,16 +86,19 @@ def seconds(s: float | None) -> str:
 
 
 def nice_ticks(top: float, n: int = 5) -> list[float]:
-    """About n round tick values from 0 to >= top (GB)."""
+    """Round tick values from 0 to just above `top` (GB), at most n intervals, least headroom."""
     if top <= 0:
         return [0.0]
-    raw = top / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    ticks = [0.0]
-    while ticks[-1] < top:
-        ticks.append(round(ticks[-1] + step, 12))
-    return ticks
+    n = max(1, n)
+    mag = 10 ** math.floor(math.log10(top / n))
+    best = None
+    for m in (1, 2, 2.5, 5, 10, 20):
+        step = m * mag
+        count = math.ceil(top / step - 1e-9)
+        if 1 <= count <= n and (best is None or count * step < best[0] * best[1]):
+            best = (count, step)
+    count, step = best or (1, top)
+    return [round(i * step, 12) for i in range(count + 1)]
 
 
 def int_ticks(lo: int, hi: int, n: int = 5) -> list[int]:

@@ -82,11 +82,11 @@ class TooSmallScreen(Screen):
     def on_mount(self) -> None:
         self.update_size()
 
-    def on_resize(self) -> None:
-        self.update_size()
+    def on_resize(self, event) -> None:
+        self.update_size(event.size)
 
-    def update_size(self) -> None:
-        w, h = self.app.size
+    def update_size(self, size=None) -> None:
+        w, h = size or self.app.size
         mw, mh = self.min_size
         self.query_one("#too-small-text", Static).update(
             f"GPU Memory Lab needs a terminal of at least {mw}×{mh}.\n"

@@ -75,6 +75,7 @@ class LessonScreen(Screen):
         self.results: list[RunResult] = []
         self.plan: RunPlan | None = None
         self.running = False
+        self.finished_runs = 0  # how many runs this screen has completed (tests wait on it)
         self._cancel = threading.Event()
         self._spark: list[float] = []
 
@@ -253,6 +254,7 @@ class LessonScreen(Screen):
 
     def on_run_finished(self, message: RunFinished) -> None:
         self.running = False
+        self.finished_runs += 1
         self.query_one(RunControls).set_running(False)
         status = self.query_one(RunStatus)
         status.remove_class("-running")

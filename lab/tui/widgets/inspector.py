@@ -32,6 +32,14 @@ def live_blocks(result: RunResult, index: int) -> list[Block]:
     return sorted(alive, key=lambda b: -b.nbytes)
 
 
+def short_stack(stack: str) -> str:
+    """'01-linear-baseline/experiment.py:25 baseline' -> 'experiment.py:25 baseline'."""
+    if not stack:
+        return "—"
+    head, _, tail = stack.partition("/experiment.py")
+    return "experiment.py" + tail if tail or stack.endswith("/experiment.py") else stack
+
+
 def phase_at(result: RunResult, index: int) -> str:
     phase = ""
     for name, start in result.timeline.phase_starts:
@@ -46,9 +54,9 @@ class InspectorView(Vertical, can_focus=True):
     InspectorView > #inspector-bar { height: 1; }
     InspectorView > #inspector-bar > Select { width: 24; }
     InspectorView > #inspector-bar > Static { width: 1fr; padding: 0 1; color: $text-muted; }
-    InspectorView > TimelinePlot { height: 10; }
+    InspectorView > TimelinePlot { height: 1fr; min-height: 9; }
     InspectorView > #cursor-info { height: auto; padding: 0 1; }
-    InspectorView > DataTable { height: 1fr; }
+    InspectorView > DataTable { height: auto; max-height: 45%; }
     InspectorView:focus > TimelinePlot { border-left: outer $accent; }
     """
 
@@ -196,5 +204,5 @@ class InspectorView(Vertical, can_focus=True):
             life = f"#{b.alloc_index}→" + (f"#{b.free_index}" if b.free_index is not None else "end")
             table.add_row(Text(gb(b.nbytes), justify="right"),
                           Text(b.category.replace("_", " "), style=category_color(b.category)),
-                          b.phase, life, b.stack or "—")
+                          b.phase, life, short_stack(b.stack))
         self.post_message(self.CursorMoved(r.variant, idx))

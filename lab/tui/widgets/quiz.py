@@ -33,7 +33,8 @@ class QuestionCard(Vertical):
     DEFAULT_CSS = """
     QuestionCard { height: auto; border: round $primary 50%; padding: 0 1; margin: 0 0 1 0; }
     QuestionCard > .question { text-style: bold; }
-    QuestionCard > RadioSet { width: 1fr; border: none; }
+    QuestionCard > RadioSet { width: 1fr; margin-top: 1; }
+    QuestionCard > RadioSet > RadioButton { height: auto; }
     QuestionCard > Input { width: 24; }
     QuestionCard > .feedback { height: auto; margin-top: 1; }
     """
@@ -47,7 +48,7 @@ class QuestionCard(Vertical):
         q = self.question
         yield Static(q.question, classes="question")
         if q.kind == "choice":
-            with RadioSet(id=f"q{self.index}-choices"):
+            with RadioSet(id=f"q{self.index}-choices", compact=True):
                 for i, choice in enumerate(q.choices):
                     yield RadioButton(f"{chr(65 + i)}. {choice}")
         else:

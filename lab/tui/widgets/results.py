@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -52,7 +53,7 @@ def summary_table(data: ResultsData) -> Table:
     results = data.results
     base = next((r for r in results if r.variant == "baseline" and r.ok), None)
     t = Table(title="Measured", title_justify="left", title_style="bold", expand=False,
-              header_style="bold", pad_edge=False)
+              header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     t.add_column("variant", no_wrap=True)
     t.add_column("status")
     t.add_column("peak", justify="right", no_wrap=True)
@@ -87,7 +88,7 @@ def checks_table(data: ResultsData) -> Table | None:
     if not rows:
         return None
     t = Table(title="Expected vs measured", title_justify="left", title_style="bold",
-              header_style="bold", pad_edge=False)
+              header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     t.add_column("check")
     t.add_column("variant", no_wrap=True)
     t.add_column("expected", justify="right", no_wrap=True)
@@ -113,7 +114,7 @@ def history_table(data: ResultsData) -> Table | None:
     if not older:
         return None
     t = Table(title="Run history (this lesson, newest first)", title_justify="left",
-              title_style="bold", header_style="bold", pad_edge=False)
+              title_style="bold", header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
     for name, just in (("when", "left"), ("variant", "left"), ("mode", "left"),
                        ("status", "left"), ("peak", "right"), ("vs now", "right"),
                        ("step time", "right")):

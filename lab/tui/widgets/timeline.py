@@ -126,7 +126,7 @@ class TimelinePlot(PlotextPlot):
         if xmax == xmin:
             xmax = xmin + 1
         ymax = max(max(s.y) for s in self.series) / 1e9
-        ticks = nice_ticks(ymax or 1e-9)
+        ticks = nice_ticks(ymax or 1e-9, n=max(2, min(5, (self.size.height - 5) // 2)))
         plt.ylim(0, ticks[-1])
         plt.xlim(xmin, xmax)
         self._xlim = (float(xmin), float(xmax))
@@ -162,6 +162,7 @@ class TimelinePlot(PlotextPlot):
                 plt.scatter([px], [py / 1e9], color=s.rgb, marker="●")
         if self.cursor is not None:
             plt.vline(self.cursor, color=CURSOR_RGB)
+            plt.text("▼", x=self.cursor, y=ticks[-1], color=CURSOR_RGB, alignment="center")
         self.refresh()
 
     def render(self):
