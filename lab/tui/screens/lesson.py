@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import threading
 
+from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import (Button, Footer, Header, Markdown, Sparkline, Static, TabbedContent,
-                             TabPane)
+from textual.widgets import (Button, Footer, Header, Sparkline, Static, TabbedContent, TabPane)
 from textual.worker import get_current_worker
 
 from lab.curriculum import Lesson
@@ -78,6 +78,7 @@ class LessonScreen(Screen):
         self.finished_runs = 0  # how many runs this screen has completed (tests wait on it)
         self._cancel = threading.Event()
         self._spark: list[float] = []
+        self._stale: set[str] = set()
 
     # ---- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -86,7 +87,9 @@ class LessonScreen(Screen):
         with TabbedContent(initial="text", id="tabs"):
             with TabPane("1 Lesson", id="text"):
                 with VerticalScroll(id="text-scroll"):
-                    yield Markdown(lesson_markdown(lesson), id="lesson-md")
+                    # Rich's Markdown in one Static: one DOM node instead of hundreds, so
+                    # switching tabs never restyles the lesson text (keeps the UI responsive)
+                    yield Static(RichMarkdown(lesson_markdown(lesson)), id="lesson-md")
             with TabPane("2 Experiment", id="experiment"):
                 with Vertical():
                     yield RunControls(lesson, self._auto_label("seed"), "seed", id="controls")
@@ -295,15 +298,26 @@ class LessonScreen(Screen):
                                 for r in self.results)],
         )
         self.query_one(ResultsView).show(data if (self.results or data.references) else None)
-        self.query_one(InspectorView).show(self.lesson, self.results)
-        self.query_one(QuizView).set_measured(
-            {(r.variant, r.scale): (r.peak.bytes, r.mode) for r in self.results if r.ok})
+        # the other tabs are brought up to date when they are shown: less layout work at once
+        self._stale = {"inspector", "quiz"}
+        self._refresh_tab(self.query_one(TabbedContent).active)
+
+    def _refresh_tab(self, tab: str) -> None:
+        if tab not in self._stale:
+            return
+        self._stale.discard(tab)
+        if tab == "inspector":
+            self.query_one(InspectorView).show(self.lesson, self.results)
+        elif tab == "quiz":
+            self.query_one(QuizView).set_measured(
+                {(r.variant, r.scale): (r.peak.bytes, r.mode) for r in self.results if r.ok})
 
     # ---- navigation --------------------------------------------------------------------------
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self._refresh_tab(event.pane.id)
         focus = {"inspector": InspectorView, "results": ResultsView, "quiz": QuizView,
                  "text": "#text-scroll", "experiment": CodeView}.get(event.pane.id)
         if focus is not None:
