@@ -53,6 +53,7 @@ class MemLabApp(App):
         self.gpu = None if gpu is DETECT else gpu
         self._detect = gpu is DETECT
         self.last_results: dict[str, list[RunResult]] = {}  # this session's latest run per lesson
+        self.last_records: dict[str, list] = {}  # ...and its history records (not "history")
         self._references: dict[str, dict[str, RunResult]] = {}
         self._home = HomeScreen()
 
@@ -183,6 +184,7 @@ class MemLabApp(App):
             if yes:
                 self.progress.reset()
                 self.last_results.clear()
+                self.last_records.clear()
                 self.refresh_home()
                 self.notify("Progress and run history reset.")
 

@@ -111,6 +111,11 @@ def int_ticks(lo: int, hi: int, n: int = 5) -> list[int]:
     return list(range(first, hi + 1, step))
 
 
+def signed_gb(v: float) -> str:
+    """A difference already in GB, with a real minus sign: '−0.40 GB'."""
+    return ("+" if v > 0 else "−" if v < 0 else "±") + f"{abs(v):.2f} GB"
+
+
 def percent(x: float) -> str:
     return ("+" if x > 0 else "−" if x < 0 else "±") + f"{abs(x):.0%}"
 

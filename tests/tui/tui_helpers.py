@@ -52,7 +52,7 @@ def text_of(screen, selector: str, width: int = 200) -> str:
     from rich.console import Console
     from textual.widgets import Static
 
-    content = screen.query_one(selector, Static).content
+    content = screen.query_one(selector).content
     console = Console(width=width, record=True, file=open("/dev/null", "w"), color_system=None)
     console.print(content)
     return console.export_text()

@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import (Button, Footer, Header, Sparkline, Static, TabbedContent, TabPane)
 from textual.worker import get_current_worker
 
@@ -44,20 +45,40 @@ def lesson_markdown(lesson: Lesson) -> str:
             f"then press **r** to run it.\n\n{body}\n")
 
 
+class StatusText(Widget):
+    """One line of text. `say()` repaints without a layout pass (it changes ~10×/s in a run)."""
+
+    DEFAULT_CSS = "StatusText { width: 1fr; height: 1; }"
+
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
+        self.text: Text | str = ""
+
+    def render(self) -> Text | str:
+        return self.text
+
+    @property
+    def content(self):  # the same accessor as Static, for tests
+        return self.text
+
+    def say(self, text: Text | str) -> None:
+        self.text = text
+        self.refresh()
+
+
 class RunStatus(Horizontal):
     DEFAULT_CSS = """
     RunStatus { height: 1; background: $panel; padding: 0 1; }
-    RunStatus > Static { width: 1fr; }
     RunStatus > Sparkline { width: 24; display: none; }
     RunStatus.-running > Sparkline { display: block; }
     """
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="status-text")
+        yield StatusText(id="status-text")
         yield Sparkline([], id="status-spark")
 
     def say(self, text: Text | str) -> None:
-        self.query_one("#status-text", Static).update(text)
+        self.query_one("#status-text", StatusText).say(text)
 
 
 class LessonScreen(Screen):
@@ -248,7 +269,10 @@ class LessonScreen(Screen):
 
     def on_variant_finished(self, message: VariantFinished) -> None:
         r = message.result
-        self.app.progress.record_run(r, gpu_memory=self.plan.gpu_memory if self.plan else None)
+        rec = self.app.progress.record_run(r, gpu_memory=self.plan.gpu_memory if self.plan else None)
+        if message.position == 0:
+            self.app.last_records[self.lesson.id] = []
+        self.app.last_records.setdefault(self.lesson.id, []).append(rec)
         if r.status == "error":
             self.notify(f"{r.variant}: {r.error}", title="Run failed", severity="error", timeout=8)
         elif r.status == "oom":
@@ -294,8 +318,7 @@ class LessonScreen(Screen):
             prediction_gb=lp.prediction_gb if lp else None,
             prediction_question=(predict.variant, predict.scale) if predict else None,
             history=[h for h in app.progress.history_for(self.lesson.id)
-                     if not any(h.created == r.created and h.variant == r.variant
-                                for r in self.results)],
+                     if not any(h is mine for mine in app.last_records.get(self.lesson.id, []))],
         )
         self.query_one(ResultsView).show(data if (self.results or data.references) else None)
         # the other tabs are brought up to date when they are shown: less layout work at once

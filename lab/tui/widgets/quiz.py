@@ -15,6 +15,8 @@ from textual.widgets import Input, RadioButton, RadioSet, Static
 
 from lab.curriculum import Lesson, Question, predicted_answer_gb
 
+from ..look import signed_gb
+
 
 def grade_prediction(predicted_gb: float, answer_gb: float, tolerance: float) -> bool:
     return abs(predicted_gb - answer_gb) <= tolerance * abs(answer_gb)
@@ -164,13 +166,13 @@ class QuizView(VerticalScroll):
         text = Text("✔ Within tolerance. " if correct else "✘ Outside the tolerance. ",
                     style="bold green" if correct else "bold red")
         text.append(f"Expected {answer:.2f} GB (±{q.tolerance:.0%} accepted); you said {value:g} GB "
-                    f"({value - answer:+.2f} GB).\n")
+                    f"({signed_gb(value - answer)}).\n")
         measured = self.measured.get((q.variant, q.scale))
         if measured:
             m_bytes, mode = measured
             m = m_bytes / 1e9
             text.append(f"Measured: {m:.2f} GB ({q.variant}, {q.scale} scale, {mode}); "
-                        f"gap to your answer {value - m:+.2f} GB.\n", style="cyan")
+                        f"gap to your answer {signed_gb(value - m)}.\n", style="cyan")
         else:
             text.append(f"Run {q.variant} at {q.scale} scale to compare with a measurement.\n",
                         style="dim")

@@ -21,7 +21,8 @@ from lab.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.progress import RunRecord
 
-from ..look import (STATUS_LABEL, STATUS_STYLE, gb, gb_delta, percent, seconds, variant_color,
+from ..look import (STATUS_LABEL, STATUS_STYLE, gb, gb_delta, percent, seconds, signed_gb,
+                    variant_color,
                     variant_rgb)
 from .category_bars import CategoryBars
 from .timeline import Series, TimelinePlot
@@ -141,7 +142,7 @@ def prediction_text(data: ResultsData) -> Text | None:
         return text
     m = measured.peak.bytes / 1e9
     gap = data.prediction_gb - m
-    text.append(f"Measured {m:.2f} GB ({measured.mode}); gap {gap:+.2f} GB")
+    text.append(f"Measured {m:.2f} GB ({measured.mode}); gap {signed_gb(gap)}")
     if m:
         text.append(f" ({percent(gap / m)})")
     return text

@@ -95,6 +95,8 @@ class TimelinePlot(PlotextPlot):
         self.show_phase_labels = True
         self._frame: tuple[int, int] | None = None  # plot-area columns (left, right) of last draw
         self._xlim: tuple[float, float] = (0.0, 1.0)
+        self._version = 0  # bumped by every replot; part of the render cache key
+        self._cache = None
 
     # ---- data (calls down) -----------------------------------------------------------------
     def set_series(self, series: list[Series], title: str | None = None) -> None:
@@ -107,11 +109,13 @@ class TimelinePlot(PlotextPlot):
         self.cursor = index
         self.replot()
 
-    def on_resize(self) -> None:
-        self.replot()
+    def on_resize(self, event) -> None:
+        if self._cache is None or self._cache[0][0] != event.size:
+            self.replot()
 
     # ---- drawing ---------------------------------------------------------------------------
     def replot(self) -> None:
+        self._version += 1
         plt = self.plt
         plt.clear_figure()
         plt.title(self.title)
@@ -166,7 +170,12 @@ class TimelinePlot(PlotextPlot):
         self.refresh()
 
     def render(self):
+        # plotext builds cost ~30 ms at 120 columns: rebuild only when something changed
+        key = (self.size, self._version, self.app.theme)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
         text = super().render()
+        self._cache = (key, text)
         # remember where the plot area is, so a click can be mapped to an event index
         for line in text.plain.splitlines():
             if "┌" in line and "┐" in line:
