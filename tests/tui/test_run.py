@@ -98,6 +98,23 @@ async def test_run_at_small_scale_in_cpu_mode_passes_the_controls():
         assert "ms" in text_of(screen, "#summary")  # a real step time in cpu mode
 
 
+async def test_virtual_gpu_size_is_passed_and_bad_sizes_are_refused():
+    runner = ReplayRunner(RUNS, overrides=OOM)
+    app = make_app(runner)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        screen.query_one("#gpu-memory").value = "lots"
+        await run_and_wait(pilot)
+        assert runner.requests == [] and screen.results == []
+        assert any("Virtual GPU size 'lots' is not" in n.message for n in app._notifications)
+        screen.query_one("#gpu-memory").value = "30MB"
+        screen.query_one("#v-no_grad").value = False
+        await run_and_wait(pilot)
+        assert [r.gpu_memory for r in runner.requests] == [30_000_000]
+        assert screen.results[0].status == "oom"
+
+
 async def test_cancel_stops_the_run_and_the_app_keeps_working():
     runner = ReplayRunner(RUNS, hold=True)
     app = make_app(runner)

@@ -38,7 +38,7 @@ class QuestionCard(Vertical):
     QuestionCard > RadioSet { width: 1fr; margin-top: 1; }
     QuestionCard > RadioSet > RadioButton { height: auto; }
     QuestionCard > Input { width: 24; }
-    QuestionCard > .feedback { height: auto; margin-top: 1; }
+    QuestionCard > .feedback { height: auto; margin-top: 1; display: none; }
     """
 
     def __init__(self, lesson: Lesson, index: int, question: Question):
@@ -58,7 +58,9 @@ class QuestionCard(Vertical):
         yield Static("", classes="feedback")
 
     def feedback(self, text: Text) -> None:
-        self.query_one(".feedback", Static).update(text)
+        box = self.query_one(".feedback", Static)
+        box.display = True
+        box.update(text)
 
 
 class QuizView(VerticalScroll):
