@@ -100,6 +100,7 @@ class LessonScreen(Screen):
         self._cancel = threading.Event()
         self._spark: list[float] = []
         self._stale: set[str] = set()
+        self._last: dict = {}  # last phase / live bytes streamed by the running variant
 
     # ---- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -248,14 +249,18 @@ class LessonScreen(Screen):
                 self._describe_variant(message.variant)
             if kind == "queued":
                 self._spark = []
-        live = ev.get("live_bytes")
-        if live is not None:
+                self._last = {}
+        # a sample or phase event updates what is shown; the others keep the last known values
+        if kind in ("phase", "sample"):
+            self._last = {"phase": ev.get("phase") or ev.get("name"), "live": ev.get("live_bytes")}
+        live = self._last.get("live") if kind != "queued" else None
+        if live is not None and kind in ("phase", "sample"):
             self._spark.append(float(live))
             self.query_one("#status-spark", Sparkline).data = self._spark[-48:]
         color = variant_color(variant_index(self.lesson, message.variant))
         text = Text.assemble(("▶ ", "bold"), (message.variant, f"bold {color}"),
                              f" ({message.position + 1}/{message.total})")
-        phase = ev.get("phase") or ev.get("name") if kind in ("phase", "sample") else None
+        phase = self._last.get("phase") if kind != "queued" else None
         if kind == "queued":
             text.append(" · starting worker…", style="dim")
         if phase:

@@ -110,12 +110,15 @@ class TimelinePlot(PlotextPlot):
         self.replot()
 
     def on_resize(self, event) -> None:
-        if self._cache is None or self._cache[0][0] != event.size:
-            self.replot()
+        self.refresh()
 
     # ---- drawing ---------------------------------------------------------------------------
     def replot(self) -> None:
+        """Mark the plot out of date; it is drawn at the next render, at the real size."""
         self._version += 1
+        self.refresh()
+
+    def _draw(self) -> None:
         plt = self.plt
         plt.clear_figure()
         plt.title(self.title)
@@ -123,7 +126,6 @@ class TimelinePlot(PlotextPlot):
         if not self.series:
             plt.xlabel("no run yet")
             plt.yticks([0], ["0"])
-            self.refresh()
             return
         xmin = min(s.x[0] for s in self.series)
         xmax = max(s.x[-1] for s in self.series)
@@ -167,13 +169,13 @@ class TimelinePlot(PlotextPlot):
         if self.cursor is not None:
             plt.vline(self.cursor, color=CURSOR_RGB)
             plt.text("▼", x=self.cursor, y=ticks[-1], color=CURSOR_RGB, alignment="center")
-        self.refresh()
 
     def render(self):
         # plotext builds cost ~30 ms at 120 columns: rebuild only when something changed
         key = (self.size, self._version, self.app.theme)
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
+        self._draw()
         text = super().render()
         self._cache = (key, text)
         # remember where the plot area is, so a click can be mapped to an event index
