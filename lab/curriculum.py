@@ -23,6 +23,7 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
 from __future__ import annotations
 
 import ast
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Any
 from lab.measure.formula import FormulaError, names_in
 
 LESSONS_DIR = Path(__file__).resolve().parent.parent / "lessons"
+LESSONS_ENV = "MEMLAB_LESSONS_DIR"  # point the lab at another course folder (tests, authors)
 FOLDER_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
 MODES = ("cuda", "cpu", "sim")
 SCALES = ("seed", "small")
@@ -129,8 +131,8 @@ class Course:
         raise LookupError(f"no lesson {ref!r}; known lessons: {known}")
 
 
-def load_course(root: Path | str = LESSONS_DIR) -> Course:
-    root = Path(root)
+def load_course(root: Path | str | None = None) -> Course:
+    root = Path(root or os.environ.get(LESSONS_ENV) or LESSONS_DIR)
     course_file = root / "course.toml"
     title, intro, errors = "GPU Memory Lab", "", []
     if course_file.exists():

@@ -69,6 +69,22 @@ def nvml_utilization(index: int = 0) -> int | None:
         return None
 
 
+def active_blocks(device: int = 0) -> dict[int, int]:
+    """address -> block size of every block the allocator has handed out right now.
+
+    Block sizes are what `memory_allocated()` counts: requests rounded up to 512 B, and a block
+    cut from a fresh segment keeps the segment's remainder when that is too small to split.
+    """
+    out = {}
+    for seg in torch.cuda.memory_snapshot():
+        if seg.get("device", device) != device:
+            continue
+        for block in seg["blocks"]:
+            if block["state"] == "active_allocated":
+                out[block["address"]] = block["size"]
+    return out
+
+
 class MemoryRecorder:
     """Start/stop the allocator's history and take its snapshot."""
 

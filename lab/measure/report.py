@@ -81,17 +81,19 @@ def build_peak(trace: Trace, top_n: int = 12) -> Peak:
     if idx < 0:
         return Peak(bytes=trace.baseline_bytes)
     live = trace.live_at(idx)
+    born = {e.sid: i for i, e in enumerate(trace.events[: idx + 1]) if e.kind == ALLOC}
     top = sorted(live.values(), key=lambda e: -e.nbytes)[:top_n]
     return Peak(
         bytes=sum(e.nbytes for e in live.values()) + trace.baseline_bytes,
         phase=trace.events[idx].phase,
         index=idx,
         by_category={k: v for k, v in trace.by_category(live).items() if v},
-        top=[Block(e.nbytes, trace.category(e.sid), e.phase, 0, None, e.stack) for e in top],
+        top=[Block(e.nbytes, trace.category(e.sid), e.phase, born[e.sid], None, e.stack)
+             for e in top],
     )
 
 
-def build_phases(records: list[PhaseRecord]) -> list[PhaseStats]:
+def build_phases(records: list[PhaseRecord], trace: Trace | None = None) -> list[PhaseStats]:
     out = []
     for r in records:
         ps = PhaseStats(
@@ -108,6 +110,11 @@ def build_phases(records: list[PhaseRecord]) -> list[PhaseStats]:
             ps.allocated_delta_bytes = r.cuda["end_allocated"] - r.cuda["start_allocated"]
             ps.allocated_peak_bytes = r.cuda["peak_allocated"]
             ps.reserved_bytes = r.cuda["reserved"]
+        if r.new_blocks is not None and trace is not None:
+            ptrs = {e.ptr for e in trace.events[r.start_index:r.end_index] if e.kind == ALLOC}
+            ps.tensor_block_bytes = sum(n for a, n in r.new_blocks.items() if a in ptrs)
+            ps.other_block_sizes = sorted((n for a, n in r.new_blocks.items() if a not in ptrs),
+                                          reverse=True)
         out.append(ps)
     return out
 
@@ -118,6 +125,27 @@ def category_at(trace: Trace, index: int) -> dict[str, int]:
 
 def _born_in(trace: Trace, start: int, end: int) -> list[int]:
     return [e.nbytes for e in trace.events[start:end] if e.kind == ALLOC]
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def _cuda_delta_note(blocks: int, tensors: int, ph: PhaseStats) -> str:
+    """Name every byte between numel × itemsize and what memory_allocated() grew by."""
+    parts = []
+    if blocks != tensors:
+        parts.append(f"the allocator's blocks hold {blocks - tensors:+,} B beyond the tensors' "
+                     f"numel × itemsize (requests round up to {CUDA_BLOCK} B, and a large block "
+                     f"keeps the unsplit rest of its segment)")
+    other = ph.other_block_sizes or []
+    if other:
+        parts.append(f"the phase also allocated {sum(other):,} B that back no tensor ("
+                     + ", ".join(_mib(n) for n in other[:4])
+                     + "; e.g. the cuBLAS workspace made by the first matmul)")
+    if ph.allocated_delta_bytes is not None and parts:
+        parts.append(f"memory_allocated() grew by {ph.allocated_delta_bytes:,} B in all")
+    return "; ".join(parts)
 
 
 def build_checks(specs: list[dict], variant: str, params: dict, trace: Trace,
@@ -136,17 +164,12 @@ def build_checks(specs: list[dict], variant: str, params: dict, trace: Trace,
         note, tracked = "", 0
         if measure == "delta":
             tracked = ph.delta_bytes
-            if cuda and ph.allocated_delta_bytes is not None:
+            if cuda and ph.tensor_block_bytes is not None:
+                measured = ph.tensor_block_bytes
+                source = "CUDA allocator: blocks of this phase's tensors"
+                note = _cuda_delta_note(measured, tracked, ph)
+            elif cuda and ph.allocated_delta_bytes is not None:
                 measured, source = ph.allocated_delta_bytes, "CUDA allocator (memory_allocated delta)"
-                rounding = sum(-(-n // CUDA_BLOCK) * CUDA_BLOCK - n
-                               for n in _born_in(trace, ph.start_index, ph.end_index))
-                extra = measured - tracked
-                if extra:
-                    other = extra - rounding
-                    note = (f"allocator delta − tensor bytes = {extra:,} B: {rounding:,} B of "
-                            f"rounding to {CUDA_BLOCK}-byte blocks"
-                            + (f", {other:,} B allocated outside any tensor (e.g. the cuBLAS "
-                               f"workspace made by the first matmul)" if other else ""))
             else:
                 measured, source = tracked, "tracked tensors (numel × itemsize)"
         elif measure.startswith("category:"):

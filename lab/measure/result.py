@@ -60,6 +60,10 @@ class PhaseStats:
     allocated_delta_bytes: int | None = None
     allocated_peak_bytes: int | None = None
     reserved_bytes: int | None = None
+    # cuda, for checked phases: allocator blocks born in the phase and still held at its end,
+    # split into blocks that back a tracked tensor and blocks that back none (workspaces)
+    tensor_block_bytes: int | None = None
+    other_block_sizes: list[int] | None = None
 
 
 @dataclass

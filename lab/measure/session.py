@@ -31,6 +31,13 @@ class PhaseRecord:
     peak_bytes: int = 0
     duration_s: float = 0.0
     cuda: dict[str, int] = field(default_factory=dict)
+    new_blocks: dict[int, int] | None = None  # cuda: address -> size of blocks born and kept
+
+
+def _new_blocks(before: dict[int, int], device: int) -> dict[int, int]:
+    from .cuda import active_blocks
+
+    return {a: n for a, n in active_blocks(device).items() if before.get(a) != n}
 
 
 class Session:
@@ -48,6 +55,7 @@ class Session:
         tracker: TensorTracker | None = None,
         cuda_stats: Callable[[], dict[str, int]] | None = None,
         on_phase: Callable[[str], None] | None = None,
+        block_phases: set[str] | None = None,
     ):
         self.mode = mode
         self.p = SimpleNamespace(**params)
@@ -60,6 +68,9 @@ class Session:
         self._cuda_stats = cuda_stats
         self._on_phase = on_phase
         self._current: PhaseRecord | None = None
+        # phases whose allocator blocks are diffed (cuda): only those a lesson checks, since a
+        # memory_snapshot() walks every segment and is too slow to take at every boundary
+        self._block_phases = block_phases or set()
 
     # ---- what experiments use -------------------------------------------------------------
     @property
@@ -92,7 +103,12 @@ class Session:
             if category:
                 tr.phase_category[name] = category
             tr.peak_bytes = tr.live_bytes  # per-phase peak; the global peak comes from the trace
+        blocks_before = None
         if self._cuda_stats is not None:
+            if name in self._block_phases:
+                from .cuda import active_blocks
+
+                blocks_before = active_blocks(self.device.index or 0)
             torch.cuda.reset_peak_memory_stats()
             rec.cuda["start_allocated"] = self._cuda_stats()["allocated"]
         self._current = rec
@@ -115,6 +131,8 @@ class Session:
                 s = self._cuda_stats()
                 rec.cuda.update(end_allocated=s["allocated"], peak_allocated=s["peak_allocated"],
                                 reserved=s["reserved"], peak_reserved=s["peak_reserved"])
+                if blocks_before is not None:
+                    rec.new_blocks = _new_blocks(blocks_before, self.device.index or 0)
             self.phases.append(rec)
             self._current = None
 

@@ -4,6 +4,10 @@ A snapshot's `device_traces[d]` is the allocator's own event list: `alloc`, `fre
 `free_completed`, `segment_alloc`/`segment_free` (cudaMalloc/cudaFree of whole segments, i.e.
 *reserved* memory), `segment_map`/`segment_unmap` (expandable segments), `oom`, `snapshot`.
 Each has `addr`, `size`, `time_us` and (with stacks="python") `frames`.
+
+Both directions live here: `device_trace_timelines` reads the allocator's trace of a cuda run into
+our timelines; `trace_to_snapshot` writes a cpu/sim run's `Trace` as a snapshot that
+pytorch.org/memory_viz opens. Reading arbitrary snapshot files (safely) is `lab.snapshots`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ SEGMENT_DOWN = {"segment_free", "segment_unmap"}
 def first_frame(frames: list[dict] | None) -> str:
     for fr in frames or []:
         name = fr.get("filename", "")
-        if name and "/torch/" not in name and not name.startswith("??"):
+        if name and "/torch/" not in name and "/lab/measure/" not in name and not name.startswith(("??", "<frozen")):
             return f"{'/'.join(name.split('/')[-2:])}:{fr.get('line', 0)} {fr.get('name', '')}"
     return ""
 
@@ -74,3 +78,112 @@ def device_trace_timelines(snapshot: dict, phase_us: list[tuple[str, int]], devi
     res = Timeline(index=list(range(len(reserved))), t=[t for t, _ in reserved],
                    live=[b for _, b in reserved], events=len(reserved)) if reserved else None
     return allocated, res
+
+
+# ---- Trace -> snapshot (cpu / sim runs) ---------------------------------------------------------
+SYNTH_BASE_ADDR = 0x7F00_0000_0000
+SYNTH_ALIGN = 512
+SYNTH_NOTE = ("synthesized by memlab from a cpu/sim run: there is no caching allocator, so every "
+              "tensor storage is its own segment (reserved = allocated), sizes are exact storage "
+              "bytes (no 512-byte rounding), and time_us is the run's clock (meaningless in sim)")
+
+
+def _frames_from_stack(stack: str, cache: dict[str, list[dict]]) -> list[dict]:
+    """'dir/file.py:12 fn' -> [{'filename', 'line', 'name'}], shared between equal stacks (a
+    pickle then stores each once, as PyTorch's own snapshots do)."""
+    got = cache.get(stack)
+    if got is not None:
+        return got
+    frames: list[dict] = []
+    if stack and ":" in stack:
+        loc, _, name = stack.partition(" ")
+        filename, _, line = loc.rpartition(":")
+        try:
+            frames = [{"filename": filename, "line": int(line), "name": name}]
+        except ValueError:
+            frames = [{"filename": loc, "line": 0, "name": name}]
+    cache[stack] = frames
+    return frames
+
+
+def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
+    """A snapshot dict shaped like `torch.cuda.memory._snapshot()` from a cpu/sim `Trace`.
+
+    pytorch.org/memory_viz opens it (pickle it with protocol 4, as `cuda.save_profile` does):
+    every storage is a `segment_alloc` + `alloc` ... `free_requested` + `free_completed` +
+    `segment_free`, with its first user frame as the stack. Extra keys the viewer ignores carry
+    what we know exactly: `category` (parameters, gradients, ...) and `phase` on each alloc, which
+    `memlab view` shows instead of guessing. Zero-byte storages are left out (no allocator would
+    hand out a block for them).
+    """
+    entries: list[dict] = []
+    next_addr = SYNTH_BASE_ADDR
+    live: dict[int, tuple[int, int, list[dict], str]] = {}  # sid -> (addr, size, frames, cat)
+    frame_cache: dict[str, list[dict]] = {}
+
+    def place(size: int) -> int:
+        nonlocal next_addr
+        addr = next_addr
+        next_addr += -(-max(size, 1) // SYNTH_ALIGN) * SYNTH_ALIGN  # never reused: unique
+        return addr
+
+    def seg(action: str, addr: int, size: int, t_us: int) -> None:
+        # category "unknown" on segment events: memory_viz versions that colour by category
+        # expect it among the categories (and some crash adding it themselves)
+        entries.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                        "time_us": t_us, "frames": [], "category": "unknown"})
+
+    if trace.baseline_bytes > 0:  # bytes live before the first event: one block from t=0
+        addr = place(trace.baseline_bytes)
+        seg("segment_alloc", addr, trace.baseline_bytes, 0)
+        entries.append({"action": "alloc", "addr": addr, "size": trace.baseline_bytes,
+                        "stream": 0, "time_us": 0, "frames": [], "category": "other",
+                        "phase": "(before tracking)"})
+        live[-1] = (addr, trace.baseline_bytes, [], "other")
+    last_us = 0
+    for e in trace.events:
+        if e.nbytes <= 0:
+            continue
+        t_us = max(last_us, int(e.t * 1e6))  # keep time monotone whatever the clock did
+        last_us = t_us
+        if e.kind == ALLOC:
+            addr = place(e.nbytes)
+            frames = _frames_from_stack(e.stack, frame_cache)
+            cat = trace.category(e.sid)
+            seg("segment_alloc", addr, e.nbytes, t_us)
+            entries.append({"action": "alloc", "addr": addr, "size": e.nbytes, "stream": 0,
+                            "time_us": t_us, "frames": frames, "category": cat,
+                            "phase": e.phase})
+            live[e.sid] = (addr, e.nbytes, frames, cat)
+        else:
+            got = live.pop(e.sid, None)
+            if got is None:
+                continue
+            addr, size, frames, cat = got
+            for action in ("free_requested", "free_completed"):
+                entries.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                                "time_us": t_us, "frames": frames, "category": cat})
+            seg("segment_free", addr, size, t_us)
+    segments = [
+        {"device": device, "address": addr, "total_size": size, "stream": 0,
+         "segment_type": "large" if size > 1 << 20 else "small", "segment_pool_id": (0, 0),
+         "allocated_size": size, "active_size": size, "requested_size": size,
+         "is_expandable": False, "frames": frames,
+         "blocks": [{"address": addr, "size": size, "requested_size": size,
+                     "state": "active_allocated", "frames": frames, "category": cat}]}
+        for addr, size, frames, cat in sorted(live.values())
+    ]
+    traces: list[list[dict]] = [[] for _ in range(device)] + [entries]
+    return {"segments": segments, "device_traces": traces, "allocator_settings": {},
+            "memlab": {"synthesized": True, "note": SYNTH_NOTE}}
+
+
+def save_snapshot(snapshot: dict, path: str) -> None:
+    """Pickle with protocol 4: the memory_viz page's own unpickler reads protocols 2-4 only."""
+    import os
+    import pickle
+
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(snapshot, f, protocol=4)
+    os.replace(tmp, path)

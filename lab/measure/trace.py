@@ -35,6 +35,7 @@ class Event:
     t: float  # seconds since the trace started (wall clock; meaningless but monotone in sim)
     phase: str
     stack: str = ""  # short "file:line fn" of the first user frame, alloc only
+    ptr: int = 0  # the storage's device address (CUDA only): matches it to allocator blocks
 
 
 @dataclass

@@ -53,6 +53,11 @@ def _short_path(path: str) -> str:
     return "/".join(parts[-2:])
 
 
+def _ptr(storage) -> int:
+    """Device address of a real CUDA storage (0 elsewhere: fake and CPU storages need none)."""
+    return storage.data_ptr() if storage.device.type == "cuda" else 0
+
+
 _COMPOSITE: dict = {}
 
 
@@ -116,6 +121,7 @@ class TensorTracker(TorchDispatchMode):
         self._roles: dict[int, str] = {}  # sid -> category learned from roots
         self._hooks: list = []
         self.phase_category: dict[str, str] = {}  # phase -> category for what is born in it
+        self.alloc_threads: set[int] = set()  # which threads allocated (autograd's, on CUDA)
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self):
@@ -250,7 +256,8 @@ class TensorTracker(TorchDispatchMode):
                 if old != nbytes:  # resize_ or an out= that grew/shrank its storage
                     self._emit(FREE, sid, old, "")
                     self._nbytes[sid] = nbytes
-                    self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame())
+                    self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(),
+                               _ptr(storage))
                 return
             if self.capacity is not None and self.live_bytes + nbytes > self.capacity:
                 raise VirtualOutOfMemory(oom_message(nbytes, self.capacity, self.live_bytes))
@@ -260,7 +267,8 @@ class TensorTracker(TorchDispatchMode):
             self._nbytes[sid] = nbytes
             self._born_phase[sid] = self.phase
             self._refs[sid] = weakref.ref(storage, self._freer(sid, cdata))
-            self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame())
+            self.alloc_threads.add(threading.get_ident())
+            self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(), _ptr(storage))
 
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):
@@ -273,8 +281,8 @@ class TensorTracker(TorchDispatchMode):
 
         return on_free
 
-    def _emit(self, kind: str, sid: int, nbytes: int, stack: str) -> None:
-        self.trace.events.append(Event(kind, sid, nbytes, self.now(), self.phase, stack))
+    def _emit(self, kind: str, sid: int, nbytes: int, stack: str, ptr: int = 0) -> None:
+        self.trace.events.append(Event(kind, sid, nbytes, self.now(), self.phase, stack, ptr))
         if kind == ALLOC:
             self.live_bytes += nbytes
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)

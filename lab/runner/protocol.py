@@ -26,6 +26,10 @@ class RunRequest:
     timing: bool = True
     overrides: dict[str, Any] = field(default_factory=dict)  # parameters to change
     timeout_s: float = 600.0
+    # Not a lesson: the path of an experiment .py to import instead (the playground's generic
+    # experiment). Then `lesson_path` is only a label (its last part names the result's
+    # `lesson`), `overrides` are all the parameters, and there are no checks.
+    experiment: str | None = None
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)

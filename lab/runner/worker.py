@@ -45,27 +45,34 @@ def main(argv: list[str] | None = None) -> int:
         req = RunRequest.from_json_dict(json.loads(argv[0]))
         from pathlib import Path
 
-        lesson = load_lesson(Path(req.lesson_path))
-        lesson.variant(req.variant)
-        params = {**lesson.params(req.scale), **req.overrides}
+        if req.experiment:  # not a lesson (the playground): the file and parameters are given
+            lesson_id, experiment_path = Path(req.lesson_path).name, Path(req.experiment)
+            params, checks = dict(req.overrides), []
+            if not experiment_path.is_file():
+                raise ValueError(f"no experiment file {req.experiment}")
+        else:
+            lesson = load_lesson(Path(req.lesson_path))
+            lesson.variant(req.variant)
+            lesson_id, experiment_path = lesson.id, lesson.experiment_path
+            params, checks = {**lesson.params(req.scale), **req.overrides}, list(lesson.checks)
     except (LessonError, KeyError, IndexError, ValueError, TypeError) as e:
         emit({"type": "error", "error": f"bad request: {e}"})
         return 2
 
-    emit({"type": "started", "pid": os.getpid(), "lesson": lesson.id, "variant": req.variant,
+    emit({"type": "started", "pid": os.getpid(), "lesson": lesson_id, "variant": req.variant,
           "mode": req.mode, "scale": req.scale})
     try:
-        module = load_experiment(str(lesson.experiment_path))
+        module = load_experiment(str(experiment_path))
         fn = getattr(module, req.variant)
     except Exception as e:  # the lesson's code failed to import: report, don't crash
-        emit({"type": "error", "error": f"{lesson.experiment_path.name}: {type(e).__name__}: {e}"})
+        emit({"type": "error", "error": f"{experiment_path.name}: {type(e).__name__}: {e}"})
         return 3
 
     from lab.measure.measure import measure_variant
 
     result = measure_variant(
-        fn, lesson=lesson.id, variant=req.variant, mode=req.mode, scale=req.scale, params=params,
-        checks=list(lesson.checks), gpu_memory=req.gpu_memory, profile_path=req.profile_path,
+        fn, lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale, params=params,
+        checks=checks, gpu_memory=req.gpu_memory, profile_path=req.profile_path,
         timing=req.timing, emit=emit,
     )
     emit({"type": "result", "result": result.to_dict()})

@@ -1,0 +1,65 @@
+"""`memlab` — the lab's command line. No subcommand opens the app.
+
+Each subcommand lives in `lab/commands/<name>.py` with `add_parser(subparsers)` and
+`main(args) -> int`. Bad input raises `UsageError` and becomes one line on stderr and exit code 2;
+nothing here prints a traceback for a user's mistake. The `--json` paths import neither Textual
+nor plotext, so the CLI works on a GPU box that has only torch and transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lab.commands import COMMANDS, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (argparse prints the usage block too)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="memlab",
+        description="GPU Memory Lab: see how PyTorch uses GPU memory by measuring it. "
+        "Run with no command to open the lab.",
+    )
+    from lab import __version__
+
+    parser.add_argument("--version", action="version", version=f"memlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command is None:
+            return _open_app()
+        return args.func(args)
+    except UsageError as e:
+        print(f"memlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("memlab: interrupted", file=sys.stderr)
+        return 130
+
+
+def _open_app() -> int:
+    try:
+        from lab.tui.app import run_app
+    except ImportError as e:
+        raise UsageError(f"the app needs Textual ({e.name} is not installed); "
+                         "install with `pip install -e .`, or use `memlab run … --json`") from None
+    run_app()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

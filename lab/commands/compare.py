@@ -1,0 +1,194 @@
+"""`memlab compare WORKLOAD`: technique combinations side by side, each in its own worker.
+
+    memlab compare mlp --combo baseline --combo bf16 --combo ckpt --combo bf16+ckpt
+    memlab compare mlp --mode sim --scale seed --combo baseline --combo accum4 --json
+    memlab compare linear --batch 1024 --dtype bfloat16 --export out/
+
+The first --combo is the baseline (default: baseline, bf16, ckpt, bf16+ckpt, or the ones the
+workload supports). Prints a table (peak, Δ vs baseline, step time, tokens/s), the overlaid
+timelines and a peak-memory vs step-time chart; --json prints the comparison for scripts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from lab.commands import UsageError
+
+DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
+
+
+def add_workload_args(p) -> None:
+    """Arguments shared by `compare` and `fit`."""
+    p.add_argument("workload", nargs="?", help="linear, mlp, … (`memlab compare --list`)")
+    p.add_argument("--list", action="store_true", help="list the workloads and exit")
+    p.add_argument("--combo", action="append", metavar="C",
+                   help="a technique combination such as bf16+ckpt+accum4 (repeatable; the "
+                        "first is the baseline)")
+    p.add_argument("--scale", choices=["small", "seed"],
+                   help="default sizes: small (seconds on a CPU) or seed (GPU-sized); default: "
+                        "seed on cuda/sim, small on cpu")
+    p.add_argument("--batch", type=int, help="batch size")
+    p.add_argument("--seq", type=int, help="sequence length (workloads that have one)")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
+                   help="parameter/data dtype (autocast is a technique: bf16, fp16)")
+    p.add_argument("--steps", type=int, help="optimizer steps per run (default 2)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                   help="any other size of the workload, e.g. --set layers=8 (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--timeout", type=float, metavar="S", default=600.0,
+                   help="seconds per worker (default 600)")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("compare", help="compare technique combinations on one workload")
+    add_workload_args(p)
+    p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
+                   help="auto: cuda if a GPU is present, else cpu (small) or sim (seed)")
+    p.add_argument("--gpu-memory", metavar="SIZE",
+                   help="pretend the GPU has this much memory (a combination that needs more "
+                        "is an OOM result)")
+    p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
+    p.add_argument("--export", metavar="DIR",
+                   help="also write DIR/result.json, DIR/report.md (and profile-*.pkl on cuda)")
+    p.set_defaults(func=main)
+
+
+def list_workloads() -> str:
+    from lab.playground import all_workloads
+
+    lines = []
+    for w in all_workloads().values():
+        lines.append(f"  {w.name:<12} {w.title}")
+        for scale, sizes in w.sizes.items():
+            lines.append(f"      {scale:<6} " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
+    return "workloads:\n" + "\n".join(lines)
+
+
+def resolve(args, default_combos: list[str], check_batch: bool = True):
+    """(workload, sizes, combos, scale) from the shared arguments, or a UsageError."""
+    from lab.playground import ComboError, get_workload, parse_combos, parse_sizes
+
+    if not args.workload:
+        raise UsageError("which workload? e.g. `memlab compare mlp`; --list shows them")
+    try:
+        w = get_workload(args.workload)
+    except KeyError as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    mode = getattr(args, "mode", "sim")
+    scale = args.scale or ("small" if mode == "cpu" else "seed" if mode in ("cuda", "sim")
+                           else None)
+    if scale is None:
+        from lab.measure.device import cuda_available
+
+        scale = "seed" if cuda_available() else "small"
+    try:
+        sizes = w.default_sizes(scale)
+        sizes.update(parse_sizes(args.set))
+    except (KeyError, ValueError) as e:
+        raise UsageError(f"--set: {str(e).strip(chr(39))}") from None
+    for key in ("batch", "seq", "steps"):
+        v = getattr(args, key)
+        if v is not None:
+            if v < 1:
+                raise UsageError(f"--{key} must be at least 1")
+            if key == "seq" and "seq" not in sizes:
+                raise UsageError(f"workload {w.name!r} has no sequence length")
+            sizes[key] = v
+    if args.dtype:
+        sizes["dtype"] = args.dtype
+    wanted = args.combo or [c for c in default_combos if _supported(w, c)]
+    try:
+        combos = parse_combos(wanted)
+        for t in combos:
+            w.check(t)
+            if check_batch and t.accum > 1 and int(sizes.get("batch", 1)) % t.accum:
+                raise ComboError(f"batch {sizes.get('batch')} is not divisible by accum{t.accum}")
+    except ComboError as e:
+        raise UsageError(str(e)) from None
+    return w, sizes, combos, scale
+
+
+def _supported(w, combo: str) -> bool:
+    from lab.playground import ComboError, parse_combo
+
+    try:
+        w.check(parse_combo(combo))
+        return True
+    except ComboError:
+        return False
+
+
+def _progress(enabled: bool):
+    def on_event(label: str, msg: dict) -> None:
+        if enabled and msg.get("type") == "phase":
+            print(f"    · {label}: {msg['name']}", file=sys.stderr, flush=True)
+    return on_event
+
+
+def main(args) -> int:
+    if args.list:
+        print(list_workloads())
+        return 0
+    from lab.measure.device import SIZE_HELP, parse_size, resolve_mode
+    from lab.playground import ComparePlan, run_compare
+
+    w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS)
+    mode = resolve_mode(args.mode, scale)
+    if mode == "cuda":
+        from lab.measure.device import cuda_available
+
+        if not cuda_available():
+            raise UsageError("--mode cuda needs a CUDA GPU and none is visible; use --mode cpu or sim")
+    gpu_memory = None
+    if args.gpu_memory:
+        try:
+            gpu_memory = parse_size(args.gpu_memory)
+        except ValueError as e:
+            raise UsageError(f"--gpu-memory: {e} ({SIZE_HELP})") from None
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    export_dir = None
+    if args.export:
+        from lab.commands.run import check_writable_dir
+
+        export_dir = check_writable_dir(args.export, "--export")
+    plan = ComparePlan(w.name, sizes, combos, mode, scale, gpu_memory, not args.no_timing,
+                       args.timeout, profile_dir=str(export_dir) if export_dir and mode == "cuda"
+                       else None)
+    if export_dir is not None and mode == "cuda":
+        export_dir.mkdir(parents=True, exist_ok=True)
+    from lab.runner.client import SubprocessRunner
+
+    if not args.json:
+        print(f"▶ {w.name} · {mode} · {scale} · " + ", ".join(c.label for c in combos),
+              file=sys.stderr, flush=True)
+    comparison = run_compare(plan, SubprocessRunner(),
+                             on_event=_progress(not args.json and sys.stderr.isatty()))
+    if export_dir is not None:
+        from lab.export import ExportError, export
+
+        try:
+            written = export(comparison, export_dir, name="comparison")
+        except ExportError as e:
+            raise UsageError(str(e)) from None
+        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    if args.json:
+        print(json.dumps(comparison.to_dict(), indent=1))
+    else:
+        print(render(comparison))
+    failed = [r for r in comparison.rows if r.status in ("error", "timeout")]
+    return 1 if failed else 0
+
+
+def render(comparison, width: int | None = None) -> str:
+    import shutil
+
+    from lab.export import timeline_plot, tradeoff_plot
+    from lab.playground.text import comparison_header, comparison_table
+
+    width = width or min(120, shutil.get_terminal_size((100, 30)).columns)
+    return "\n".join(["", comparison_header(comparison), "", comparison_table(comparison), "",
+                      timeline_plot(comparison.results, width=width), "",
+                      tradeoff_plot(comparison, width=width)])

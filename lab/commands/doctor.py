@@ -1,0 +1,89 @@
+"""`memlab doctor`: what this machine gives the lab (python, torch, CUDA, driver, GPU, NVML)."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import platform
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("doctor", help="check python, torch, CUDA, the GPU and NVML")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=main)
+
+
+def _version(name: str) -> str:
+    try:
+        return md.version(name)
+    except md.PackageNotFoundError:
+        return "not installed"
+
+
+def collect() -> dict:
+    import torch
+
+    from lab.measure.cuda import nvml_used_bytes
+    from lab.measure.device import cuda_available, gpu_info
+
+    info: dict = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "torch_cuda_build": torch.version.cuda,
+        "transformers": _version("transformers"),
+        "textual": _version("textual"),
+        "plotext": _version("plotext"),
+        "cuda_available": cuda_available(),
+    }
+    gpu = gpu_info()
+    if gpu:
+        info.update(gpu=gpu.name, gpu_total_bytes=gpu.total_bytes, gpu_free_bytes=gpu.free_bytes,
+                    gpu_count=torch.cuda.device_count())
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            info["driver"] = pynvml.nvmlSystemGetDriverVersion()
+            pynvml.nvmlShutdown()
+        except Exception:
+            info["driver"] = None
+        info["nvml_used_bytes"] = nvml_used_bytes()
+        info["nvml"] = info["nvml_used_bytes"] is not None
+    info["lab_modes"] = (["cuda", "cpu", "sim"] if gpu else ["cpu", "sim"])
+    return info
+
+
+def main(args) -> int:
+    from lab.measure.device import format_bytes
+
+    info = collect()
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    rows = [
+        ("python", info["python"]), ("platform", info["platform"]),
+        ("torch", f"{info['torch']} (CUDA build: {info['torch_cuda_build'] or 'none, CPU only'})"),
+        ("transformers", info["transformers"]), ("textual", info["textual"]),
+        ("plotext", info["plotext"]),
+    ]
+    if info["cuda_available"]:
+        rows += [
+            ("GPU", f"{info['gpu']} × {info['gpu_count']}"),
+            ("GPU memory", f"{format_bytes(info['gpu_total_bytes'], 'GiB')} total, "
+                           f"{format_bytes(info['gpu_free_bytes'], 'GiB')} free"),
+            ("driver", info["driver"] or "unknown (NVML not available)"),
+            ("NVML", "yes" if info["nvml"] else "no (nvidia-smi numbers unavailable)"),
+        ]
+    else:
+        rows.append(("GPU", "no CUDA GPU visible to PyTorch"))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    if info["cuda_available"]:
+        print("\nThe lab runs real CUDA experiments (mode cuda), plus cpu and sim.")
+    else:
+        print("\nNo CUDA GPU: the lab runs real CPU experiments at small scale (mode cpu), "
+              "simulates full scale (mode sim), and shows runs recorded on an H200.")
+    return 0

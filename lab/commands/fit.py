@@ -1,0 +1,90 @@
+"""`memlab fit WORKLOAD --gpu-memory 16GiB`: the largest batch that fits, per combination.
+
+    memlab fit mlp --gpu-memory 16GiB --combo baseline --combo bf16+ckpt --combo ckpt+accum4
+    memlab fit linear --gpu-memory 24GB --json
+
+Predicted by simulation (exact tensor bytes, a few sim runs per combination in this process),
+then confirmed by a real run on CUDA when a GPU is visible (--no-confirm skips it): the margin
+left is the GPU size minus the predicted peak, and on CUDA minus the allocator's peak reserved.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from lab.commands import UsageError
+from lab.commands.compare import add_workload_args, list_workloads, resolve
+
+DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("fit", help="the largest batch that fits a GPU size, per combination")
+    add_workload_args(p)
+    p.add_argument("--gpu-memory", metavar="SIZE", help="the GPU size, e.g. 16GiB, 24GB, 80GB")
+    p.add_argument("--no-confirm", action="store_true",
+                   help="do not confirm on CUDA even when a GPU is visible")
+    p.add_argument("--max-batch", type=int, default=1 << 16, metavar="N",
+                   help="stop searching above this micro-batch (default 65536)")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    if args.list:
+        print(list_workloads())
+        return 0
+    from lab.measure.device import SIZE_HELP, parse_size
+
+    if not args.gpu_memory:
+        raise UsageError(f"--gpu-memory is required: {SIZE_HELP}")
+    try:
+        capacity = parse_size(args.gpu_memory)
+    except ValueError as e:
+        raise UsageError(f"--gpu-memory: {e}") from None
+    if args.max_batch < 1:
+        raise UsageError("--max-batch must be at least 1")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    args.mode = "sim"  # sizes default to the seed scale: a fit is about a real GPU
+    w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS, check_batch=False)
+
+    from lab.measure.device import cuda_available
+    from lab.playground.fit import confirm, runner_probe, search, sim_probe
+
+    confirm_on_cuda = not args.no_confirm and cuda_available()
+    runner = None
+    if confirm_on_cuda:
+        from lab.runner.client import SubprocessRunner
+
+        runner = SubprocessRunner()
+    results = []
+    for t in combos:
+        if not args.json:
+            print(f"▶ {w.name} · {t.label}: predicting by simulation …", file=sys.stderr, flush=True)
+        res = search(sim_probe(w.name, sizes, t, scale), capacity, t, max_micro=args.max_batch)
+        if runner is not None:
+            if not args.json:
+                print(f"    confirming batch {res.batch} on CUDA …", file=sys.stderr, flush=True)
+            res = confirm(res, runner_probe(runner, w.name, sizes, t, "cuda", scale, capacity,
+                                            args.timeout), t)
+        results.append(res)
+    if not confirm_on_cuda:
+        note = ("not confirmed on CUDA (--no-confirm)" if args.no_confirm else
+                "not confirmed: no CUDA GPU here; the real allocator adds 512-byte rounding, "
+                "the cuBLAS workspace and fragmentation on top of these predictions")
+    else:
+        note = ("confirmed on CUDA with the GPU capped at --gpu-memory "
+                "(torch.cuda.set_per_process_memory_fraction; the CUDA context is outside it)")
+    if args.json:
+        print(json.dumps({"schema": 1, "kind": "fit", "workload": w.name, "sizes": sizes,
+                          "capacity_bytes": capacity, "confirmed_on_cuda": confirm_on_cuda,
+                          "note": note, "results": [r.to_dict() for r in results]}, indent=1))
+    else:
+        from lab.playground.text import fit_table
+
+        sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
+        print(f"\n{w.name} in {capacity / 2**30:,.2f} GiB ({capacity:,} B) · {sz}\n")
+        print(fit_table(results))
+        print(f"\n{note}")
+    return 1 if any(r.status == "error" for r in results) else 0

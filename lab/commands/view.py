@@ -1,0 +1,107 @@
+"""`memlab view FILE`: read a memory snapshot (or a memlab result) in the terminal.
+
+    memlab view dump_snapshot.pickle            peak, what was live there, phases, the timeline
+    memlab view dump_snapshot.pickle --json     the same summary for scripts
+    memlab view results.json --variant no_grad  a result saved by `memlab run --json`
+
+Pickles are loaded with a restricted unpickler: plain containers, numbers and strings only;
+anything else is refused before it runs. The --json path imports neither plotext nor Textual.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+from lab.commands import UsageError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("view", help="summarize a PyTorch memory snapshot or a memlab result")
+    p.add_argument("file", help="a torch.cuda.memory._dump_snapshot() pickle, or a result JSON")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--device", type=int, metavar="N",
+                   help="which GPU's trace (default: the one with the most entries)")
+    p.add_argument("--variant", metavar="V", help="for a result list: only this variant")
+    p.add_argument("--top", type=int, default=10, metavar="N",
+                   help="rows in each table (and live allocations in --json; default 10)")
+    p.add_argument("--no-timeline", action="store_true",
+                   help="leave the downsampled timeline out of --json, the plot out of the text")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    from lab.snapshots import SnapshotError, open_summary
+
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    if args.device is not None and args.device < 0:
+        raise UsageError("--device must be 0 or more")
+    try:
+        summaries = open_summary(args.file, device=args.device, variant=args.variant,
+                                 top=max(args.top, 20))
+    except SnapshotError as e:
+        raise UsageError(str(e)) from None
+    if args.json:
+        dicts = [s.to_dict(timeline=not args.no_timeline) for s in summaries]
+        for d in dicts:
+            d["live_at_peak"] = d["live_at_peak"][: args.top]
+        try:
+            json.dump(dicts[0] if len(dicts) == 1 else dicts, sys.stdout, indent=1)
+            print()
+        except BrokenPipeError:  # `memlab view f --json | head`: the reader left; not an error
+            sys.stderr.close()
+        return 0
+    from lab.snapshots.text import render
+
+    width = min(140, shutil.get_terminal_size((110, 30)).columns)
+    try:
+        for k, s in enumerate(summaries):
+            if k:
+                print("\n" + "═" * width + "\n")
+            print(render(s, top=args.top))
+            if not args.no_timeline:
+                print()
+                print(timeline_text(s, width=width, color=sys.stdout.isatty()))
+    except BrokenPipeError:  # `memlab view f | head`: the reader left; not an error
+        sys.stderr.close()
+    return 0
+
+
+def timeline_text(s, width: int = 110, height: int = 20, color: bool = False) -> str:
+    """The allocated (and reserved) timeline as a plotext chart, peak and OOMs marked."""
+    try:
+        import plotext as plt
+    except ImportError:
+        return "(install plotext to see the timeline)"
+    xs, ys = s.series(2 * width)
+    if not xs:
+        return "(no allocation history to plot)"
+    scale_x = 1e6 if s.x_unit == "us" else 1.0
+    x0 = s.start_us if s.x_unit == "us" else 0
+
+    def tx(v):
+        return (v - x0) / scale_x
+
+    top = max(max(ys), s.reserved_peak_bytes or 0)
+    unit, div = next((u, d) for u, d in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
+                     if top >= d or d == 1)
+
+    plt.clear_figure()
+    plt.plotsize(width, height)
+    plt.theme("clear")
+    plt.plot([tx(x) for x in xs], [y / div for y in ys], label="allocated")
+    rx, ry = s.reserved_series()
+    if rx:
+        plt.plot([tx(x) for x in rx], [y / div for y in ry], label="reserved")
+    if s.peak_time_us is not None:
+        plt.scatter([tx(s.peak_time_us)], [s.peak_bytes / div], marker="x", label="peak")
+    ooms = [o for o in s.ooms if o.time_us is not None]
+    if ooms:
+        plt.vline(tx(ooms[0].time_us))
+    plt.title("allocated memory over time" + (" (OOM marked)" if ooms else ""))
+    plt.xlabel("seconds since the first entry" if s.x_unit == "us" else "allocation #")
+    plt.ylabel(unit)
+    text = plt.build()
+    return text if color else plt.uncolorize(text)

@@ -1,0 +1,239 @@
+"""Exports from a run or a comparison: the result JSON, a Markdown report, profile.pkl.
+
+    export(results_or_comparison, "out/")        -> [out/result.json, out/report.md, out/profile*.pkl]
+    markdown(results_or_comparison)              -> the report as a string
+
+The Markdown report holds the tables and the text plots (plotext, uncoloured, in code blocks),
+so it reads the same in a terminal, on GitHub and in a workshop handout. `profile.pkl` is passed
+through as the run saved it (cuda runs record the allocator's snapshot; pytorch.org/memory_viz
+opens it). The SVG screenshot of the results screen is the app's (lab.tui), not here.
+
+The JSON path imports neither plotext nor Textual; the Markdown path imports plotext lazily and
+still writes the tables where it is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Union
+
+from lab.measure.result import RunResult
+from lab.playground.compare import Comparison
+from lab.playground.fit import FitResult
+from lab.playground.text import comparison_header, comparison_table, fit_table, gb, table
+
+Exportable = Union[RunResult, list, Comparison]
+FORMATS = ("json", "md", "profile")
+
+
+class ExportError(Exception):
+    """One line: what could not be exported and why."""
+
+
+# ---- loading what `memlab run --json` / `memlab compare --json` wrote -------------------------------
+def load(path: str | Path) -> Exportable:
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ExportError(f"{path}: no such file")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExportError(f"{path} is not JSON ({e.__class__.__name__})") from None
+    try:
+        if isinstance(data, dict) and data.get("kind") == "comparison":
+            return Comparison.from_dict(data)
+        if isinstance(data, list):
+            return [RunResult.from_dict(d) for d in data]
+        if isinstance(data, dict) and "variant" in data:
+            return RunResult.from_dict(data)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExportError(f"{path}: not a memlab result ({e})") from None
+    raise ExportError(f"{path} is JSON but not a memlab result or comparison "
+                      "(from `memlab run --json` or `memlab compare --json`)")
+
+
+def _results(obj: Exportable) -> list[RunResult]:
+    if isinstance(obj, Comparison):
+        return list(obj.results)
+    if isinstance(obj, RunResult):
+        return [obj]
+    return list(obj)
+
+
+def to_json(obj: Exportable) -> Any:
+    if isinstance(obj, Comparison):
+        return obj.to_dict()
+    if isinstance(obj, RunResult):
+        return obj.to_dict()
+    return [r.to_dict() for r in obj]
+
+
+# ---- text plots (plotext, lazily) ----------------------------------------------------------------
+def timeline_plot(results: list[RunResult], width: int = 100, height: int = 18) -> str:
+    """Overlaid live-memory timelines (allocation # on x), one line per result."""
+    from lab.textreport import timeline_plot as plot
+
+    ok = [r for r in results if r.timeline.index]
+    return plot(ok, width=width, height=height, color=False) if ok else "(no timeline)"
+
+
+def tradeoff_plot(c: Comparison, width: int = 100, height: int = 16) -> str:
+    """Peak memory against step time, one labelled point per combination."""
+    pts = [r for r in c.rows if r.status == "ok" and r.step_time_s is not None]
+    if not pts:
+        return ("(no step times: sim measures bytes only; run with --mode cpu or cuda for the "
+                "memory / time trade-off)")
+    try:
+        import plotext as plt
+    except ImportError:
+        return "(install plotext to see the trade-off chart)"
+    top = max(r.peak_bytes for r in pts)
+    unit, div = ("GB", 1e9) if top >= 0.1e9 else ("MB", 1e6)
+    xs = [r.step_time_s * 1000 for r in pts]
+    ys = [r.peak_bytes / div for r in pts]
+    plt.clear_figure()
+    plt.plotsize(width, height)
+    plt.theme("clear")
+    for r, x, y in zip(pts, xs, ys):  # the point is the label's first character: "● ckpt"
+        plt.text(f"● {r.combo}", x, y, alignment="left")
+    pad_x = (max(xs) - min(xs)) * 0.25 or max(xs) * 0.25 or 1
+    pad_y = (max(ys) - min(ys)) * 0.15 or max(ys) * 0.1 or 1
+    plt.xlim(min(xs) - pad_x * 0.2, max(xs) + pad_x)
+    plt.ylim(max(0, min(ys) - pad_y), max(ys) + pad_y)
+    plt.title("peak memory vs step time (lower left is better)")
+    plt.xlabel("step time (ms)")
+    plt.ylabel(f"peak {unit}")
+    return plt.uncolorize(plt.build())
+
+
+# ---- Markdown -------------------------------------------------------------------------------------
+def markdown(obj: Exportable, title: str | None = None, plots: bool = True) -> str:
+    if isinstance(obj, Comparison):
+        return _comparison_md(obj, title, plots)
+    return _results_md(_results(obj), title, plots)
+
+
+def _code(text: str) -> str:
+    return f"```text\n{text.rstrip()}\n```"
+
+
+def _comparison_md(c: Comparison, title: str | None, plots: bool) -> str:
+    out = [f"# {title or f'Playground: {c.workload}'}", "",
+           comparison_header(c), "",
+           comparison_table(c, markdown=True), ""]
+    if plots:
+        out += ["## Live memory over time", "", _code(timeline_plot(c.results)), "",
+                "## Peak memory vs step time", "", _code(tradeoff_plot(c)), ""]
+    notes = sorted({n for r in c.results for n in r.notes})
+    if notes:
+        out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    return "\n".join(out)
+
+
+def _results_md(results: list[RunResult], title: str | None, plots: bool) -> str:
+    if not results:
+        return f"# {title or 'memlab results'}\n\n(no results)\n"
+    first = results[0]
+    out = [f"# {title or f'{first.lesson}'}", "",
+           f"{first.mode} · {first.scale} · {first.device.name} · torch {first.torch_version}", ""]
+    base = next((r for r in results if r.ok), None)
+    rows = []
+    for r in results:
+        delta = "—"
+        if base is not None and r is not base and r.ok and base.peak.bytes:
+            d = r.peak.bytes - base.peak.bytes
+            delta = f"{d / 1e9:+,.3f} GB ({d / base.peak.bytes:+.0%})"
+        step = "—" if r.step_time_s is None else f"{r.step_time_s * 1000:,.1f} ms"
+        rows.append([r.variant, r.status, gb(r.peak.bytes), r.peak.phase or "—", delta, step])
+    out += [table(["variant", "status", "peak", "peak phase", "Δ vs first", "step time"], rows,
+                  right={2, 4, 5}, markdown=True), ""]
+    for r in results:
+        out += [f"## {r.variant}", ""]
+        if r.error:
+            out += [f"**{r.status}**: {r.error.splitlines()[0]}", ""]
+        if r.phases:
+            prow = [[p.name, gb(p.delta_bytes), gb(p.end_bytes), gb(p.peak_bytes)] for p in r.phases]
+            out += [table(["phase", "Δ tensors", "live at end", "peak in phase"], prow,
+                          markdown=True), ""]
+        if r.peak.by_category:
+            crow = [[k, gb(v)] for k, v in sorted(r.peak.by_category.items(), key=lambda kv: -kv[1])]
+            out += [f"Live at the peak ({gb(r.peak.bytes)}, during `{r.peak.phase or '—'}`):", "",
+                    table(["category", "bytes"], crow, markdown=True), ""]
+        if r.checks:
+            krow = [[c.name, f"{c.expected_bytes:,}", f"{c.measured_bytes:,}", f"{c.ratio:.4f}",
+                     c.source] for c in r.checks]
+            out += [table(["check", "expected B", "measured B", "ratio", "measured by"], krow,
+                          right={1, 2, 3}, markdown=True), ""]
+        if r.allocator:
+            a = r.allocator
+            out += [f"CUDA allocator: peak allocated {gb(a.peak_allocated_bytes)}, peak reserved "
+                    f"{gb(a.peak_reserved_bytes)}, nvidia-smi {gb(a.nvml_used_bytes)}.", ""]
+        for n in r.notes:
+            out.append(f"- {n}")
+        if r.notes:
+            out.append("")
+    if plots:
+        out += ["## Live memory over time", "", _code(timeline_plot(results)), ""]
+    return "\n".join(out)
+
+
+def fit_markdown(results: list[FitResult], workload: str, sizes: dict, capacity: int) -> str:
+    return "\n".join([f"# Fit: {workload} in {capacity / 2**30:,.2f} GiB", "",
+                      ", ".join(f"{k}={v}" for k, v in sizes.items()), "",
+                      fit_table(results, markdown=True), ""])
+
+
+# ---- writing --------------------------------------------------------------------------------------
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORMATS,
+           name: str = "result", title: str | None = None) -> list[Path]:
+    """Write the chosen formats into `out_dir` (created if needed); returns the files written."""
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ExportError(f"unknown export format {', '.join(sorted(unknown))}; "
+                          f"use {', '.join(FORMATS)}")
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out_dir} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExportError(f"cannot create {out_dir}: {e.strerror or e}") from None
+    written: list[Path] = []
+    try:
+        if "json" in formats:
+            p = out / f"{name}.json"
+            _atomic_write(p, json.dumps(to_json(obj), indent=1))
+            written.append(p)
+        if "md" in formats:
+            p = out / "report.md"
+            _atomic_write(p, markdown(obj, title))
+            written.append(p)
+        if "profile" in formats:
+            results = _results(obj)
+            with_profile = [r for r in results if r.profile_path and Path(r.profile_path).is_file()]
+            for r in with_profile:
+                dest = out / ("profile.pkl" if len(with_profile) == 1 else
+                              f"profile-{_safe(r.variant)}.pkl")
+                if Path(r.profile_path).resolve() != dest.resolve():
+                    shutil.copyfile(r.profile_path, dest)
+                written.append(dest)
+    except OSError as e:
+        raise ExportError(f"cannot write into {out_dir}: {e.strerror or e}") from None
+    return written
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name) or "variant"
+
+
+__all__ = ["ExportError", "FORMATS", "export", "fit_markdown", "load", "markdown", "to_json",
+           "tradeoff_plot", "timeline_plot"]

@@ -1,0 +1,143 @@
+"""`memlab compare`: one workload, several technique combinations, each in its own worker.
+
+    plan = ComparePlan("mlp", sizes, [parse_combo("baseline"), parse_combo("bf16+ckpt")], "cpu")
+    comparison = run_compare(plan, SubprocessRunner())
+    comparison.rows    # peak, Δ vs baseline, step time, tokens/s
+
+The first combination is the baseline. Every combination is a RunRequest for the playground's
+generic experiment (lab/playground/experiment.py, variant "combo"), so it gets the same fresh
+process, timeout, cancel and OOM-as-a-result handling as a lesson. Headless: no torch here.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from lab.measure.result import RunResult
+from lab.runner.protocol import RunRequest
+
+from .techniques import Techniques
+from .workloads import get_workload
+
+EXPERIMENT = str(Path(__file__).with_name("experiment.py"))
+LABEL = "playground"  # the results' `lesson`
+SCHEMA = 1
+
+
+@dataclass
+class ComparePlan:
+    workload: str
+    sizes: dict[str, Any]
+    combos: list[Techniques]
+    mode: str = "cpu"  # resolved: cuda | cpu | sim
+    scale: str = "small"
+    gpu_memory: int | None = None
+    timing: bool = True
+    timeout_s: float = 600.0
+    profile_dir: str | None = None  # cuda: one profile-<combo>.pkl per combination
+
+    def requests(self) -> list[RunRequest]:
+        w = get_workload(self.workload)
+        out = []
+        for t in self.combos:
+            w.check(t)
+            params = {**self.sizes, "workload": self.workload, "techniques": t.to_dict()}
+            profile = (str(Path(self.profile_dir) / f"profile-{t.label}.pkl")
+                       if self.profile_dir else None)
+            out.append(RunRequest(lesson_path=LABEL, variant="combo", mode=self.mode,
+                                  scale=self.scale, gpu_memory=self.gpu_memory,
+                                  profile_path=profile, timing=self.timing and self.mode != "sim",
+                                  overrides=params, timeout_s=self.timeout_s,
+                                  experiment=EXPERIMENT))
+        return out
+
+
+@dataclass
+class Row:
+    combo: str
+    status: str
+    peak_bytes: int
+    delta_bytes: int | None  # vs the baseline (None for the baseline or a failed run)
+    delta_frac: float | None
+    step_time_s: float | None
+    throughput: float | None  # tokens/s or samples/s (None when not timed)
+    unit: str
+    error: str | None = None
+    allocator_peak_bytes: int | None = None  # cuda: the caching allocator's own peak
+    reserved_peak_bytes: int | None = None
+
+
+@dataclass
+class Comparison:
+    workload: str
+    sizes: dict[str, Any]
+    mode: str
+    scale: str
+    unit: str
+    rows: list[Row] = field(default_factory=list)
+    results: list[RunResult] = field(default_factory=list)
+    schema: int = SCHEMA
+
+    @property
+    def baseline(self) -> Row | None:
+        return self.rows[0] if self.rows else None
+
+    def to_dict(self, results: bool = True) -> dict[str, Any]:
+        d = {"schema": self.schema, "kind": "comparison", "workload": self.workload,
+             "sizes": self.sizes, "mode": self.mode, "scale": self.scale, "unit": self.unit,
+             "rows": [asdict(r) for r in self.rows]}
+        if results:
+            d["results"] = [r.to_dict() for r in self.results]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Comparison":
+        if d.get("kind") != "comparison":
+            raise ValueError("not a comparison (expected kind: comparison)")
+        return cls(workload=d["workload"], sizes=d["sizes"], mode=d["mode"], scale=d["scale"],
+                   unit=d.get("unit", "samples"), rows=[Row(**r) for r in d["rows"]],
+                   results=[RunResult.from_dict(r) for r in d.get("results", [])])
+
+
+def rows_for(results: list[RunResult], items_per_step: int, unit: str) -> list[Row]:
+    base = results[0] if results and results[0].ok else None
+    rows = []
+    for r in results:
+        delta = frac = None
+        if base is not None and r is not base and r.ok:
+            delta = r.peak.bytes - base.peak.bytes
+            frac = delta / base.peak.bytes if base.peak.bytes else None
+        tput = items_per_step / r.step_time_s if r.step_time_s else None
+        a = r.allocator
+        rows.append(Row(r.variant, r.status, r.peak.bytes, delta, frac, r.step_time_s, tput, unit,
+                        r.error.splitlines()[0] if r.error else None,
+                        a.peak_allocated_bytes if a else None, a.peak_reserved_bytes if a else None))
+    return rows
+
+
+def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None] | None = None,
+                cancel: threading.Event | None = None,
+                on_result: Callable[[RunResult], None] | None = None) -> Comparison:
+    """Run every combination in turn (one worker each). `on_event(combo_label, msg)` streams the
+    worker's messages; `on_result` gets each result as it lands (the app's table fills in)."""
+    w = get_workload(plan.workload)
+    results: list[RunResult] = []
+    for t, req in zip(plan.combos, plan.requests()):
+        if cancel is not None and cancel.is_set():
+            break
+        label = t.label
+        res = runner.run(req, on_event=(lambda msg, _l=label: on_event(_l, msg)) if on_event
+                         else None, cancel=cancel)
+        res.variant = label  # the worker ran variant "combo"; the row is the combination
+        res.params.setdefault("techniques", t.to_dict())
+        results.append(res)
+        if on_result:
+            on_result(res)
+    return Comparison(plan.workload, dict(plan.sizes), plan.mode, plan.scale, w.unit,
+                      rows_for(results, w.items_per_step(plan.sizes), w.unit), results)
+
+
+__all__ = ["ComparePlan", "Comparison", "EXPERIMENT", "Row", "rows_for", "run_compare"]

@@ -1,0 +1,31 @@
+"""Recorded reference runs: `assets/reference/<lesson-id>/<variant>.json`.
+
+Each file is one `RunResult.to_dict()` recorded on a real GPU (an H200, mode "cuda", scale
+"seed"). On a machine without CUDA the lab shows them beside the learner's own run, labelled
+as recorded. Missing folders, unreadable files and results of another schema are skipped:
+a lesson without references simply has none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab.measure.result import RunResult
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "assets" / "reference"
+
+
+def load_reference(lesson_id: str, root: Path | str | None = None) -> dict[str, RunResult]:
+    """variant -> recorded RunResult, in file-name order; {} when nothing usable is there."""
+    folder = Path(root if root is not None else REFERENCE_DIR) / lesson_id
+    out: dict[str, RunResult] = {}
+    if not folder.is_dir():
+        return out
+    for path in sorted(folder.glob("*.json")):
+        try:
+            result = RunResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue  # a broken or newer-schema file: leave it out, keep the others
+        out[result.variant or path.stem] = result
+    return out

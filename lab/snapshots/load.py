@@ -1,0 +1,204 @@
+"""Open a file the viewer understands: a PyTorch snapshot pickle, or the lab's own result JSON.
+
+Every failure is a `SnapshotError` with one line that names the file and what was expected;
+the CLI prints it and exits 2, the app shows it. Nothing in a pickle runs (see `unpickle`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+from . import frames as fr
+from .summary import Allocation, Band, Oom, Series, SnapshotSummary, summarize
+from .unpickle import RefusedPickle, gc_paused, load_plain
+
+PICKLE_MAGIC = b"\x80"  # protocol 2+ opens with PROTO
+
+
+class SnapshotError(Exception):
+    """One line: what is wrong with the file, and what would be accepted."""
+
+
+ACCEPTS = ("a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) or a memlab result "
+           "JSON (memlab run --json)")
+
+
+def read(path: str | Path) -> tuple[str, Any]:
+    """('snapshot', dict) or ('result', dict | list). Raises SnapshotError."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise SnapshotError(f"{path}: no such file")
+    if p.is_dir():
+        raise SnapshotError(f"{path} is a folder; give {ACCEPTS}")
+    try:
+        with open(p, "rb") as f:
+            head = f.read(1)
+            f.seek(0)
+            if head == PICKLE_MAGIC:
+                return "snapshot", _check_snapshot(path, load_plain(f))
+            text = f.read()
+    except RefusedPickle as e:
+        raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
+                            "containers, numbers and strings, so nothing in it was run") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
+            AttributeError, MemoryError, RecursionError) as e:
+        raise SnapshotError(f"{path}: not a readable pickle ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0] if str(e) else 'damaged or truncated'})"
+                            ) from None
+    except OSError as e:
+        raise SnapshotError(f"{path}: cannot read it ({e.strerror or e})") from None
+    try:
+        data = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise SnapshotError(f"{path} is neither a pickle nor JSON; give {ACCEPTS}") from None
+    if isinstance(data, dict) and ("device_traces" in data or "segments" in data):
+        return "snapshot", _check_snapshot(path, data)  # a snapshot someone saved as JSON
+    if _is_result(data) or (isinstance(data, dict) and data.get("kind") == "comparison"):
+        return "result", data
+    raise SnapshotError(f"{path} is JSON but not {ACCEPTS}")
+
+
+def _is_result(data: Any) -> bool:
+    if isinstance(data, list):
+        return bool(data) and all(_is_result(x) for x in data)
+    return isinstance(data, dict) and "schema" in data and "timeline" in data and "peak" in data
+
+
+def _check_snapshot(path, data: Any) -> dict:
+    if not isinstance(data, dict) or not ("device_traces" in data or "segments" in data):
+        got = type(data).__name__
+        keys = f" with keys {', '.join(map(str, list(data)[:5]))}" if isinstance(data, dict) else ""
+        raise SnapshotError(f"{path} is a pickle of a {got}{keys}, not a PyTorch memory snapshot "
+                            "(expected a dict with 'segments' and 'device_traces')")
+    traces = data.get("device_traces") or []
+    if not isinstance(traces, list) or not all(isinstance(t, list) for t in traces):
+        raise SnapshotError(f"{path}: 'device_traces' is not a list of lists of entries")
+    if not isinstance(data.get("segments") or [], list):
+        raise SnapshotError(f"{path}: 'segments' is not a list")
+    for t in traces:
+        if t and not (isinstance(t[0], dict) and "action" in t[0]):
+            raise SnapshotError(f"{path}: trace entries have no 'action'; not a memory snapshot")
+    return data
+
+
+def open_summary(path: str | Path, *, device: int | None = None, variant: str | None = None,
+                 top: int = 20, freeze_gc: bool = True) -> list[SnapshotSummary]:
+    """Read and summarize a file: one summary (a snapshot), or one per result in a JSON list.
+
+    A big snapshot is millions of small dicts that live as long as the summary (the viewer
+    inspects raw entries). They hold no cycles, but every full collection of the cyclic garbage
+    collector would walk them all (~0.4 s a time, a visible stutter in the app). With
+    `freeze_gc` they are moved out of its reach (`gc.freeze()`; reference counting still frees
+    them when the summary goes).
+    """
+    with gc_paused():
+        out = _open_summary(path, device, variant, top)
+    if freeze_gc and any(s.events > 100_000 for s in out):
+        gc.freeze()
+    return out
+
+
+def _open_summary(path, device, variant, top) -> list[SnapshotSummary]:
+    kind, data = read(path)
+    if kind == "snapshot":
+        traces = data.get("device_traces") or []
+        if device is not None and device >= max(len(traces), 1) and not any(
+                s.get("device") == device for s in data.get("segments") or []):
+            raise SnapshotError(f"{path}: no device {device} in this snapshot "
+                                f"(devices: {', '.join(map(str, range(len(traces)))) or 'none'})")
+        try:
+            return [summarize(data, device=device, file=str(path), top=top)]
+        except (TypeError, KeyError, AttributeError, ValueError) as e:
+            raise SnapshotError(f"{path}: malformed snapshot ({type(e).__name__}: {e})") from None
+    results = data.get("results", []) if isinstance(data, dict) and "results" in data else data
+    results = results if isinstance(results, list) else [results]
+    if variant is not None:
+        names = [r.get("variant") for r in results]
+        results = [r for r in results if r.get("variant") == variant]
+        if not results:
+            raise SnapshotError(f"{path} has no variant {variant!r}; it has: {', '.join(map(str, names))}")
+    try:
+        return [summarize_result(r, file=str(path), top=top) for r in results]
+    except (TypeError, KeyError, AttributeError, ValueError) as e:
+        raise SnapshotError(f"{path}: malformed result JSON ({type(e).__name__}: {e})") from None
+
+
+def _parse_stack(stack: str) -> list[dict]:
+    """'dir/file.py:12 fn' -> [{'filename': 'dir/file.py', 'line': 12, 'name': 'fn'}]."""
+    if not stack or ":" not in stack:
+        return []
+    loc, _, name = stack.partition(" ")
+    filename, _, line = loc.rpartition(":")
+    try:
+        return [{"filename": filename, "line": int(line), "name": name}]
+    except ValueError:
+        return [{"filename": loc, "line": 0, "name": name}]
+
+
+def summarize_result(d: dict, *, file: str = "", top: int = 20) -> SnapshotSummary:
+    """The lab's own result (RunResult JSON) in the viewer's shape. Phases and categories here
+    are the lab's own (recorded), not guesses."""
+    from lab.measure.result import RunResult  # no torch: result.py is plain dataclasses
+
+    r = RunResult.from_dict(d)
+    tl = r.timeline
+    s = SnapshotSummary(source="memlab-result", file=file, events=tl.events,
+                        title=f"{r.lesson} · {r.variant} · {r.mode} · {r.scale}")
+    s.stacks = "python"
+    s.guessed = False
+    # x: event index (the lab's own axis, the same in every mode) scaled as if µs, so a viewer
+    # can treat both sources alike; the unit says which
+    s.x_unit = "event"
+    s._t = list(tl.index)
+    s._alloc = list(tl.live)
+    s.timeline = Series(list(tl.index), list(tl.live))
+    if tl.index:
+        s.start_us, s.end_us = tl.index[0], tl.index[-1]
+        s.start_bytes, s.end_bytes = tl.live[0], tl.live[-1]
+    s.peak_bytes, s.peak_index, s.peak_phase = r.peak.bytes, r.peak.index, r.peak.phase
+    s.peak_time_us = r.peak.index if r.peak.index >= 0 else None
+    maker = next((b for b in r.blocks if b.alloc_index == r.peak.index), None)
+    if maker is not None:
+        s.peak_frames, s.peak_where = _parse_stack(maker.stack), maker.stack or fr.NO_STACK
+    s.by_category = {k: v for k, v in sorted(r.peak.by_category.items(), key=lambda kv: -kv[1])
+                     if v}
+    groups: dict[str, list[int]] = {}
+    for b in r.peak.top:
+        g = groups.setdefault(b.stack or fr.NO_STACK, [0, 0])
+        g[0] += b.nbytes
+        g[1] += 1
+    s.groups = [{"where": w, "bytes": b, "count": c}
+                for w, (b, c) in sorted(groups.items(), key=lambda kv: -kv[1][0])]
+    by_phase: dict[str, int] = {}
+    for b in r.peak.top:
+        by_phase[b.phase] = by_phase.get(b.phase, 0) + b.nbytes
+    s.by_phase = by_phase
+    s.live_count = len(r.peak.top)
+    s.live_bytes = sum(b.nbytes for b in r.peak.top)
+    s.live_at_peak = [Allocation(b.nbytes, b.stack or fr.NO_STACK, b.phase, b.category,
+                                 None, None, _parse_stack(b.stack))
+                      for b in sorted(r.peak.top, key=lambda b: -b.nbytes)[:top]]
+    starts = list(tl.phase_starts)
+    for k, (name, idx) in enumerate(starts):
+        end = starts[k + 1][1] if k + 1 < len(starts) else (tl.index[-1] if tl.index else idx)
+        s.bands.append(Band(name, idx, end))
+    if r.allocator and r.allocator.reserved_timeline:
+        rt = r.allocator.reserved_timeline
+        s.notes.append("reserved bytes come from the CUDA allocator's trace (its own time axis)")
+        s.reserved_peak_bytes = max(rt.live) if rt.live else None
+        s.reserved_end_bytes = rt.live[-1] if rt.live else None
+    if r.status == "oom":
+        s.ooms.append(Oom(tl.index[-1] if tl.index else 0, None, 0, None, s.peak_where,
+                          (r.error or "").splitlines()[0] if r.error else ""))
+    if r.status not in ("ok", "oom"):
+        s.notes.append(f"status {r.status}: {r.error or ''}".strip())
+    s.notes.append("live at the peak: the largest storages only (the result keeps the top ones)")
+    s.notes.extend(r.notes)
+    return s
+
+
+__all__ = ["ACCEPTS", "SnapshotError", "open_summary", "read", "summarize_result"]

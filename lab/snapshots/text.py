@@ -1,0 +1,116 @@
+"""A snapshot summary as plain text: tables a terminal (or a Markdown code block) shows as-is.
+
+No plotting here (this package stays headless); `lab.commands.view` adds the plotext timeline.
+"""
+
+from __future__ import annotations
+
+from .summary import SnapshotSummary
+
+GIB = 2**30
+
+
+def gib(n: int | None) -> str:
+    if n is None:
+        return "—"
+    if abs(n) < 2**20:
+        return f"{n / 2**10:,.1f} KiB"
+    if abs(n) < GIB:
+        return f"{n / 2**20:,.1f} MiB"
+    return f"{n / GIB:,.2f} GiB"
+
+
+def when(s: SnapshotSummary, x: int | None) -> str:
+    if x is None:  # a snapshot: allocated before history was recorded; a result: not kept
+        return "before recording" if s.source == "pytorch-snapshot" else "—"
+    if s.x_unit == "us":
+        return f"{(x - s.start_us) / 1e6:,.3f} s"
+    return f"#{x:,}"
+
+
+def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
+    right = right if right is not None else set(range(1, len(headers)))
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+
+    def fmt(row):
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    return "\n".join([fmt(headers), "  ".join("─" * w for w in widths)] + [fmt(r) for r in rows])
+
+
+def _frame_line(f: dict) -> str:
+    from .frames import label
+
+    return label(f)
+
+
+def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
+    out: list[str] = []
+    what = {"pytorch-snapshot": "PyTorch memory snapshot", "memlab-result": "memlab result"}
+    head = f"{s.file or '(snapshot)'} — {what.get(s.source, s.source)}"
+    if s.title:
+        head += f" · {s.title}"
+    if s.source == "pytorch-snapshot":
+        stacks = {"python": "Python stacks", "python+c++": "Python + C++ stacks",
+                  "none": "no stacks"}[s.stacks]
+        devs = ", ".join(f"{d}: {n:,}" for d, n in s.devices.items()) or "none"
+        head += f" · device {s.device} · {s.events:,} trace entries · {stacks} (entries per device: {devs})"
+    else:
+        head += f" · {s.events:,} allocation events"
+    out.append(head)
+    if s.source == "pytorch-snapshot" and s.events:
+        span = when(s, s.end_us)
+        out.append(f"recorded span {span} · allocated at the start {gib(s.start_bytes)}, at the "
+                   f"end {gib(s.end_bytes)} · reserved: peak {gib(s.reserved_peak_bytes)}, end "
+                   f"{gib(s.reserved_end_bytes)}")
+    guess = " (guess from the stack)" if s.guessed else ""
+    out.append("")
+    out.append(f"peak {gib(s.peak_bytes)} allocated ({s.peak_bytes:,} B) at "
+               f"{when(s, s.peak_time_us)}" + (f", entry #{s.peak_index:,}" if s.peak_index >= 0
+                                               and s.x_unit == "us" else "")
+               + f" · phase{guess}: {s.peak_phase or '—'}")
+    if s.peak_where:
+        out.append(f"  the allocation that made it: {s.peak_where}")
+        for f in s.peak_frames[:frames]:
+            out.append(f"      {_frame_line(f)}")
+    if s.groups:
+        total = s.peak_bytes or 1
+        out.append("")
+        out.append(f"live at the peak: {s.live_count:,} blocks — grouped by first user frame")
+        rows = [[g["where"], gib(g["bytes"]), f"{g['count']:,}", f"{g['bytes'] / total:.0%}"]
+                for g in s.groups[:top]]
+        out.append(table(["where", "bytes", "blocks", "share"], rows))
+    if s.by_phase:
+        out.append("")
+        out.append(f"by phase{guess}: " + ", ".join(f"{k} {gib(v)}" for k, v in s.by_phase.items()))
+    if s.by_category:
+        label = "by category (guess from the phase)" if s.guessed else "by category"
+        out.append(f"{label}: " + ", ".join(f"{k} {gib(v)}" for k, v in s.by_category.items()))
+    if s.live_at_peak:
+        out.append("")
+        out.append("largest blocks live at the peak")
+        rows = [[gib(a.bytes), when(s, a.time_us), a.phase, a.category, a.where]
+                for a in s.live_at_peak[:top]]
+        out.append(table(["bytes", "allocated", "phase", "category", "where"], rows,
+                         right={0, 1}))
+    if s.ooms:
+        out.append("")
+        out.append(f"out-of-memory events: {len(s.ooms)}")
+        for o in s.ooms[:top]:
+            free = f", {gib(o.device_free_bytes)} free on the device" \
+                if o.device_free_bytes is not None else ""
+            msg = o.message or f"requested {gib(o.requested_bytes)}{free}"
+            out.append(f"  at {when(s, o.time_us)}: {msg} — {o.where}")
+    if len(s.bands) > 1:
+        out.append("")
+        out.append("phases along the run" + (" (guessed from sampled stacks)" if guess else "") + ":")
+        shown = s.bands[:12]
+        out.append("  " + " → ".join(f"{b.name} {when(s, b.start_us)}" for b in shown)
+                   + (f" … ({len(s.bands)} changes in all)" if len(s.bands) > len(shown) else ""))
+    for n in s.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+__all__ = ["gib", "render", "table", "when"]

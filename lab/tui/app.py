@@ -1,0 +1,215 @@
+"""`MemLabApp`: routing and lifecycle only. Screens and widgets do the rest.
+
+The data sources are injected (memray's `TUIApp(reader)` pattern): a `Runner` (the real
+`SubprocessRunner` by default; tests pass a `ReplayRunner`), the `Course`, the `Progress`
+store, and the GPU (detected in a thread at start-up unless given; `None` means no CUDA).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from rich.text import Text
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from lab.curriculum import Course, Lesson, load_course
+from lab.measure.result import RunResult
+from lab.progress import NOT_STARTED, QUIZ_PASSED, Progress
+from lab.reference import REFERENCE_DIR, load_reference
+
+from .screens import ConfirmScreen, HelpScreen, HomeScreen, LessonScreen, TooSmallScreen
+
+MIN_SIZE = (80, 24)
+DETECT = object()  # default for `gpu`: look for a CUDA GPU at start-up
+
+
+class MemLabApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "GPU Memory Lab"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    device_state: reactive[str] = reactive("detecting")  # detecting | cuda | none
+
+    def __init__(self, runner: Any = None, course: Course | None = None,
+                 progress: Progress | None = None, gpu: Any = DETECT,
+                 reference_root: Path | str | None = None):
+        super().__init__()
+        if runner is None:
+            from lab.runner.client import SubprocessRunner
+
+            runner = SubprocessRunner()
+        self.runner = runner
+        self.course = course if course is not None else load_course()
+        self.progress = progress if progress is not None else Progress.load()
+        self.reference_root = Path(reference_root) if reference_root else REFERENCE_DIR
+        self.gpu = None if gpu is DETECT else gpu
+        self._detect = gpu is DETECT
+        self.last_results: dict[str, list[RunResult]] = {}  # this session's latest run per lesson
+        self.last_records: dict[str, list] = {}  # ...and its history records (not "history")
+        self._references: dict[str, dict[str, RunResult]] = {}
+        self._home = HomeScreen()
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        if self._detect:
+            self.detect_gpu()
+        else:
+            self.device_state = "cuda" if self.gpu is not None else "none"
+        self.push_screen(self._home)
+        if self.progress.recovered:
+            self.notify(self.progress.recovered, title="Progress recovered", severity="warning",
+                        timeout=10)
+        self._check_size()
+
+    @work(thread=True, exit_on_error=False, group="device")
+    def detect_gpu(self) -> None:
+        from lab.measure.device import gpu_info  # imports torch: keep it off the UI thread
+
+        try:
+            info = gpu_info()
+        except Exception:
+            info = None
+        self.call_from_thread(self._set_gpu, info)
+
+    def _set_gpu(self, info) -> None:
+        self.gpu = info
+        self.device_state = "cuda" if info is not None else "none"
+
+    def on_resize(self, event) -> None:
+        self._check_size(event.size)  # runs before App._on_resize stores the new size
+
+    def _check_size(self, size=None) -> None:
+        w, h = size or self.size
+        small = w < MIN_SIZE[0] or h < MIN_SIZE[1]
+        if small and not isinstance(self.screen, TooSmallScreen):
+            self.push_screen(TooSmallScreen(MIN_SIZE))
+        elif not small and isinstance(self.screen, TooSmallScreen):
+            self.pop_screen()
+
+    # ---- what the machine gives --------------------------------------------------------------
+    def device_banner(self) -> Text:
+        if self.device_state == "detecting":
+            return Text("Checking for a CUDA GPU…", style="dim")
+        if self.device_state == "cuda":
+            name = getattr(self.gpu, "name", "CUDA GPU")
+            total = getattr(self.gpu, "total_bytes", 0)
+            return Text.assemble(("● ", "bold green"), (name, "bold"),
+                                 f" · {total / 2**30:.1f} GiB · real CUDA runs")
+        refs = any(self.reference_root.glob("*/*.json")) if self.reference_root.is_dir() else False
+        tail = ("and H200 reference runs" if refs
+                else "(no H200 reference runs are recorded in this install yet)")
+        return Text.assemble(("○ ", "bold yellow"), ("No CUDA GPU", "bold"),
+                             f" · real CPU runs at small scale, simulation at full scale, {tail}")
+
+    def resolve_mode(self, requested: str, scale: str, lesson: Lesson) -> str | None:
+        """`auto` -> cuda with a GPU, else cpu (small) or sim (seed); None if impossible here."""
+        has_cuda = self.device_state == "cuda"
+        if requested == "cuda" and not has_cuda:
+            return None
+        if requested != "auto":
+            return requested
+        mode = "cuda" if has_cuda else ("cpu" if scale == "small" else "sim")
+        if mode not in lesson.modes:
+            usable = [m for m in lesson.modes if m != "cuda" or has_cuda]
+            mode = usable[0] if usable else None
+        return mode
+
+    def references(self, lesson_id: str) -> dict[str, RunResult]:
+        """Recorded H200 runs, shown only where there is no CUDA GPU to run on."""
+        if self.device_state == "cuda":
+            return {}
+        if lesson_id not in self._references:
+            self._references[lesson_id] = load_reference(lesson_id, self.reference_root)
+        return self._references[lesson_id]
+
+    # ---- routing -----------------------------------------------------------------------------
+    def continue_target(self) -> Lesson | None:
+        lessons = self.course.lessons
+        if not lessons:
+            return None
+        last = self.progress.last_lesson
+        for lesson in lessons:
+            if lesson.id == last:
+                if self.progress.status(lesson.id) == QUIZ_PASSED:
+                    return next((l for l in lessons if l.number > lesson.number
+                                 and self.progress.status(l.id) != QUIZ_PASSED), lesson)
+                return lesson
+        return next((l for l in lessons if self.progress.status(l.id) == NOT_STARTED), lessons[0])
+
+    def open_lesson(self, lesson: Lesson) -> None:
+        if isinstance(self.screen, LessonScreen):
+            self.switch_screen(LessonScreen(lesson))
+        else:
+            self.push_screen(LessonScreen(lesson))
+
+    def open_lesson_offset(self, lesson: Lesson, step: int) -> None:
+        lessons = self.course.lessons
+        i = next(i for i, l in enumerate(lessons) if l.id == lesson.id) + step
+        if not 0 <= i < len(lessons):
+            self.notify("That was the " + ("last" if step > 0 else "first") + " lesson.")
+            return
+        self.open_lesson(lessons[i])
+
+    def refresh_home(self) -> None:
+        if self._home.is_mounted:
+            self._home.refresh_view()
+
+    def _lesson_screen(self) -> LessonScreen | None:
+        return self.screen if isinstance(self.screen, LessonScreen) else None
+
+    # ---- actions -----------------------------------------------------------------------------
+    def action_home(self) -> None:
+        if isinstance(self.screen, LessonScreen):  # at most one lesson is ever open
+            self.pop_screen()
+
+    def action_continue(self) -> None:
+        target = self.continue_target()
+        if target is not None:
+            self.open_lesson(target)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_reset_progress(self) -> None:
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.progress.reset()
+                self.last_results.clear()
+                self.last_records.clear()
+                self.refresh_home()
+                self.notify("Progress and run history reset.")
+
+        self.push_screen(ConfirmScreen("Reset all progress, quiz answers and run history?"), done)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        lesson = screen if isinstance(screen, LessonScreen) else None
+        if lesson is not None:
+            yield SystemCommand("Run experiment", "Run every checked variant (r)", lesson.action_run)
+            yield SystemCommand("Cancel run", "Stop the running variant (Esc)",
+                                lesson.action_cancel_or_back)
+            yield SystemCommand("Next lesson", "Open the next lesson (n)", lesson.action_next_lesson)
+            yield SystemCommand("Previous lesson", "Open the previous lesson (p)",
+                                lesson.action_prev_lesson)
+            for tab in ("text", "experiment", "results", "inspector", "quiz"):
+                yield SystemCommand(f"Show {tab}", f"Switch to the {tab} tab",
+                                    lambda tab=tab: lesson.action_tab(tab))
+        yield SystemCommand("Course map", "Back to the list of lessons", self.action_home)
+        yield SystemCommand("Continue", "Open the lesson where you left off", self.action_continue)
+        yield SystemCommand("Help", "Keys and how to read the plots (?)", self.action_help)
+        yield SystemCommand("Reset progress", "Forget progress and run history (asks first)",
+                            self.action_reset_progress)
+        yield from super().get_system_commands(screen)
+
+
+def run_app(runner: Any = None) -> None:
+    """`memlab` with no subcommand: open the lab."""
+    MemLabApp(runner=runner).run()

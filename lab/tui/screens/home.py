@@ -1,0 +1,102 @@
+"""`HomeScreen`: the course map, "continue where you left off", and what this machine gives."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Button, DataTable, Footer, Header, Static
+
+from lab.progress import NOT_STARTED, QUIZ_PASSED, RUN
+
+STATUS_TEXT = {
+    NOT_STARTED: ("○ not started", "dim"),
+    RUN: ("● run", "yellow"),
+    QUIZ_PASSED: ("✔ quiz passed", "bold green"),
+}
+
+
+class HomeScreen(Screen):
+    BINDINGS = [
+        Binding("c", "continue", "Continue"),
+        Binding("enter", "open", "Open", show=False),
+        Binding("R", "reset", "Reset progress"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="banner")
+        yield Static(self.app.course.intro.strip().replace("\n", " "), id="intro")
+        with Horizontal(id="continue-row"):
+            yield Button("▶ Continue", id="continue", variant="primary", compact=True)
+            yield Static("", id="summary")
+        yield DataTable(id="lessons", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="broken")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = self.app.course.title
+        self.sub_title = "course map"
+        table = self.query_one("#lessons", DataTable)
+        table.add_column("#", key="n")
+        table.add_column("lesson", key="title")
+        table.add_column("status", key="status")
+        self.refresh_view()
+        self.watch(self.app, "device_state", lambda _s: self.refresh_banner(), init=False)
+        table.focus()
+
+    def refresh_banner(self) -> None:
+        self.query_one("#banner", Static).update(self.app.device_banner())
+
+    def refresh_view(self) -> None:
+        """Re-read progress: statuses, the continue target, the summary."""
+        self.refresh_banner()
+        app, table = self.app, self.query_one("#lessons", DataTable)
+        row = table.cursor_row
+        table.clear()
+        done = 0
+        for lesson in app.course.lessons:
+            status = app.progress.status(lesson.id)
+            done += status == QUIZ_PASSED
+            label, style = STATUS_TEXT[status]
+            table.add_row(lesson.key, lesson.title, Text(label, style=style), key=lesson.id)
+        if app.course.lessons:
+            table.move_cursor(row=min(row, len(app.course.lessons) - 1))
+        target = app.continue_target()
+        button = self.query_one("#continue", Button)
+        button.display = target is not None
+        if target is not None:
+            started = app.progress.last_lesson is not None
+            button.label = f"▶ {'Continue' if started else 'Start'}: {target.key} {target.title}"
+        n = len(app.course.lessons)
+        self.query_one("#summary", Static).update(
+            Text(f"  {done}/{n} quizzes passed", style="dim"))
+        broken = self.query_one("#broken", Static)
+        broken.display = bool(app.course.errors)
+        broken.update(Text("\n".join(f"⚠ could not load: {e}" for e in app.course.errors),
+                           style="yellow"))
+
+    def on_screen_resume(self) -> None:
+        self.refresh_view()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.app.open_lesson(self.app.course.find(str(event.row_key.value)))
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "continue":
+            self.action_continue()
+
+    def action_open(self) -> None:
+        table = self.query_one("#lessons", DataTable)
+        if self.app.course.lessons:
+            self.app.open_lesson(self.app.course.lessons[table.cursor_row])
+
+    def action_continue(self) -> None:
+        target = self.app.continue_target()
+        if target is not None:
+            self.app.open_lesson(target)
+
+    def action_reset(self) -> None:
+        self.app.action_reset_progress()

@@ -1,0 +1,274 @@
+"""The snapshot viewer: a memory snapshot's timeline, its peak, and what was live there.
+
+    SnapshotViewScreen(summary)             # a lab.snapshots.SnapshotSummary
+    python -m lab.tui.screens.snapshot_view dump_snapshot.pickle     # standalone
+
+The plot shows allocated (and reserved) bytes over time, downsampled to ~2× its width keeping
+each bucket's maximum, so a peak survives any zoom. A cursor walks the timeline; the inspector
+under the plot shows the entry there: its action, size, allocated bytes, phase, and stack.
+Keys: ←/→ move (shift: ×20), +/- zoom around the cursor, 0 whole run, p the peak,
+o the next OOM, escape back.
+"""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual_plotext import PlotextPlot
+
+from lab.snapshots import SnapshotSummary
+from lab.snapshots import frames as fr
+from lab.snapshots.text import gib, when
+
+
+def _unit(top: int) -> tuple[str, float]:
+    for name, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if top >= div:
+            return name, div
+    return "B", 1.0
+
+
+class TimelinePlot(PlotextPlot):
+    """Allocated + reserved over time, the peak, OOMs and the cursor. Holds its window."""
+
+    def __init__(self, summary: SnapshotSummary, **kwargs):
+        super().__init__(**kwargs)
+        self.summary = summary
+        xs = summary.xs()
+        self.x_min = xs[0] if len(xs) else 0
+        self.x_max = xs[-1] if len(xs) else 1
+        self.lo, self.hi = self.x_min, self.x_max
+        self.cursor = summary.peak_time_us if summary.peak_time_us is not None else self.x_min
+
+    def _tx(self, x: float) -> float:
+        s = self.summary
+        return (x - s.start_us) / 1e6 if s.x_unit == "us" else x
+
+    def on_resize(self) -> None:
+        self.replot()
+
+    def replot(self) -> None:
+        s = self.summary
+        width = max(20, self.size.width or 80)
+        xs, ys = s.series(2 * width, self.lo, self.hi)  # max per bucket: peaks survive
+        p = self.plt
+        p.clear_data()
+        if not xs:
+            p.title("no allocation history")
+            self.refresh()
+            return
+        unit, div = _unit(max(max(ys), s.reserved_peak_bytes or 0))
+        p.plot([self._tx(x) for x in xs], [y / div for y in ys], label="allocated")
+        rx, ry = s.reserved_series(self.lo, self.hi)
+        if rx:
+            p.plot([self._tx(x) for x in rx], [y / div for y in ry], label="reserved")
+        if s.peak_time_us is not None and self.lo <= s.peak_time_us <= self.hi:
+            p.scatter([self._tx(s.peak_time_us)], [s.peak_bytes / div], marker="x", label="peak")
+        for o in s.ooms:
+            if o.time_us is not None and self.lo <= o.time_us <= self.hi:
+                p.vline(self._tx(o.time_us), "red")
+        p.vline(self._tx(self.cursor))
+        p.xlabel("seconds" if s.x_unit == "us" else "allocation #")
+        p.ylabel(unit)
+        p.title(f"allocated memory · peak {gib(s.peak_bytes)}")
+        self.refresh()
+
+
+class SnapshotViewScreen(Screen):
+    """A snapshot (or a memlab result) in the viewer's shape: `SnapshotViewScreen(summary)`."""
+
+    DEFAULT_CSS = """
+    SnapshotViewScreen { layout: vertical; }
+    SnapshotViewScreen #header { height: auto; padding: 0 1; color: $text-muted; }
+    SnapshotViewScreen TimelinePlot { height: 1fr; min-height: 12; }
+    SnapshotViewScreen #inspector { height: auto; max-height: 9; padding: 0 1;
+                                    border-top: solid $primary-darken-2; }
+    SnapshotViewScreen #tables { height: 14; }
+    SnapshotViewScreen DataTable { width: 1fr; }
+    """
+    BINDINGS = [
+        Binding("left", "move(-1)", "←", show=False),
+        Binding("right", "move(1)", "→", show=False),
+        Binding("shift+left", "move(-20)", "← ×20", show=False),
+        Binding("shift+right", "move(20)", "→ ×20", show=False),
+        Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
+        Binding("minus", "zoom(2)", "zoom out"),
+        Binding("0", "reset", "whole run"),
+        Binding("p", "peak", "peak"),
+        Binding("o", "next_oom", "next OOM"),
+        Binding("escape", "back", "back"),
+    ]
+
+    class CursorMoved(Message):
+        """Posted when the cursor lands on an entry (the app may show more about it)."""
+
+        def __init__(self, index: int, x: float) -> None:
+            super().__init__()
+            self.index, self.x = index, x
+
+    def __init__(self, summary: SnapshotSummary, **kwargs):
+        super().__init__(**kwargs)
+        self.summary = summary
+
+    def compose(self) -> ComposeResult:
+        s = self.summary
+        yield Static(self._header(), id="header")
+        yield TimelinePlot(s, id="plot")
+        yield Static(id="inspector")
+        with Horizontal(id="tables"):
+            yield DataTable(id="groups", zebra_stripes=True, cursor_type="row")
+            yield DataTable(id="blocks", zebra_stripes=True, cursor_type="row")
+        yield Footer()
+
+    def _header(self) -> str:
+        s = self.summary
+        guess = " (guess)" if s.guessed else ""
+        parts = [s.file or "snapshot", f"{s.events:,} entries",
+                 f"peak {gib(s.peak_bytes)} at {when(s, s.peak_time_us)}",
+                 f"phase{guess}: {s.peak_phase or '—'}",
+                 f"made by {s.peak_where or '—'}"]
+        if s.reserved_peak_bytes is not None:
+            parts.insert(3, f"reserved peak {gib(s.reserved_peak_bytes)}")
+        if s.ooms:
+            parts.append(f"{len(s.ooms)} OOM")
+        return " · ".join(parts)
+
+    def on_mount(self) -> None:
+        s = self.summary
+        groups = self.query_one("#groups", DataTable)
+        groups.add_columns("live at the peak, by first user frame", "bytes", "blocks", "share")
+        total = s.peak_bytes or 1
+        for g in s.groups:
+            groups.add_row(g["where"], gib(g["bytes"]), f"{g['count']:,}",
+                           f"{g['bytes'] / total:.0%}")
+        blocks = self.query_one("#blocks", DataTable)
+        blocks.add_columns("largest blocks", "allocated", "phase", "where")
+        for a in s.live_at_peak:
+            blocks.add_row(gib(a.bytes), when(s, a.time_us), a.phase, a.where,
+                           key=str(a.index) if a.index is not None else None)
+        self._inspect()
+
+    # ---- the cursor and the window ------------------------------------------------------------
+    @property
+    def plot(self) -> TimelinePlot:
+        return self.query_one(TimelinePlot)
+
+    def _step(self) -> float:
+        p = self.plot
+        return max(1.0, (p.hi - p.lo) / max(20, p.size.width or 80))
+
+    def action_move(self, n: int) -> None:
+        p = self.plot
+        p.cursor = min(p.x_max, max(p.x_min, p.cursor + n * self._step()))
+        if not p.lo <= p.cursor <= p.hi:  # follow the cursor
+            span = p.hi - p.lo
+            p.lo = max(p.x_min, p.cursor - span / 2)
+            p.hi = min(p.x_max, p.lo + span)
+        self._update()
+
+    def action_zoom(self, factor: float) -> None:
+        p = self.plot
+        span = max(1.0, (p.hi - p.lo) * factor)
+        p.lo = max(p.x_min, p.cursor - span / 2)
+        p.hi = min(p.x_max, p.lo + span)
+        self._update()
+
+    def action_reset(self) -> None:
+        p = self.plot
+        p.lo, p.hi = p.x_min, p.x_max
+        self._update()
+
+    def action_peak(self) -> None:
+        if self.summary.peak_time_us is not None:
+            self._jump(self.summary.peak_time_us)
+
+    def action_next_oom(self) -> None:
+        later = [o.time_us for o in self.summary.ooms
+                 if o.time_us is not None and o.time_us > self.plot.cursor]
+        first = [o.time_us for o in self.summary.ooms if o.time_us is not None]
+        target = (later or first or [None])[0]
+        if target is not None:
+            self._jump(target)
+        else:
+            self.notify("no out-of-memory event in this snapshot")
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 1:
+            self.dismiss()
+        else:
+            self.app.exit()
+
+    @on(DataTable.RowSelected, "#blocks")
+    def _block_selected(self, event: DataTable.RowSelected) -> None:
+        key = event.row_key.value
+        if key is not None and self.summary.entry(int(key)) is not None:
+            self._jump(self.summary.xs()[int(key)])
+
+    def _jump(self, x: float) -> None:
+        p = self.plot
+        p.cursor = x
+        if not p.lo <= x <= p.hi:
+            span = p.hi - p.lo
+            p.lo = max(p.x_min, x - span / 2)
+            p.hi = min(p.x_max, p.lo + span)
+        self._update()
+
+    def _update(self) -> None:
+        self.plot.replot()
+        self._inspect()
+
+    def _inspect(self) -> None:
+        s = self.summary
+        x = self.plot.cursor
+        i = s.entry_near(x)
+        e = s.entry(i)
+        lines = [f"cursor {when(s, int(x))} · allocated {gib(s.allocated_at(i))}"
+                 + (f" · phase {s.band_at(x)}" if s.band_at(x) else "")]
+        if e is not None:
+            frames = e.get("frames") or []
+            lines.append(f"entry #{i:,}: {e.get('action')} {gib(e.get('size', 0))} · "
+                         f"{fr.where(frames)}")
+            for f in (fr.python_frames(frames) or frames)[:5]:
+                lines.append(f"    {fr.label(f)}")
+        elif s.source == "memlab-result":
+            lines.append("(a memlab result keeps a downsampled timeline, not every event)")
+        self.query_one("#inspector", Static).update("\n".join(lines))
+        self.post_message(self.CursorMoved(i, x))
+
+
+class SnapshotViewApp(App):
+    """Standalone: `python -m lab.tui.screens.snapshot_view FILE`."""
+
+    def __init__(self, summary: SnapshotSummary):
+        super().__init__()
+        self.summary = summary
+
+    def on_mount(self) -> None:
+        self.push_screen(SnapshotViewScreen(self.summary))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
+    from lab.snapshots import SnapshotError, open_summary
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m lab.tui.screens.snapshot_view FILE", file=sys.stderr)
+        return 2
+    try:
+        [summary, *_] = open_summary(args[0])
+    except SnapshotError as e:
+        print(f"memlab: error: {e}", file=sys.stderr)
+        return 2
+    SnapshotViewApp(summary).run()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

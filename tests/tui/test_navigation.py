@@ -1,0 +1,101 @@
+"""Home, lesson, help, palette, the minimum size: getting around with the keyboard."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, TabbedContent
+
+from lab.tui.screens import HelpScreen, HomeScreen, LessonScreen, TooSmallScreen
+
+from tui_helpers import COURSE, make_app, open_first_lesson, text_of
+
+
+async def test_home_lists_every_lesson_with_status_and_banner():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        table = app.screen.query_one("#lessons", DataTable)
+        assert table.row_count == len(COURSE.lessons)
+        assert "not started" in str(table.get_row_at(0)[2])
+        banner = text_of(app.screen, "#banner")
+        assert "No CUDA GPU" in banner
+        assert "simulation at full scale" in banner
+
+
+async def test_open_lesson_switch_tabs_and_back_home():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        assert isinstance(app.screen, LessonScreen)
+        assert app.screen.lesson.id == COURSE.lessons[0].id
+        tabs = app.screen.query_one(TabbedContent)
+        for key, tab in (("2", "experiment"), ("3", "results"), ("4", "inspector"),
+                         ("5", "quiz"), ("1", "text")):
+            await pilot.press(key)
+            assert tabs.active == tab
+        await pilot.press("escape")  # nothing runs: back to the course map
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+
+
+async def test_next_and_previous_lesson_stop_at_the_ends():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        await pilot.press("p")  # already the first lesson
+        await pilot.pause()
+        assert app.screen.lesson.id == COURSE.lessons[0].id
+        assert any("first lesson" in n.message for n in app._notifications)
+        await pilot.press("n")
+        await pilot.pause()
+        expected = COURSE.lessons[1].id if len(COURSE.lessons) > 1 else COURSE.lessons[0].id
+        assert app.screen.lesson.id == expected
+
+
+async def test_continue_opens_the_last_visited_lesson(memlab_home):
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+    # a new session: "continue" goes back to it
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "Continue" in str(app.screen.query_one("#continue").label)
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, LessonScreen)
+        assert app.screen.lesson.id == COURSE.lessons[0].id
+
+
+async def test_help_opens_and_closes():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+
+
+async def test_command_palette_lists_the_lab_actions():
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for wanted in ("Run experiment", "Cancel run", "Next lesson", "Previous lesson",
+                       "Course map", "Help", "Reset progress", "Quit"):
+            assert wanted in titles
+
+
+async def test_below_minimum_size_says_so_and_recovers():
+    app = make_app()
+    async with app.run_test(size=(60, 20)) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, TooSmallScreen)
+        text = text_of(app.screen, "#too-small-text")
+        assert "80×24" in text and "60×20" in text
+        await pilot.resize_terminal(100, 30)
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)

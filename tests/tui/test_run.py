@@ -1,0 +1,253 @@
+"""Run → results, cancel, OOM, a crashed worker, the event loop's lag during a run."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+
+from textual.widgets import TabbedContent
+
+from lab.progress import Progress
+from lab.runner.replay import ReplayRunner
+from lab.tui.screens import HomeScreen, LessonScreen
+from lab.tui.widgets import InspectorView, ResultsView
+
+from tui_helpers import (REFERENCE, RUNS, make_app, open_first_lesson, run_and_wait, text_of,
+                         wait_until)
+
+OOM = {"baseline": "linear-baseline/baseline.oom.jsonl"}
+CRASH = {"no_grad": "linear-baseline/baseline.crash.jsonl"}
+
+
+async def test_run_shows_results_for_every_variant(memlab_home):
+    runner = ReplayRunner(RUNS)
+    app = make_app(runner)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        await run_and_wait(pilot)
+        # every variant was asked for, in order, at the default seed scale, simulated (no CUDA)
+        assert [(r.variant, r.mode, r.scale) for r in runner.requests] == [
+            ("baseline", "sim", "seed"), ("no_grad", "sim", "seed")]
+        assert [r.status for r in screen.results] == ["ok", "ok"]
+        assert screen.query_one(TabbedContent).active == "results"
+        summary = text_of(screen, "#summary")
+        assert "4.40 GB" in summary and "4.20 GB" in summary
+        assert "−0.20 GB" in summary  # Δ vs baseline
+        assert "none (sim)" in summary  # no step time in sim, said so
+        checks = text_of(screen, "#checks")
+        assert "2.00 GB" in checks and "match" in checks
+        bars = text_of(screen, "#bars")
+        assert "parameters" in bars and "activations" in bars
+    # the run is in the history on disk
+    history = Progress.load().history_for("linear-baseline")
+    assert [(h.variant, h.status, h.peak_bytes) for h in history] == [
+        ("baseline", "ok", 4400200000), ("no_grad", "ok", 4200200000)]
+
+
+async def test_inspector_cursor_keys_mouse_and_live_blocks():
+    app = make_app()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        await run_and_wait(pilot)
+        await pilot.press("4")
+        inspector = screen.query_one(InspectorView)
+        assert inspector.variant == "baseline" and inspector.index == 5  # opens at the peak
+        info = text_of(screen, "#cursor-info")
+        assert "live 4.40 GB" in info and "the peak" in info and "forward 2" in info
+        table = screen.query_one("#blocks")
+        assert table.row_count == 6  # weights, bias, two outputs, two inputs
+        assert "experiment.py:25 baseline" in str(table.get_row_at(0)[4])
+        await pilot.press("left", "left")
+        assert inspector.index == 3
+        assert "live 3.20 GB" in text_of(screen, "#cursor-info")
+        assert table.row_count == 4  # the second input and output are not born yet
+        await pilot.press("end")
+        assert inspector.index == 15 and table.row_count == 0  # everything freed
+        await pilot.press("m")
+        assert inspector.index == 5
+        await pilot.press("v")
+        await pilot.pause()
+        assert inspector.variant == "no_grad" and inspector.index == 6  # its own peak
+        # a click on the plot puts the cursor under the mouse
+        plot = screen.query_one("#inspector-plot")
+        left, right = plot._frame
+        await pilot.click("#inspector-plot", offset=(left + 1, plot.size.height // 2))
+        await pilot.pause()
+        assert inspector.index == 0
+        await pilot.click("#inspector-plot", offset=(right - 1, plot.size.height // 2))
+        await pilot.pause()
+        assert inspector.index == 15
+
+
+async def test_run_at_small_scale_in_cpu_mode_passes_the_controls():
+    runner = ReplayRunner(RUNS)
+    app = make_app(runner)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        screen.query_one("#scale").value = "small"
+        screen.query_one("#mode").value = "cpu"
+        screen.query_one("#v-no_grad").value = False
+        await pilot.pause()
+        await run_and_wait(pilot)
+        assert [(r.variant, r.mode, r.scale) for r in runner.requests] == [("baseline", "cpu", "small")]
+        assert "cpu" in text_of(screen, "#summary") or screen.results[0].mode == "cpu"
+        assert "ms" in text_of(screen, "#summary")  # a real step time in cpu mode
+
+
+async def test_virtual_gpu_size_is_passed_and_bad_sizes_are_refused():
+    runner = ReplayRunner(RUNS, overrides=OOM)
+    app = make_app(runner)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        screen.query_one("#gpu-memory").value = "lots"
+        await run_and_wait(pilot)
+        assert runner.requests == [] and screen.results == []
+        assert any("Virtual GPU size 'lots' is not" in n.message for n in app._notifications)
+        screen.query_one("#gpu-memory").value = "30MB"
+        screen.query_one("#v-no_grad").value = False
+        await run_and_wait(pilot)
+        assert [r.gpu_memory for r in runner.requests] == [30_000_000]
+        assert screen.results[0].status == "oom"
+
+
+async def test_cancel_stops_the_run_and_the_app_keeps_working():
+    runner = ReplayRunner(RUNS, hold=True)
+    app = make_app(runner)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        await pilot.press("r")
+        await wait_until(pilot, runner.holding.is_set)  # certainly in flight
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        await wait_until(pilot, lambda: not screen.running)
+        # the first variant is cancelled and the second never started
+        assert [(r.variant, r.status) for r in screen.results] == [("baseline", "cancelled")]
+        assert len(runner.requests) == 1
+        assert "Cancelled" in text_of(screen, "#status-text")
+        assert isinstance(app.screen, LessonScreen)  # Esc cancelled; it did not leave
+        # and a new run works
+        runner.hold = False
+        await run_and_wait(pilot)
+        assert [r.status for r in screen.results] == ["ok", "ok"]
+
+
+async def test_oom_is_shown_as_a_lesson_moment():
+    app = make_app(overrides=OOM)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        await run_and_wait(pilot)
+        oom = screen.results[0]
+        assert oom.status == "oom"
+        box = text_of(screen, "#failures")
+        assert "Out of memory" in box and "This is a result, not a bug" in box
+        assert "CUDA out of memory. Tried to allocate" in box  # the real message, unedited
+        assert "OOM" in text_of(screen, "#summary")
+        assert "not reached" in text_of(screen, "#checks")  # the output was never allocated
+        assert screen.query_one(ResultsView).query_one("#timeline").display
+        assert any("out of memory" in n.message for n in app._notifications)
+
+
+async def test_crashed_worker_is_an_error_and_the_app_keeps_working():
+    runner = ReplayRunner(RUNS, overrides=CRASH)
+    app = make_app(runner)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        await run_and_wait(pilot)
+        assert [r.status for r in screen.results] == ["ok", "error"]
+        box = text_of(screen, "#failures")
+        assert "no_grad failed" in box and "exited with code -11" in box
+        assert any(n.severity == "error" for n in app._notifications)
+        # the app still works: run again without the crash, go home
+        runner.overrides.clear()
+        await run_and_wait(pilot)
+        assert [r.status for r in screen.results] == ["ok", "ok"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)
+        assert "run" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
+
+
+async def test_a_runner_that_raises_is_reported_not_fatal():
+    class Broken:
+        def run(self, req, on_event=None, cancel=None):
+            raise RuntimeError("boom")
+
+    app = make_app(Broken())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_first_lesson(pilot)
+        await run_and_wait(pilot)
+        assert [r.status for r in app.screen.results] == ["error", "error"]
+        assert "the runner failed: RuntimeError: boom" in text_of(app.screen, "#failures")
+
+
+async def test_reference_runs_are_shown_beside_the_learners_run_without_cuda():
+    app = make_app(references=REFERENCE)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        await run_and_wait(pilot)
+        note = text_of(screen, "#reference-note")
+        assert "Recorded reference" in note and "not run on this machine" in note
+        assert "TEST FIXTURE" in note
+        assert "H200 peak (recorded)" in text_of(screen, "#summary")
+        assert screen.query_one("#reference").display
+
+
+async def test_no_reference_without_cuda_is_said_plainly_and_none_with_cuda():
+    app = make_app()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        assert "no H200 reference runs" in text_of(app.screen, "#banner")
+    app = make_app(references=REFERENCE)
+    app.gpu = type("Gpu", (), {"name": "NVIDIA H200", "total_bytes": 150_117_679_104})()
+    app._detect = False
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        app.device_state = "cuda"
+        await pilot.pause()
+        assert "NVIDIA H200 · 139.8 GiB · real CUDA runs" in text_of(app.screen, "#banner")
+        assert app.references("linear-baseline") == {}
+
+
+async def test_the_event_loop_never_stalls_during_a_run():
+    # Given a run streaming events every 10 ms, when a probe on the event loop sleeps 5 ms at a
+    # time from the key press until the run's last message is handled, then no wake-up is more
+    # than 100 ms late: the UI never freezes while a run is in flight.
+    runner = ReplayRunner(RUNS, delay_s=0.01)
+    app = make_app(runner)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_first_lesson(pilot)
+        screen = app.screen
+        worst = 0.0
+        wakeups = 0
+
+        async def probe():
+            nonlocal worst, wakeups
+            while not screen.finished_runs:
+                t0 = time.perf_counter()
+                await asyncio.sleep(0.005)
+                worst = max(worst, time.perf_counter() - t0 - 0.005)
+                wakeups += 1
+
+        # earlier tests' garbage is not this app's lag: collect it before measuring
+        gc.collect()
+        gc.freeze()
+        try:
+            task = asyncio.get_running_loop().create_task(probe())
+            await pilot.press("r")
+            await task
+        finally:
+            gc.unfreeze()
+        await app.workers.wait_for_complete()
+        assert [r.status for r in screen.results] == ["ok", "ok"]
+        assert len(runner.requests) == 2
+        assert wakeups > 20  # the probe really ran during the run
+        assert worst < 0.100, f"the event loop stalled for {worst * 1000:.0f} ms"
