@@ -176,12 +176,7 @@ def main(args) -> int:
 
     show_progress = not args.json and sys.stderr.isatty() and args.jobs == 1
     started = time.perf_counter()
-    results = run_tasks(tasks, args.jobs, gpus, show_progress, quiet=args.json)
-    for (lesson, req), res in zip(tasks, results):
-        if save_dir is not None:
-            out = save_dir / lesson.id / f"{req.variant}.json"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(out, json.dumps(res.to_dict(), indent=1))
+    results = run_tasks(tasks, args.jobs, gpus, show_progress, quiet=args.json, save_dir=save_dir)
     if not args.json and not args.all:
         from lab.textreport import lesson_report
 
@@ -202,7 +197,8 @@ def main(args) -> int:
     return 1 if failed else 0
 
 
-def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: bool) -> list[RunResult]:
+def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: bool,
+              save_dir: Path | None = None) -> list[RunResult]:
     """Run every (lesson, request), `jobs` at a time; with several GPUs each worker gets its own
     (CUDA_VISIBLE_DEVICES), so no two measurements share a device. Results keep task order."""
     import queue
@@ -223,6 +219,10 @@ def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: boo
             res = SubprocessRunner(extra_env=env).run(req, on_event=_progress(show_progress))
             if not quiet and jobs > 1:
                 print(f"  {lesson.key} {req.variant}: {res.status}", file=sys.stderr, flush=True)
+            if save_dir is not None:  # as each finishes: a long --all keeps what it measured
+                out = save_dir / lesson.id / f"{req.variant}.json"
+                out.parent.mkdir(parents=True, exist_ok=True)
+                _atomic_write(out, json.dumps(res.to_dict(), indent=1))
             return res
         finally:
             slots.put(slot)
