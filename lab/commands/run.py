@@ -222,7 +222,7 @@ def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: boo
             if save_dir is not None:  # as each finishes: a long --all keeps what it measured
                 out = save_dir / lesson.id / f"{req.variant}.json"
                 out.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_write(out, json.dumps(res.to_dict(), indent=1))
+                _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
             return res
         finally:
             slots.put(slot)

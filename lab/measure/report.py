@@ -10,7 +10,7 @@ from .session import PhaseRecord
 from .trace import ALLOC, CATEGORIES, Trace
 
 MAX_TIMELINE_POINTS = 1000
-MAX_BLOCKS = 3000
+MAX_BLOCKS = 1000  # the largest storages; enough for the inspector, small enough to keep
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
 
 

@@ -290,8 +290,8 @@ class TensorTracker(TorchDispatchMode):
             self.live_bytes -= nbytes
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if _is_composite(func):
-            # Under inference_mode (autograd excluded) a composite op such as cross_entropy
+        if torch.is_inference_mode_enabled() and _is_composite(func):
+            # Only under inference_mode (autograd excluded) does a composite op such as cross_entropy
             # reaches this mode whole, and the tensors it makes and frees inside (its
             # log_softmax) would go unseen. Decompose it here, as autograd would have, so each
             # part is dispatched (and counted) on its own.
