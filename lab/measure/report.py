@@ -164,9 +164,10 @@ def build_checks(specs: list[dict], variant: str, params: dict, trace: Trace,
         note, tracked = "", 0
         if measure == "delta":
             tracked = ph.delta_bytes
-            if cuda and ph.tensor_block_bytes is not None:
-                measured = ph.tensor_block_bytes
-                source = "CUDA allocator: blocks of this phase's tensors"
+            if cuda and ph.allocated_delta_bytes is not None and ph.other_block_sizes is not None:
+                # what memory_allocated() gained, less the blocks that back no tensor
+                measured = ph.allocated_delta_bytes - sum(ph.other_block_sizes)
+                source = "CUDA allocator: memory_allocated delta of this phase's tensors"
                 note = _cuda_delta_note(measured, tracked, ph)
             elif cuda and ph.allocated_delta_bytes is not None:
                 measured, source = ph.allocated_delta_bytes, "CUDA allocator (memory_allocated delta)"
