@@ -21,6 +21,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("view", help="summarize a PyTorch memory snapshot or a memlab result")
     p.add_argument("file", help="a torch.cuda.memory._dump_snapshot() pickle, or a result JSON")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--app", action="store_true",
+                   help="open the snapshot in the lab's viewer screen (timeline inspector)")
     p.add_argument("--device", type=int, metavar="N",
                    help="which GPU's trace (default: the one with the most entries)")
     p.add_argument("--variant", metavar="V", help="for a result list: only this variant")
@@ -43,6 +45,11 @@ def main(args) -> int:
                                  top=max(args.top, 20))
     except SnapshotError as e:
         raise UsageError(str(e)) from None
+    if args.app:
+        from lab.tui.screens.snapshot_view import SnapshotViewApp
+
+        SnapshotViewApp(summaries[0]).run()
+        return 0
     if args.json:
         dicts = [s.to_dict(timeline=not args.no_timeline) for s in summaries]
         for d in dicts:

@@ -22,7 +22,8 @@ from lab.measure.result import RunResult
 from lab.progress import NOT_STARTED, QUIZ_PASSED, Progress
 from lab.reference import REFERENCE_DIR, load_reference
 
-from .screens import ConfirmScreen, HelpScreen, HomeScreen, LessonScreen, TooSmallScreen
+from .screens import (ConfirmScreen, HelpScreen, HomeScreen, LessonScreen, PathPromptScreen,
+                      TooSmallScreen)
 
 MIN_SIZE = (80, 24)
 DETECT = object()  # default for `gpu`: look for a CUDA GPU at start-up
@@ -34,6 +35,8 @@ class MemLabApp(App):
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("g", "playground", "Playground"),
+        Binding("o", "open_snapshot", "Open snapshot"),
     ]
 
     device_state: reactive[str] = reactive("detecting")  # detecting | cuda | none
@@ -179,6 +182,40 @@ class MemLabApp(App):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def action_playground(self) -> None:
+        """Compare technique combinations on a workload of your own choosing."""
+        from .screens.playground import PlaygroundScreen
+
+        if not isinstance(self.screen, PlaygroundScreen):
+            self.push_screen(PlaygroundScreen(runner=self.runner))
+
+    def action_open_snapshot(self) -> None:
+        """Read a memory snapshot (torch.cuda.memory._dump_snapshot) or a result JSON."""
+        def chosen(path: str | None) -> None:
+            if path:
+                self.load_snapshot(path)
+
+        self.push_screen(PathPromptScreen("Memory snapshot or result JSON to open:",
+                                          "e.g. snapshot.pickle"), chosen)
+
+    @work(thread=True, exclusive=True, group="snapshot", exit_on_error=False)
+    def load_snapshot(self, path: str) -> None:
+        # unpickling a large snapshot takes seconds: never on the UI thread
+        from lab.snapshots import SnapshotError, open_summary
+
+        try:
+            summary = open_summary(path)[0]
+        except SnapshotError as e:
+            self.call_from_thread(self.notify, str(e), title="Cannot open", severity="error")
+            return
+        except OSError as e:
+            self.call_from_thread(self.notify, f"{path}: {e.strerror}", title="Cannot open",
+                                  severity="error")
+            return
+        from .screens.snapshot_view import SnapshotViewScreen
+
+        self.call_from_thread(self.push_screen, SnapshotViewScreen(summary))
+
     def action_reset_progress(self) -> None:
         def done(yes: bool | None) -> None:
             if yes:
@@ -204,6 +241,10 @@ class MemLabApp(App):
                                     lambda tab=tab: lesson.action_tab(tab))
         yield SystemCommand("Course map", "Back to the list of lessons", self.action_home)
         yield SystemCommand("Continue", "Open the lesson where you left off", self.action_continue)
+        yield SystemCommand("Playground", "Compare technique combinations on a workload (g)",
+                            self.action_playground)
+        yield SystemCommand("Open snapshot", "View a memory snapshot or result JSON (o)",
+                            self.action_open_snapshot)
         yield SystemCommand("Help", "Keys and how to read the plots (?)", self.action_help)
         yield SystemCommand("Reset progress", "Forget progress and run history (asks first)",
                             self.action_reset_progress)

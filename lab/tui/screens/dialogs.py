@@ -91,3 +91,28 @@ class TooSmallScreen(Screen):
         self.query_one("#too-small-text", Static).update(
             f"GPU Memory Lab needs a terminal of at least {mw}×{mh}.\n"
             f"This one is {w}×{h}. Make it larger to continue (q quits).")
+
+
+class PathPromptScreen(ModalScreen[str | None]):
+    """Ask for a file path (e.g. a memory snapshot); Esc cancels."""
+
+    DEFAULT_CSS = """
+    PathPromptScreen { align: center middle; }
+    PathPromptScreen > Vertical { width: 70; height: auto; padding: 1 2; border: thick $primary;
+                                  background: $surface; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+
+    def __init__(self, question: str, placeholder: str = ""):
+        super().__init__()
+        self.question, self.placeholder = question, placeholder
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Input
+
+        with Vertical():
+            yield Label(self.question)
+            yield Input(placeholder=self.placeholder, id="path")
+
+    def on_input_submitted(self, event) -> None:
+        self.dismiss(event.value.strip() or None)
