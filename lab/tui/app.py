@@ -35,8 +35,9 @@ class MemLabApp(App):
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
-        Binding("g", "playground", "Playground"),
-        Binding("o", "open_snapshot", "Open snapshot"),
+        # not in the footer (it is full at 80 columns); listed in ? help and the palette
+        Binding("g", "playground", "Playground", show=False),
+        Binding("o", "open_snapshot", "Open snapshot", show=False),
     ]
 
     device_state: reactive[str] = reactive("detecting")  # detecting | cuda | none

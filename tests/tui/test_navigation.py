@@ -16,7 +16,7 @@ async def test_home_lists_every_lesson_with_status_and_banner():
         assert isinstance(app.screen, HomeScreen)
         table = app.screen.query_one("#lessons", DataTable)
         assert table.row_count == len(COURSE.lessons)
-        assert "not started" in str(table.get_row_at(0)[2])
+        assert "not started" in str(table.get_row_at(0)[1])
         banner = text_of(app.screen, "#banner")
         assert "No CUDA GPU" in banner
         assert "simulation at full scale" in banner

@@ -89,7 +89,7 @@ async def test_passing_the_quiz_is_saved_and_resumed_in_a_new_session():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert "quiz passed" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
+        assert "quiz passed" in str(app.screen.query_one("#lessons").get_row_at(0)[1])
         await open_first_lesson(pilot)
         await pilot.press("5")
         for i in CHOICES:
@@ -145,7 +145,7 @@ async def test_reset_asks_first_then_forgets_everything():
         await pilot.press("y")
         await pilot.pause()
         assert isinstance(app.screen, HomeScreen)
-        assert "not started" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
+        assert "not started" in str(app.screen.query_one("#lessons").get_row_at(0)[1])
     p = Progress.load()
     assert not p.history and not p.lessons and p.last_lesson is None
 
@@ -192,7 +192,7 @@ async def test_the_app_reports_a_recovered_progress_file(memlab_home):
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         assert any("damaged" in n.message for n in app._notifications)
-        assert "run" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
+        assert "run" in str(app.screen.query_one("#lessons").get_row_at(0)[1])
 
 
 def test_a_failed_write_leaves_the_previous_file_intact(tmp_path, monkeypatch):

@@ -172,7 +172,7 @@ async def test_crashed_worker_is_an_error_and_the_app_keeps_working():
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, HomeScreen)
-        assert "run" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
+        assert "run" in str(app.screen.query_one("#lessons").get_row_at(0)[1])
 
 
 async def test_a_runner_that_raises_is_reported_not_fatal():

@@ -20,6 +20,8 @@ HELP = """\
 | `n` / `p` | lesson | next / previous lesson |
 | `1`…`5` | lesson | Lesson · Experiment · Results · Inspector · Quiz |
 | `←` `→` (shift: ×10), `m`, `v` | inspector | move the cursor, jump to the peak, next variant |
+| `g` | anywhere | the playground: compare technique combinations on a workload |
+| `o` | anywhere | open a memory snapshot (`_dump_snapshot` pickle) or a result JSON |
 | `ctrl+p` | anywhere | command palette: every action by name |
 | `?` / `q` | anywhere | this help / quit |
 

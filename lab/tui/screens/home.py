@@ -41,8 +41,9 @@ class HomeScreen(Screen):
         self.sub_title = "course map"
         table = self.query_one("#lessons", DataTable)
         table.add_column("#", key="n")
-        table.add_column("lesson", key="title")
+        # status before the title: long titles may be cut at 80 columns, the status never
         table.add_column("status", key="status")
+        table.add_column("lesson", key="title")
         self.refresh_view()
         self.watch(self.app, "device_state", lambda _s: self.refresh_banner(), init=False)
         table.focus()
@@ -61,7 +62,7 @@ class HomeScreen(Screen):
             status = app.progress.status(lesson.id)
             done += status == QUIZ_PASSED
             label, style = STATUS_TEXT[status]
-            table.add_row(lesson.key, lesson.title, Text(label, style=style), key=lesson.id)
+            table.add_row(lesson.key, Text(label, style=style), lesson.title, key=lesson.id)
         if app.course.lessons:
             table.move_cursor(row=min(row, len(app.course.lessons) - 1))
         target = app.continue_target()
