@@ -38,6 +38,7 @@ class MemLabApp(App):
         # not in the footer (it is full at 80 columns); listed in ? help and the palette
         Binding("g", "playground", "Playground", show=False),
         Binding("o", "open_snapshot", "Open snapshot", show=False),
+        Binding("ctrl+s", "save_svg", "Save screenshot (SVG)", show=False),
     ]
 
     device_state: reactive[str] = reactive("detecting")  # detecting | cuda | none
@@ -216,6 +217,11 @@ class MemLabApp(App):
         from .screens.snapshot_view import SnapshotViewScreen
 
         self.call_from_thread(self.push_screen, SnapshotViewScreen(summary))
+
+    def action_save_svg(self) -> None:
+        """Export what is on screen (e.g. the results) as an SVG, in the current folder."""
+        path = self.save_screenshot()
+        self.notify(f"saved {path}", title="Screenshot")
 
     def action_reset_progress(self) -> None:
         def done(yes: bool | None) -> None:

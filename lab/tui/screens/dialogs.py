@@ -22,6 +22,7 @@ HELP = """\
 | `←` `→` (shift: ×10), `m`, `v` | inspector | move the cursor, jump to the peak, next variant |
 | `g` | anywhere | the playground: compare technique combinations on a workload |
 | `o` | anywhere | open a memory snapshot (`_dump_snapshot` pickle) or a result JSON |
+| `ctrl+s` | anywhere | save this screen (e.g. the results) as an SVG file |
 | `ctrl+p` | anywhere | command palette: every action by name |
 | `?` / `q` | anywhere | this help / quit |
 
