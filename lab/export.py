@@ -80,6 +80,24 @@ def timeline_plot(results: list[RunResult], width: int = 100, height: int = 18) 
     return plot(ok, width=width, height=height, color=False) if ok else "(no timeline)"
 
 
+def draw_tradeoff(plt, rows, title: str = "peak memory vs step time") -> None:
+    """Peak memory against step time on `plt` (the plotext module, or a PlotextPlot's `plt`):
+    one point per combination, labelled; shared by the Markdown report and the app's screen."""
+    top = max(r.peak_bytes for r in rows)
+    unit, div = ("GB", 1e9) if top >= 0.1e9 else ("MB", 1e6)
+    xs = [r.step_time_s * 1000 for r in rows]
+    ys = [r.peak_bytes / div for r in rows]
+    for r, x, y in zip(rows, xs, ys):  # the point is the label's first character: "● ckpt"
+        plt.text(f"● {r.combo}", x, y, alignment="left")
+    pad_x = (max(xs) - min(xs)) * 0.25 or max(xs) * 0.25 or 1
+    pad_y = (max(ys) - min(ys)) * 0.15 or max(ys) * 0.1 or 1
+    plt.xlim(min(xs) - pad_x * 0.2, max(xs) + pad_x)
+    plt.ylim(max(0, min(ys) - pad_y), max(ys) + pad_y)
+    plt.title(title)
+    plt.xlabel("step time (ms)")
+    plt.ylabel(f"peak {unit}")
+
+
 def tradeoff_plot(c: Comparison, width: int = 100, height: int = 16) -> str:
     """Peak memory against step time, one labelled point per combination."""
     pts = [r for r in c.rows if r.status == "ok" and r.step_time_s is not None]
@@ -90,22 +108,10 @@ def tradeoff_plot(c: Comparison, width: int = 100, height: int = 16) -> str:
         import plotext as plt
     except ImportError:
         return "(install plotext to see the trade-off chart)"
-    top = max(r.peak_bytes for r in pts)
-    unit, div = ("GB", 1e9) if top >= 0.1e9 else ("MB", 1e6)
-    xs = [r.step_time_s * 1000 for r in pts]
-    ys = [r.peak_bytes / div for r in pts]
     plt.clear_figure()
     plt.plotsize(width, height)
     plt.theme("clear")
-    for r, x, y in zip(pts, xs, ys):  # the point is the label's first character: "● ckpt"
-        plt.text(f"● {r.combo}", x, y, alignment="left")
-    pad_x = (max(xs) - min(xs)) * 0.25 or max(xs) * 0.25 or 1
-    pad_y = (max(ys) - min(ys)) * 0.15 or max(ys) * 0.1 or 1
-    plt.xlim(min(xs) - pad_x * 0.2, max(xs) + pad_x)
-    plt.ylim(max(0, min(ys) - pad_y), max(ys) + pad_y)
-    plt.title("peak memory vs step time (lower left is better)")
-    plt.xlabel("step time (ms)")
-    plt.ylabel(f"peak {unit}")
+    draw_tradeoff(plt, pts, title="peak memory vs step time (lower left is better)")
     return plt.uncolorize(plt.build())
 
 

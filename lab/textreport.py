@@ -105,6 +105,7 @@ def timeline_plot(results: list[RunResult], width: int | None = None, height: in
     except ImportError:
         return "(install plotext to see the timeline)"
     width = width or min(120, shutil.get_terminal_size((100, 30)).columns)
+    use_unit_for(results)
     plt.clear_figure()
     plt.plotsize(width, height)
     plt.theme("clear")

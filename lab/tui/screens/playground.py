@@ -84,19 +84,9 @@ class TradeoffPlot(PlotextPlot):
             p.title("peak vs step time (needs timings: cpu or cuda)")
             self.refresh()
             return
-        top = max(r.peak_bytes for r in rows)
-        unit, div = ("GB", 1e9) if top >= 0.1e9 else ("MB", 1e6)
-        xs = [r.step_time_s * 1000 for r in rows]
-        ys = [r.peak_bytes / div for r in rows]
-        for r, x, y in zip(rows, xs, ys):
-            p.text(f"● {r.combo}", x, y, alignment="left")
-        pad_x = (max(xs) - min(xs)) * 0.3 or max(xs) * 0.3 or 1
-        pad_y = (max(ys) - min(ys)) * 0.2 or max(ys) * 0.1 or 1
-        p.xlim(min(xs) - pad_x * 0.2, max(xs) + pad_x)
-        p.ylim(max(0, min(ys) - pad_y), max(ys) + pad_y)
-        p.title("peak memory vs step time")
-        p.xlabel("ms per step")
-        p.ylabel(unit)
+        from lab.export import draw_tradeoff
+
+        draw_tradeoff(p, rows)
         self.refresh()
 
 
