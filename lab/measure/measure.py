@@ -66,7 +66,10 @@ def measure_variant(
     profile_path: str | None = None,
     timing: bool = True,
     emit: Emit | None = None,
+    record_history: bool = True,
 ) -> RunResult:
+    """`record_history=False` (cuda): no `_record_memory_history`, so no allocator timeline and
+    no profile.pkl — the fallback for code whose backward breaks under it (HISTORY_INCOMPATIBLE)."""
     emit = emit or (lambda msg: None)
     started = time.perf_counter()
     if gpu_memory is None and params.get("gpu_memory"):
@@ -95,7 +98,7 @@ def measure_variant(
     torch.manual_seed(0)
     tracker = TensorTracker(capacity=None if mode == "cuda" else gpu_memory,
                             device_type="cuda" if mode == "cuda" else None)
-    recorder = cuda_mod.MemoryRecorder() if mode == "cuda" else None
+    recorder = cuda_mod.MemoryRecorder() if mode == "cuda" and record_history else None
     phase_us: list[tuple[str, int]] = []
 
     def on_phase(name: str) -> None:
@@ -180,6 +183,12 @@ def measure_variant(
         result.metrics.update(timed_metrics)
     result.wall_s = time.perf_counter() - started
     return result
+
+
+# What PyTorch raises from backward when the allocator's history recorder (stacks="python")
+# meets some training loops on CUDA. Seen: Lightning's Trainer, torch 2.11 + lightning 2.6 on an
+# H200; the same run without the recorder works, with or without the tensor tracker.
+HISTORY_INCOMPATIBLE = "returned NULL without setting an exception"
 
 
 def _warm_up_dispatch_mode() -> None:

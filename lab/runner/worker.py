@@ -70,11 +70,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from lab.measure.measure import measure_variant
 
-    result = measure_variant(
-        fn, lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale, params=params,
-        checks=checks, gpu_memory=req.gpu_memory, profile_path=req.profile_path,
-        timing=req.timing, emit=emit,
-    )
+    from lab.measure.measure import HISTORY_INCOMPATIBLE
+
+    kwargs = dict(lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale,
+                  params=params, checks=checks, gpu_memory=req.gpu_memory,
+                  profile_path=req.profile_path, timing=req.timing, emit=emit)
+    result = measure_variant(fn, **kwargs)
+    if req.mode == "cuda" and result.status == "error" and HISTORY_INCOMPATIBLE in (result.error or ""):
+        # this code's backward breaks under the allocator's history recorder: measure it again
+        # without the recorder (tracker, memory_stats and NVML still on)
+        failed = result.error
+        result = measure_variant(fn, record_history=False, **kwargs)
+        result.notes.append("Measured without torch.cuda.memory._record_memory_history (no "
+                            f"allocator timeline, no profile.pkl): with it, backward failed: {failed}")
     emit({"type": "result", "result": result.to_dict()})
     return 0
 

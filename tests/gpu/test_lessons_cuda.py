@@ -178,9 +178,6 @@ def test_14_cycles_hold_memory_until_gc():
     assert ok("14", "find_cycles").metrics["tensors_in_cycles"] == 3
 
 
-@pytest.mark.xfail(reason="open bug: on CUDA the tracked pass of the Lightning variant fails with "
-                   "'SystemError: run_backward returned NULL without setting an exception' (H200, "
-                   "torch 2.11, lightning 2.6); it runs on CPU", strict=False)
 def test_15_lightning_matches_by_hand():
     pytest.importorskip("pytorch_lightning")
     assert allocated("15", "lightning") == pytest.approx(allocated("15", "baseline"), rel=0.05)
