@@ -7,6 +7,18 @@ class UsageError(Exception):
     """A user's mistake: printed as one line, exit code 2."""
 
 
+def gpu_memory_arg(text: str | None) -> int | None:
+    """The --gpu-memory option (run, compare, fit) in bytes, or a one-line UsageError."""
+    if not text:
+        return None
+    from lab.measure.units import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise UsageError(f"--gpu-memory: {e}") from None
+
+
 from . import compare, doctor, export_cmd, fit, list_cmd, run, view  # noqa: E402  (UsageError first)
 
 COMMANDS = [list_cmd, run, doctor, view, compare, fit, export_cmd]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.commands import UsageError
+from lab.commands import UsageError, gpu_memory_arg
 
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
 
@@ -131,7 +131,7 @@ def main(args) -> int:
     if args.list:
         print(list_workloads())
         return 0
-    from lab.measure.device import SIZE_HELP, parse_size, resolve_mode
+    from lab.measure.device import resolve_mode
     from lab.playground import ComparePlan, run_compare
 
     w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS)
@@ -141,12 +141,7 @@ def main(args) -> int:
 
         if not cuda_available():
             raise UsageError("--mode cuda needs a CUDA GPU and none is visible; use --mode cpu or sim")
-    gpu_memory = None
-    if args.gpu_memory:
-        try:
-            gpu_memory = parse_size(args.gpu_memory)
-        except ValueError as e:
-            raise UsageError(f"--gpu-memory: {e} ({SIZE_HELP})") from None
+    gpu_memory = gpu_memory_arg(args.gpu_memory)
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     export_dir = None

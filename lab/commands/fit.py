@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.commands import UsageError
+from lab.commands import UsageError, gpu_memory_arg
 from lab.commands.compare import add_workload_args, list_workloads, resolve
 
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
@@ -34,14 +34,11 @@ def main(args) -> int:
     if args.list:
         print(list_workloads())
         return 0
-    from lab.measure.device import SIZE_HELP, parse_size
+    from lab.measure.units import SIZE_HELP
 
     if not args.gpu_memory:
         raise UsageError(f"--gpu-memory is required: {SIZE_HELP}")
-    try:
-        capacity = parse_size(args.gpu_memory)
-    except ValueError as e:
-        raise UsageError(f"--gpu-memory: {e}") from None
+    capacity = gpu_memory_arg(args.gpu_memory)
     if args.max_batch < 1:
         raise UsageError("--max-batch must be at least 1")
     if args.timeout <= 0:

@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from lab.commands import UsageError
+from lab.commands import UsageError, gpu_memory_arg
 from lab.curriculum import Course, Lesson, load_course
-from lab.measure.units import SIZE_HELP, parse_size
+from lab.measure.units import SIZE_HELP
 from lab.measure.result import RunResult
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
@@ -128,12 +128,7 @@ def _progress(enabled: bool):
 def main(args) -> int:
     course = load_course()
     lessons = pick_lessons(course, args)
-    gpu_memory = None
-    if args.gpu_memory:
-        try:
-            gpu_memory = parse_size(args.gpu_memory)
-        except ValueError as e:
-            raise UsageError(f"--gpu-memory: {e}") from None
+    gpu_memory = gpu_memory_arg(args.gpu_memory)
     snapshot = check_writable_file(args.snapshot, "--snapshot") if args.snapshot else None
     save_dir = check_writable_dir(args.save, "--save") if args.save else None
     if args.timeout is not None and args.timeout <= 0:

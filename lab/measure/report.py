@@ -7,28 +7,11 @@ from typing import Any
 from .formula import evaluate
 from .result import Block, Check, Peak, PhaseStats, Timeline
 from .session import PhaseRecord
-from .trace import ALLOC, CATEGORIES, Trace
+from .trace import ALLOC, CATEGORIES, Trace, pick_indices
 
 MAX_TIMELINE_POINTS = 1000
 MAX_BLOCKS = 1000  # the largest storages; enough for the inspector, small enough to keep
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to a multiple of 512 bytes
-
-
-def _pick_indices(live: list[int], max_points: int) -> list[int]:
-    """Indices to keep: first, last, and the max and min of each bucket (peaks survive)."""
-    n = len(live)
-    if n <= max_points:
-        return list(range(n))
-    buckets = max(1, max_points // 2)
-    size = n / buckets
-    keep = {0, n - 1}
-    for b in range(buckets):
-        lo, hi = int(b * size), int((b + 1) * size)
-        if hi > lo:
-            seg = range(lo, hi)
-            keep.add(max(seg, key=live.__getitem__))
-            keep.add(min(seg, key=live.__getitem__))
-    return sorted(keep)
 
 
 def build_timeline(trace: Trace, max_points: int = MAX_TIMELINE_POINTS) -> Timeline:
@@ -45,7 +28,7 @@ def build_timeline(trace: Trace, max_points: int = MAX_TIMELINE_POINTS) -> Timel
         total.append(live_total)
         for c in CATEGORIES:
             per_cat[c].append(cat_live[c])
-    keep = _pick_indices(total, max_points)
+    keep = pick_indices(total, max_points)
     starts: list[tuple[str, int]] = []
     for i, e in enumerate(events):
         if e.phase and (not starts or starts[-1][0] != e.phase):

@@ -86,27 +86,26 @@ class Trace:
         return totals
 
 
-def downsample(xs: list[float], ys: list[int], max_points: int) -> tuple[list[float], list[int]]:
-    """Shrink a series to at most ~max_points, keeping the max *and* min of each bucket.
-
-    Keeping both extremes means a peak (or a dip between steps) survives any downsampling; the
-    bucket's points stay in time order so the curve still reads left to right.
-    """
+def pick_indices(ys: list[int], max_points: int) -> list[int]:
+    """Indices of a series to keep when drawing it with ~max_points: the first, the last, and
+    the max *and* min of each bucket, in order — so a peak (or a dip between steps) survives
+    any downsampling and the curve still reads left to right."""
     n = len(ys)
-    if n <= max_points or max_points < 4:
-        return list(xs), list(ys)
+    if n <= max_points:
+        return list(range(n))
     buckets = max(1, max_points // 2)
     size = n / buckets
-    out_x: list[float] = []
-    out_y: list[int] = []
+    keep = {0, n - 1}
     for b in range(buckets):
         lo, hi = int(b * size), int((b + 1) * size)
-        if hi <= lo:
-            continue
-        seg = range(lo, hi)
-        i_max = max(seg, key=ys.__getitem__)
-        i_min = min(seg, key=ys.__getitem__)
-        for i in sorted({i_min, i_max}):
-            out_x.append(xs[i])
-            out_y.append(ys[i])
-    return out_x, out_y
+        if hi > lo:
+            seg = range(lo, hi)
+            keep.add(max(seg, key=ys.__getitem__))
+            keep.add(min(seg, key=ys.__getitem__))
+    return sorted(keep)
+
+
+def downsample(xs: list[float], ys: list[int], max_points: int) -> tuple[list[float], list[int]]:
+    """(xs, ys) shrunk to at most max_points with `pick_indices` (2 left for first and last)."""
+    keep = pick_indices(ys, max(2, max_points - 2))
+    return [xs[i] for i in keep], [ys[i] for i in keep]
