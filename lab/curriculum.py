@@ -42,6 +42,15 @@ MEASURES = re.compile(r"^(delta|peak|category:(parameters|gradients|optimizer_st
 LESSON_FILES = ("lesson.toml", "lesson.md", "experiment.py")
 
 
+RESULTS_MARKER = "<!-- results -->"  # lesson.md: what follows it is shown after the run
+
+
+def split_markdown(text: str) -> tuple[str, str]:
+    """(before, after) the results marker; without a marker everything is 'before'."""
+    before, sep, after = text.partition(RESULTS_MARKER)
+    return before.rstrip() + "\n", (after.strip() + "\n") if sep else ""
+
+
 class LessonError(Exception):
     def __init__(self, path: Path | str, field: str, message: str):
         self.path, self.field, self.message = Path(path), field, message
@@ -92,6 +101,16 @@ class Lesson:
     @property
     def markdown(self) -> str:
         return (self.path / "lesson.md").read_text(encoding="utf-8")
+
+    @property
+    def text_before(self) -> str:
+        """What a learner reads before predicting and running: no measured answer in it."""
+        return split_markdown(self.markdown)[0]
+
+    @property
+    def text_after(self) -> str:
+        """The measured story (recorded-number blocks, take-away): shown after the run or replay."""
+        return split_markdown(self.markdown)[1]
 
     @property
     def code(self) -> str:
