@@ -11,7 +11,7 @@ def gpu_memory_arg(text: str | None) -> int | None:
     """The --gpu-memory option (run, compare, fit) in bytes, or a one-line UsageError."""
     if not text:
         return None
-    from lab.measure.units import parse_size
+    from lab.report.units import parse_size
 
     try:
         return parse_size(text)

@@ -34,7 +34,7 @@ def main(args) -> int:
     if args.list:
         print(list_workloads())
         return 0
-    from lab.measure.units import SIZE_HELP
+    from lab.report.units import SIZE_HELP
 
     if not args.gpu_memory:
         raise UsageError(f"--gpu-memory is required: {SIZE_HELP}")

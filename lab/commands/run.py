@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab.commands import UsageError, gpu_memory_arg
 from lab.curriculum import Course, Lesson, load_course
-from lab.measure.units import SIZE_HELP
+from lab.report.units import SIZE_HELP
 from lab.measure.result import RunResult
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest

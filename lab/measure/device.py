@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .units import SIZE_HELP, format_bytes, parse_size  # noqa: F401  (re-exported)
+from lab.report.units import SIZE_HELP, format_bytes, parse_size  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,10 @@
-"""Sizes in and out: "16GiB" -> bytes, bytes -> "2.00 GB". No torch import (the CLI starts fast)."""
+"""Sizes in and out: "16GiB" -> bytes, bytes -> "2.00 GB". No torch import (the CLI starts fast).
+
+The unit policy (one for app, CLI, exports and viewer): memory is shown in decimal units, GB =
+10**9 bytes (the seed documents' unit), stepping down to MB / kB / B for small numbers, never in
+scientific notation. GiB appears only where PyTorch's own text is quoted (its OOM message) and
+where a capacity was given in GiB (a "16 GiB" virtual GPU is shown as "17.18 GB (16 GiB)").
+"""
 
 from __future__ import annotations
 
