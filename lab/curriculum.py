@@ -17,7 +17,14 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                                              expected: formula over the scale's parameters;
                                              measure: "delta" | "peak" | "category:<name>"
   [[quiz]] kind = "choice":  question, choices[], answer (index), explain
-           kind = "predict_peak": question, variant, scale, answer_gb (formula), tolerance
+           kind = "predict_peak": question, variant, scale, tolerance, explain; the answer is the
+                                  variant's recorded H200 peak (answer_gb: an optional formula,
+                                  used only while the recording is pending)
+  [[claims]]                                 every measured number or direction the text, quiz or
+                                             take-away states (see lab/claims.py); the text
+                                             writes {{claim-id}}; {{def:512 B}} marks a
+                                             definition and {{quote:...}} someone else's words
+  pending = ["variant", ...] | true          recordings not made yet (new lessons, new variants)
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lab.claims import Claim, ClaimError, claim_from_toml
 from lab.measure.formula import FormulaError, names_in
 
 LESSONS_DIR = Path(__file__).resolve().parent.parent / "lessons"
@@ -43,6 +51,23 @@ LESSON_FILES = ("lesson.toml", "lesson.md", "experiment.py")
 
 
 RESULTS_MARKER = "<!-- results -->"  # lesson.md: what follows it is shown after the run
+
+
+PLACEHOLDER_RE = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
+
+
+def render_placeholders(text: str, claims: dict[str, Claim]) -> str:
+    """{{id}} -> the claim's stated value; {{def:x}} / {{quote:x}} -> x. Unknown ids stay visible
+    (`memlab dev check` reports them)."""
+    def one(m: re.Match) -> str:
+        inner = m.group(1)
+        kind, sep, rest = inner.partition(":")
+        if sep and kind in ("def", "quote"):
+            return rest.strip()
+        claim = claims.get(inner)
+        return claim.rendered() if claim else m.group(0)
+
+    return PLACEHOLDER_RE.sub(one, text)
 
 
 def split_markdown(text: str) -> tuple[str, str]:
@@ -93,6 +118,8 @@ class Lesson:
     modes: tuple[str, ...] = MODES
     timeout_s: float = 600.0
     requires: tuple[str, ...] = ()
+    claims: tuple[Claim, ...] = ()
+    pending: tuple[str, ...] = ()  # variants whose H200 recording is not made yet
 
     @property
     def key(self) -> str:
@@ -105,12 +132,21 @@ class Lesson:
     @property
     def text_before(self) -> str:
         """What a learner reads before predicting and running: no measured answer in it."""
-        return split_markdown(self.markdown)[0]
+        return self.render(split_markdown(self.markdown)[0])
 
     @property
     def text_after(self) -> str:
         """The measured story (recorded-number blocks, take-away): shown after the run or replay."""
-        return split_markdown(self.markdown)[1]
+        return self.render(split_markdown(self.markdown)[1])
+
+    def render(self, text: str) -> str:
+        return render_placeholders(text, {c.id: c for c in self.claims})
+
+    def claim(self, claim_id: str) -> Claim:
+        for c in self.claims:
+            if c.id == claim_id:
+                return c
+        raise KeyError(claim_id)
 
     @property
     def code(self) -> str:
@@ -262,6 +298,30 @@ def load_lesson(folder: Path) -> Lesson:
         _check_formula(c["expected"], scales, path, where + "expected")
         checks.append(dict(c))
 
+    claims = []
+    for i, c in enumerate(data.get("claims", [])):
+        where = f"claims[{i}]."
+        try:
+            claim = claim_from_toml(c)
+        except ClaimError as e:
+            raise LessonError(path, where.rstrip("."), str(e)) from None
+        for v in (claim.variant, claim.relative_to):
+            if v is not None and v not in names:
+                raise LessonError(path, where + "variant", f"{v!r} is not a variant of this lesson")
+        if claim.id in {c.id for c in claims}:
+            raise LessonError(path, where + "id", f"{claim.id!r} is used twice")
+        claims.append(claim)
+    by_id = {c.id: c for c in claims}
+
+    pending_raw = data.get("pending", ())
+    pending = tuple(names) if pending_raw is True else tuple(pending_raw or ())
+    for v in pending:
+        if v not in names:
+            raise LessonError(path, "pending", f"{v!r} is not a variant of this lesson")
+
+    def rendered(text: str) -> str:
+        return render_placeholders(text, by_id)
+
     quiz = []
     for i, q in enumerate(data.get("quiz", [])):
         where = f"quiz[{i}]."
@@ -274,7 +334,8 @@ def load_lesson(folder: Path) -> Lesson:
                 raise LessonError(path, where + "choices", "needs at least two choices")
             if not 0 <= answer < len(choices):
                 raise LessonError(path, where + "answer", f"{answer} is not an index into choices (0..{len(choices) - 1})")
-            quiz.append(Question(kind, text, q.get("explain", ""), choices, answer))
+            quiz.append(Question(kind, rendered(text), rendered(q.get("explain", "")),
+                                 tuple(rendered(c) for c in choices), answer))
         elif kind == "predict_peak":
             variant = _req(q, "variant", str, path, where)
             if variant not in names:
@@ -282,13 +343,14 @@ def load_lesson(folder: Path) -> Lesson:
             scale = q.get("scale", "seed")
             if scale not in SCALES:
                 raise LessonError(path, where + "scale", f"{scale!r}: use seed or small")
-            answer_gb = str(_req(q, "answer_gb", (str, int, float), path, where))
-            _check_formula(answer_gb, {scale: scales[scale]}, path, where + "answer_gb")
+            answer_gb = str(q.get("answer_gb", ""))
+            if answer_gb:
+                _check_formula(answer_gb, {scale: scales[scale]}, path, where + "answer_gb")
             tol = float(q.get("tolerance", 0.1))
             if not 0 < tol < 1:
                 raise LessonError(path, where + "tolerance", f"{tol} must be a fraction between 0 and 1")
-            quiz.append(Question(kind, text, q.get("explain", ""), variant=variant, scale=scale,
-                                 answer_gb=answer_gb, tolerance=tol))
+            quiz.append(Question(kind, rendered(text), rendered(q.get("explain", "")),
+                                 variant=variant, scale=scale, answer_gb=answer_gb, tolerance=tol))
         else:
             raise LessonError(path, where + "kind", f"{kind!r}: use choice or predict_peak")
 
@@ -297,6 +359,7 @@ def load_lesson(folder: Path) -> Lesson:
         objectives=objectives, variants=tuple(variants), scales={k: dict(v) for k, v in scales.items()},
         checks=tuple(checks), quiz=tuple(quiz), path=folder, modes=modes,
         timeout_s=float(data.get("timeout_s", 600)), requires=tuple(data.get("requires", ())),
+        claims=tuple(claims), pending=pending,
     )
 
 
@@ -313,10 +376,26 @@ def _check_formula(expr, scales: dict, path: Path, where: str) -> None:
             raise LessonError(path, where, f"uses {', '.join(sorted(missing))}, not in scales.{scale}")
 
 
-def predicted_answer_gb(lesson: Lesson, q: Question) -> float:
+def predicted_answer_gb(lesson: Lesson, q: Question, reference_root: Path | str | None = None) -> float:
+    """The answer to a predict-the-peak question, in GB: the variant's recorded H200 peak
+    (tracked tensors); while that recording is pending, the question's formula."""
+    return predict_answer(lesson, q, reference_root)[0]
+
+
+def predict_answer(lesson: Lesson, q: Question,
+                   reference_root: Path | str | None = None) -> tuple[float, str]:
+    """(GB, where it came from): "recording" (the H200 run) or "formula" (pending)."""
+    from lab.reference import load_reference
+
+    recorded = load_reference(lesson.id, reference_root).get(q.variant)
+    if recorded is not None and recorded.peak.bytes and q.scale == recorded.scale:
+        return recorded.peak.bytes / 1e9, "recording"
+    if not q.answer_gb:
+        raise LessonError(lesson.path / "lesson.toml", "quiz.variant",
+                          f"no recording of {q.variant!r} and no answer_gb formula to fall back on")
     from lab.measure.formula import evaluate
 
     try:
-        return float(evaluate(q.answer_gb, lesson.params(q.scale)))
+        return float(evaluate(q.answer_gb, lesson.params(q.scale))), "formula"
     except FormulaError as e:
         raise LessonError(lesson.path / "lesson.toml", "quiz.answer_gb", str(e)) from None

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lab.cite import REFERENCE_DIR, load_results, render
+from lab.dev.cite import REFERENCE_DIR, load_results, render
 from lab.curriculum import load_course
 from lab.measure.result import RunResult
 

@@ -1,0 +1,278 @@
+"""Claims: every number or direction a lesson states, as data checked against recorded runs.
+
+A lesson's text never types a measured number. It writes `{{bf16-peak}}`, and lesson.toml says
+what that is:
+
+    [[claims]]
+    id = "bf16-peak"          # the placeholder's name
+    variant = "bf16"          # whose number
+    quantity = "peak"         # which number of its RunResult (QUANTITIES below)
+    value = "12.24 GB"        # what the text states; checked against the recording by rounding
+    # mode = "cuda"           # which recording backs it (default: the H200's, assets/reference)
+    # relative_to = "baseline"  value "−18 %" (change), "2.6×" (ratio) or "−2.70 GB" (difference)
+    # direction = "lower"     lower | higher | same | equal, vs relative_to; renders as a word
+    # says = "lowers"         the word(s) the text uses for the direction (checked for sense)
+    # tolerance = 0.03        relative slack for noisy quantities (step times default to 3 %)
+    # also = ["sim", "cpu"]   modes whose fresh runs must show the same direction (tests run them)
+
+Values are compared the way a reader compares them: the recorded quantity, written with the same
+unit and decimals as the stated value, must read the same ("12.24 GB" backs 12.236e9 and 12.244e9
+bytes, not 12.25e9). Torch-free: the CLI's `memlab dev check` runs without importing torch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+BYTE_UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+              "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+TIME_UNITS = {"ms": 1e-3, "s": 1.0}
+DIRECTIONS = ("lower", "higher", "same", "equal")
+DIRECTION_WORDS = {  # how a direction renders, and the words `says` may use for it
+    "lower": ("lower", {"lower", "lowers", "less", "smaller", "fewer", "below", "down", "saves",
+                        "shrinks", "cuts", "falls", "drops", "reduces", "frees", "halves"}),
+    "higher": ("higher", {"higher", "raises", "more", "larger", "above", "up", "grows",
+                          "increases", "adds", "rises", "costs", "doubles"}),
+    "same": ("about the same", {"same", "unchanged", "equal", "identical", "matches", "as"}),
+    "equal": ("exactly the same", {"same", "unchanged", "equal", "identical", "exactly"}),
+}
+QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | status | category:<name> | "
+              "phase:<name>:delta | phase:<name>:peak | metric:<name> | check:<name>")
+_VALUE_RE = re.compile(r"^\s*([+\-−]?)\s*(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z%×]*)\s*$")
+DEFAULT_TIME_TOLERANCE = 0.03  # re-recording moves step times by ~1 %; bytes re-run exactly
+SAME_TOLERANCE = 0.005  # "about the same": within 0.5 %
+
+
+class ClaimError(ValueError):
+    """A claim that cannot be read (bad value, unknown quantity); one line."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    variant: str
+    quantity: str
+    value: str | None = None
+    mode: str = "cuda"
+    relative_to: str | None = None
+    direction: str | None = None
+    says: str | None = None
+    tolerance: float | None = None
+    also: tuple[str, ...] = ()
+
+    def rendered(self) -> str:
+        """What `{{id}}` becomes in the lesson text."""
+        if self.says:
+            return self.says
+        if self.value is not None:
+            return self.value.replace("-", "−") if self.value.lstrip().startswith("-") else self.value
+        return DIRECTION_WORDS[self.direction][0] if self.direction else self.id
+
+
+@dataclass(frozen=True)
+class Stated:
+    """A parsed value: sign × number in `unit`; `decimals` as written."""
+
+    number: float
+    unit: str  # "", a byte unit, a time unit, "%", "×", or "status"
+    decimals: int
+    text: str
+
+
+def parse_value(text: str, quantity: str = "") -> Stated:
+    raw = str(text).strip()
+    if quantity == "peak_phase":
+        return Stated(0.0, "phase", 0, raw)
+    if raw in ("ok", "oom", "error", "timeout"):
+        return Stated(0.0, "status", 0, raw)
+    m = _VALUE_RE.match(raw)
+    if not m:
+        raise ClaimError(f"value {text!r}: write a number with a unit, e.g. '12.24 GB', '−18 %', "
+                         "'2.6×', '66 ms', or a status (ok, oom)")
+    sign, digits, unit = m.groups()
+    unit = {"x": "×", "bytes": "B"}.get(unit, unit)
+    if unit and unit not in BYTE_UNITS and unit not in TIME_UNITS and unit not in ("%", "×"):
+        raise ClaimError(f"value {text!r}: unknown unit {unit!r}; use B, kB, MB, GB, KiB, MiB, GiB, "
+                         "ms, s, %, ×")
+    number = float(digits.replace(",", "")) * (-1 if sign in ("-", "−") else 1)
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    return Stated(number, unit, decimals, raw)
+
+
+def quantity(result: Any, name: str) -> float | str | None:
+    """The named number of a RunResult (or its dict), None when the run did not produce it."""
+    r = result
+    a = getattr(r, "allocator", None)
+    if name == "peak":
+        return r.peak.bytes if r.status == "ok" or r.peak.bytes else None
+    if name == "allocated":
+        return a.peak_allocated_bytes if a else None
+    if name == "reserved":
+        return a.peak_reserved_bytes if a else None
+    if name == "nvml":
+        return a.nvml_used_bytes if a else None
+    if name == "step_time":
+        return r.step_time_s
+    if name == "status":
+        return r.status
+    if name == "peak_phase":
+        return r.peak.phase or None
+    kind, _, rest = name.partition(":")
+    if kind == "category":
+        return r.peak.by_category.get(rest, 0) if r.peak.bytes else None
+    if kind == "metric":
+        return r.metrics.get(rest)
+    if kind == "check":
+        c = r.check(rest)
+        return c.measured_bytes if c else None
+    if kind == "phase":
+        phase_name, _, field = rest.rpartition(":")
+        p = r.phase(phase_name)
+        if p is None:
+            return None
+        return {"delta": p.delta_bytes, "peak": p.peak_bytes}.get(field)
+    raise ClaimError(f"quantity {name!r}: use {QUANTITIES}")
+
+
+def check_quantity_name(name: str) -> None:
+    kind, sep, rest = name.partition(":")
+    if name in ("peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "status"):
+        return
+    if sep and kind in ("category", "metric", "check") and rest:
+        return
+    if kind == "phase" and rest.rpartition(":")[2] in ("delta", "peak") and rest.rpartition(":")[0]:
+        return
+    raise ClaimError(f"quantity {name!r}: use {QUANTITIES}")
+
+
+def _reads_as(measured: float, stated: Stated, tolerance: float | None) -> bool:
+    """Does `measured` (in the stated unit already) read as the stated number?"""
+    if tolerance:
+        return abs(measured - stated.number) <= tolerance * abs(stated.number) + 0.5 * 10 ** -stated.decimals
+    return round(measured, stated.decimals) == round(stated.number, stated.decimals)
+
+
+def verify(claim: Claim, results: dict[str, Any]) -> str | None:
+    """None when the recordings back the claim, else a one-line reason."""
+    run = results.get(claim.variant)
+    if run is None:
+        return f"no {claim.mode} recording of variant {claim.variant!r}"
+    base = None
+    if claim.relative_to:
+        base = results.get(claim.relative_to)
+        if base is None:
+            return f"no {claim.mode} recording of variant {claim.relative_to!r}"
+    mine = quantity(run, claim.quantity)
+    if mine is None:
+        return f"{claim.variant}: the recording has no {claim.quantity} (status {run.status})"
+    theirs = quantity(base, claim.quantity) if base is not None else None
+    if base is not None and theirs is None:
+        return f"{claim.relative_to}: the recording has no {claim.quantity} (status {base.status})"
+    if claim.value is not None:
+        problem = _check_value(claim, parse_value(claim.value, claim.quantity), mine, theirs)
+        if problem:
+            return problem
+    if claim.direction:
+        problem = _check_direction(claim, mine, theirs)
+        if problem:
+            return problem
+    return None
+
+
+def _check_value(claim: Claim, stated: Stated, mine, theirs) -> str | None:
+    if stated.unit in ("status", "phase"):
+        return None if mine == stated.text else f"{claim.variant} {claim.quantity} is {mine!r}, the text says {stated.text!r}"
+    if isinstance(mine, str):
+        return f"{claim.quantity} is text ({mine!r}); state it as ok/oom"
+    tol = claim.tolerance
+    if tol is None and claim.quantity == "step_time":
+        tol = DEFAULT_TIME_TOLERANCE
+    if stated.unit in ("%", "×"):
+        if theirs is None or not theirs:
+            return f"{stated.text!r} is relative: give relative_to (the variant it compares with)"
+        measured = (mine - theirs) / theirs * 100 if stated.unit == "%" else mine / theirs
+    else:
+        x = mine - theirs if theirs is not None else mine
+        if stated.unit in BYTE_UNITS:
+            measured = x / BYTE_UNITS[stated.unit]
+        elif stated.unit in TIME_UNITS:
+            measured = x / TIME_UNITS[stated.unit]
+        else:
+            measured = x
+    if _reads_as(measured, stated, tol):
+        return None
+    shown = f"{measured:.{stated.decimals}f}{(' ' + stated.unit) if stated.unit else ''}"
+    what = f"{claim.variant} vs {claim.relative_to}" if theirs is not None else claim.variant
+    return f"{what} {claim.quantity}: the {claim.mode} recording reads {shown}, the text says {stated.text!r}"
+
+
+def _check_direction(claim: Claim, mine, theirs) -> str | None:
+    if isinstance(mine, str) or isinstance(theirs, str):
+        return f"{claim.quantity} is text: it has no direction"
+    if claim.direction not in DIRECTIONS:
+        return f"direction {claim.direction!r}: use {', '.join(DIRECTIONS)}"
+    if theirs is None:
+        return "a direction needs relative_to (the variant it compares with)"
+    if claim.says:
+        words = set(re.findall(r"[a-z]+", claim.says.lower()))
+        if not words & DIRECTION_WORDS[claim.direction][1]:
+            return (f"says {claim.says!r} does not read as {claim.direction!r} "
+                    f"(e.g. {', '.join(sorted(DIRECTION_WORDS[claim.direction][1])[:5])})")
+    return direction_problem(claim, float(mine), float(theirs))
+
+
+def direction_problem(claim: Claim, mine: float, theirs: float) -> str | None:
+    """The direction part alone (also used on fresh sim/cpu runs, whose values are not stated)."""
+    tol = claim.tolerance if claim.tolerance is not None else SAME_TOLERANCE
+    ok = {"lower": mine < theirs * (1 - 1e-4), "higher": mine > theirs * (1 + 1e-4),
+          "same": abs(mine - theirs) <= tol * abs(theirs), "equal": mine == theirs}[claim.direction]
+    if ok:
+        return None
+    return (f"{claim.variant} {claim.quantity} {mine:,.6g} vs {claim.relative_to} {theirs:,.6g}: "
+            f"not {claim.direction}")
+
+
+def claim_from_toml(d: dict[str, Any]) -> Claim:
+    """Build and validate one [[claims]] table (raises ClaimError with the field at fault)."""
+    for key in ("id", "variant", "quantity"):
+        if not isinstance(d.get(key), str) or not d[key]:
+            raise ClaimError(f"{key}: missing (a claim names its id, variant and quantity)")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", d["id"]):
+        raise ClaimError(f"id {d['id']!r}: lowercase letters, digits, '-', '_' and '.'")
+    check_quantity_name(d["quantity"])
+    value = d.get("value")
+    if value is not None:
+        value = str(value)
+        parse_value(value, d["quantity"])
+    direction = d.get("direction")
+    if direction is not None and direction not in DIRECTIONS:
+        raise ClaimError(f"direction {direction!r}: use {', '.join(DIRECTIONS)}")
+    if value is None and direction is None:
+        raise ClaimError("states nothing: give a value, a direction, or both")
+    if direction and not d.get("relative_to"):
+        raise ClaimError("direction needs relative_to (the variant it compares with)")
+    mode = d.get("mode", "cuda")
+    if mode not in ("cuda", "sim", "cpu"):
+        raise ClaimError(f"mode {mode!r}: use cuda, sim or cpu")
+    also = tuple(d.get("also", ()))
+    for m in also:
+        if m not in ("sim", "cpu", "cuda"):
+            raise ClaimError(f"also {m!r}: use sim, cpu or cuda")
+    if also and not direction:
+        raise ClaimError("also checks a direction on fresh runs: give a direction")
+    tol = d.get("tolerance")
+    if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < 1):
+        raise ClaimError(f"tolerance {tol!r}: a fraction between 0 and 1")
+    unknown = set(d) - {"id", "variant", "quantity", "value", "mode", "relative_to", "direction",
+                        "says", "tolerance", "also"}
+    if unknown:
+        raise ClaimError(f"unknown field(s) {', '.join(sorted(unknown))}")
+    return Claim(id=d["id"], variant=d["variant"], quantity=d["quantity"], value=value, mode=mode,
+                 relative_to=d.get("relative_to"), direction=direction, says=d.get("says"),
+                 tolerance=tol, also=also)
+
+
+__all__ = ["Claim", "ClaimError", "DIRECTIONS", "QUANTITIES", "Stated", "claim_from_toml",
+           "direction_problem", "parse_value", "quantity", "verify"]

@@ -1,0 +1,143 @@
+"""`memlab dev check`: it passes on a sound lesson and fails, naming file and rule, on each way a
+lesson can go wrong (issue 8 and 9 bars). Each case tampers with a copy of lesson 01 and its
+H200 recordings in a temporary course folder."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.curriculum import LESSONS_DIR, load_course
+from lab.dev.check import check
+from lab.reference import REFERENCE_DIR
+
+LESSON = "01-linear-baseline"
+
+
+@pytest.fixture
+def course_copy(tmp_path) -> tuple[Path, Path]:
+    lessons, ref = tmp_path / "lessons", tmp_path / "reference"
+    lessons.mkdir()
+    shutil.copy(LESSONS_DIR / "course.toml", lessons)
+    shutil.copytree(LESSONS_DIR / LESSON, lessons / LESSON)
+    shutil.copytree(REFERENCE_DIR / "linear-baseline", ref / "linear-baseline")
+    return lessons, ref
+
+
+def problems(lessons: Path, ref: Path) -> list[str]:
+    return [str(p) for p in check(load_course(lessons), ref) if not p.warning]
+
+
+def edit(path: Path, old: str, new: str, count: int = 1) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path.name}"
+    path.write_text(text.replace(old, new, count), encoding="utf-8")
+
+
+def test_the_sound_copy_passes(course_copy):
+    assert problems(*course_copy) == []
+
+
+def test_a_missing_heading_is_named(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.md", "## Take-away", "## Summary")
+    found = problems(lessons, ref)
+    assert any("lesson.md" in p and "headings:" in p and "Take-away" in p for p in found), found
+
+
+def test_a_typed_number_is_named(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.md", "{{no-grad-peak}}", "4.20 GB")
+    found = problems(lessons, ref)
+    assert any(re.search(r"lesson\.md:\d+: text: '4\.20 GB'", p) for p in found), found
+
+
+def test_a_recorded_number_changed_by_three_percent_fails(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.toml", 'value = "4.40 GB"', 'value = "4.53 GB"')  # +3 %
+    found = problems(lessons, ref)
+    assert any("lesson.toml" in p and "claims: baseline-peak" in p and "4.40 GB" in p
+               for p in found), found
+
+
+def test_a_direction_turned_around_fails(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.toml", 'direction = "lower"', 'direction = "higher"')
+    found = problems(lessons, ref)
+    assert any("claims: no-grad-lower" in p and "not higher" in p for p in found), found
+
+
+def test_lowers_turned_into_raises_in_what_a_claim_says_fails(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.toml", 'direction = "lower"',
+         'direction = "lower"\nsays = "raises the peak"')
+    found = problems(lessons, ref)
+    assert any("claims: no-grad-lower" in p and "does not read as 'lower'" in p for p in found), found
+
+
+def test_a_deleted_quiz_answer_fails(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.toml", "answer = 1\n", "")
+    found = problems(lessons, ref)
+    assert any("lesson.toml" in p and "answer" in p and "missing" in p for p in found), found
+
+
+def test_an_edited_h200_block_fails(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.md", "| baseline | ok | 4.400 GB", "| baseline | ok | 4.532 GB")
+    found = problems(lessons, ref)
+    assert any("cite:" in p for p in found), found
+
+
+def test_a_placeholder_without_a_claim_fails(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.md", "{{no-grad-peak}}", "{{no-grad-peek}}")
+    found = problems(lessons, ref)
+    assert any("{{no-grad-peek}} names no claim" in p for p in found), found
+
+
+def test_the_answer_shown_before_the_run_fails(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.md", "## What to look for in the plot",
+         "The peak will be about {{def:4.5 GB}}.\n\n## What to look for in the plot")
+    found = problems(lessons, ref)
+    assert any("reveals:" in p and "4.5 GB" in p for p in found), found
+
+
+def test_a_missing_recording_fails_unless_pending(course_copy):
+    lessons, ref = course_copy
+    (ref / "linear-baseline" / "no_grad.json").unlink()
+    found = problems(lessons, ref)
+    assert any("no_grad.json" in p and "reference:" in p for p in found), found
+    edit(lessons / LESSON / "lesson.toml", 'timeout_s = 300', 'timeout_s = 300\npending = ["no_grad"]')
+    from lab.curriculum import load_lesson
+    from lab.dev.cite import update
+
+    update(load_lesson(lessons / LESSON), ref)  # the H200 block now lists one run
+    assert problems(lessons, ref) == []  # pending: a warning, and its claims wait
+
+
+def test_dev_new_scaffolds_a_lesson_that_checks_with_warnings_only(tmp_path):
+    lessons = tmp_path / "lessons"
+    lessons.mkdir()
+    shutil.copy(LESSONS_DIR / "course.toml", lessons)
+    from lab.dev.new import new_lesson
+
+    new_lesson(lessons, "16-my-lesson", "My lesson")
+    found = check(load_course(lessons), tmp_path / "reference")
+    assert [p for p in found if not p.warning] == [], [str(p) for p in found]
+    assert any(p.warning and "pending" in p.message for p in found)
+
+
+def test_the_cli_exits_nonzero_and_names_file_and_rule(course_copy):
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.md", "## Take-away", "## Summary")
+    proc = subprocess.run([sys.executable, "-m", "lab.cli", "dev", "check", "--lessons",
+                           str(lessons), "--reference", str(ref)], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "lesson.md: headings:" in proc.stderr and "Traceback" not in proc.stderr
