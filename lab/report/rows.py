@@ -124,7 +124,7 @@ def reference_cells(row: Row, ref: Row | None, digits: int = 2) -> list[str]:
     if ref is None:
         return [DASH, DASH]
     if row.scale and ref.scale and row.scale != ref.scale:
-        return [peak_text(ref, digits), f"not comparable ({row.scale} vs {ref.scale} scale)"]
+        return [peak_text(ref, digits), f"other scale ({ref.scale})"]
     return [peak_text(ref, digits), vs_text(*difference(row, ref), digits)]
 
 

@@ -141,7 +141,7 @@ def test_comparison_table_with_recordings_compares_only_like_with_like():
     assert out[2].endswith("4.00 GB  +400.00 MB (+10%)")
     assert "OOM after 2.20 GB" in out[3] and out[3].endswith("3.40 GB                  —")
     small = result_rows([_r("baseline", peak=44_000_000, scale="small")])
-    assert "not comparable (small vs seed scale)" in comparison_table(small, refs)
+    assert "other scale (seed)" in comparison_table(small, refs)
 
 
 # ---- provenance --------------------------------------------------------------------------------
