@@ -98,7 +98,7 @@ def _ref_name(references: References | None) -> str:
 def source_lines(results: list[RunResult], references: References | None = None,
                  gpu_memory: int | None = None, version_note: str | None = None) -> list[str]:
     """Where the numbers came from, said once above the tables."""
-    lines = [f"your numbers: {provenance_of(results)}"
+    lines = [f"numbers: {provenance_of(results)}"
              + (f", on a virtual GPU of {capacity(gpu_memory)}" if gpu_memory else "")]
     label = _recording_label({v: r for v, r in (references or {}).items()
                               if v in {x.variant for x in results}})
@@ -178,7 +178,7 @@ def summary_table(results: list[RunResult], references: Mapping[str, References]
     headers = ["lesson", "variant", "status", "peak", "Δ vs baseline", "step", "wall",
                "H200 peak (recorded)", "vs H200"]
     recorded = [ref for refs in references.values() for ref in refs.values()]
-    lines = [f"your numbers: {provenance_of(results)}"
+    lines = [f"numbers: {provenance_of(results)}"
              + (f", on a virtual GPU of {capacity(gpu_memory)}" if gpu_memory else "")]
     if recorded:
         lines.append(f"H200 columns: {provenance_of(recorded, recorded=True)}")

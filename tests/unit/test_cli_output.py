@@ -64,7 +64,7 @@ def test_run_without_a_gpu_says_mode_why_and_sources(no_gpu, capsys):
     code, out, err = _cli(capsys, "run", "01")
     assert code == 0, err
     assert "memlab: mode sim at seed scale — auto: no CUDA GPU here" in err
-    assert "your numbers: simulated (full scale, torch 2.13)" in out
+    assert "numbers: simulated (full scale, torch 2.13)" in out
     assert "H200 columns: recorded on an NVIDIA H200 (torch 2.11)" in out
     assert "H200 peak (recorded)" in out and "vs H200" in out
     # the learner's torch differs from the recording's: said once
