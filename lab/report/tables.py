@@ -14,8 +14,10 @@ from typing import Iterable, Sequence
 
 from .units import DASH
 
-# a cell that reads as a number: "4.40 GB", "+25%", "−800.00 kB (−40%)", "≥ 1,024", "×1.002"
-_NUMERIC = re.compile(r"^[+\-−±≥≤<>~×≈]?\s?<?[0-9]")
+# a cell that reads as a number with an optional unit and an optional note in parentheses:
+# "4.40 GB", "+25%", "−800.00 kB (−40%)", "≥ 1,024", "×1.002", "366.6 ms", "#1,024"; not a
+# path such as "01-linear/experiment.py:25"
+_NUMERIC = re.compile(r"^[+\-−±≥≤<>~×≈#]?\s?<?[0-9][0-9,.]*(\s?[A-Za-zµ%/]+)?(\s\(.*\))?$")
 _PLACEHOLDERS = {"", DASH, "-", "(baseline)", "n/a"}
 
 

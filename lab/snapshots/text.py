@@ -63,7 +63,7 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
         out.append(f"live at the peak: {s.live_count:,} blocks — grouped by first user frame")
         rows = [[g["where"], format_bytes(g["bytes"]), f"{g['count']:,}", f"{g['bytes'] / total:.0%}"]
                 for g in s.groups[:top]]
-        out.append(table(["where", "bytes", "blocks", "share"], rows))
+        out.append(table(["where", "bytes", "blocks", "share"], rows, right={1, 2, 3}))
     if s.by_phase:
         out.append("")
         out.append(f"by phase{guess}: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in s.by_phase.items()))

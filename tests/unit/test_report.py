@@ -84,6 +84,8 @@ def test_numeric_column_detection_ignores_placeholders_and_status_words():
     rows = [["baseline", "4.40 GB", "(baseline)"], ["bf16", "OOM after 2.20 GB", "—"],
             ["fp16", "3.00 GB", "−1.40 GB (−32%)"]]
     assert numeric_columns(rows) == {1, 2}
+    paths = [["01-linear-baseline/experiment.py:25 baseline", "2.00 GB", "45%", "366.6 ms"]]
+    assert numeric_columns(paths) == {1, 2, 3}  # a path that starts with digits is text
 
 
 # ---- the Δ rule --------------------------------------------------------------------------------
