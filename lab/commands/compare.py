@@ -65,7 +65,9 @@ def list_workloads() -> str:
         lines.append(f"  {w.name:<12} {w.title}")
         for scale, sizes in w.sizes.items():
             lines.append(f"      {scale:<6} " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
-    return "workloads:\n" + "\n".join(lines)
+    return ("workloads, with their default sizes per scale (seed: the sizes of the seed "
+            "tutorials the course was built from; small: seconds on a laptop CPU):\n"
+            + "\n".join(lines))
 
 
 def default_scale(mode: str) -> str:

@@ -85,9 +85,7 @@ class Live:
         if not self.enabled:
             return
         with self._lock:
-            if self._open:
-                self._write("", newline=False)
-            self._write(text, newline=True) if self.in_place else self._write(text, True)
+            self._write(text, newline=True)  # on a terminal this replaces an open line
 
     def close(self) -> None:
         """Leave the terminal on a fresh line (after Ctrl+C, for instance)."""

@@ -80,6 +80,19 @@ def test_progress_is_one_line_per_variant_when_not_a_terminal(no_gpu, capsys):
     assert "forward 0" not in err  # nothing per phase
 
 
+def test_run_and_compare_share_the_auto_rule(no_gpu):
+    from argparse import Namespace
+
+    from lab.commands import compare, run
+    from lab.curriculum import load_course
+
+    lesson = load_course().find("01")
+    for scale, mode in ((None, "sim"), ("small", "cpu")):
+        args = Namespace(mode="auto", scale=scale)
+        assert run.pick_mode(args, [lesson])[0].mode == mode
+        assert compare.pick_mode(args, scale).mode == mode
+
+
 def test_progress_on_a_terminal_rewrites_one_line_per_variant():
     stream = io.StringIO()
     live = Live(stream, tty=True)
