@@ -16,7 +16,7 @@ from lab.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.report import (DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
                         format_bytes, metric, peak_text, provenance, provenance_of, result_rows,
-                        row_of, seconds, status_text, table, with_deltas)
+                        row_of, seconds, status_text, step_text, table, with_deltas)
 from lab.report.rows import reference_cells
 
 References = Mapping[str, RunResult]  # variant -> the recorded run (assets/reference)
@@ -173,7 +173,7 @@ def summary_table(results: list[RunResult], references: Mapping[str, References]
             wall = DASH if r.wall_s is None else seconds(r.wall_s)
             body.append([lesson, r.variant, status_text(r.status), peak_text(row),
                          delta_text(row),
-                         seconds(r.step_time_s) if r.step_time_s is not None else DASH, wall,
+                         step_text(row), wall,
                          *reference_cells(row, refs.get(r.variant))])
     headers = ["lesson", "variant", "status", "peak", "Δ vs baseline", "step", "wall",
                "H200 peak (recorded)", "vs H200"]

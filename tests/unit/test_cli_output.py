@@ -186,3 +186,14 @@ def test_run_json_into_a_closed_pipe_is_no_traceback():
     code, err = _closed_pipe("run", "01", "--mode", "sim", "--variant", "baseline", "--json")
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert code == 0
+
+
+def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
+    code, out, err = _cli(capsys, "run", "--all")
+    assert code == 0, err
+    header = next(l for l in out.splitlines() if l.startswith("lesson"))
+    assert "H200 peak (recorded)" in header and "vs H200" in header
+    rows = [l for l in out.splitlines() if l.startswith("linear-baseline")]
+    assert rows[0].split()[1:3] == ["baseline", "ok"] and "(baseline)" in rows[0]
+    assert out.count("recordings were made with torch 2.11") == 1
+    assert "numbers: simulated (full scale, torch 2.13)" in out
