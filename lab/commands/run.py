@@ -44,8 +44,8 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--snapshot", metavar="FILE",
                    help="save a memory snapshot that pytorch.org/memory_viz and `memlab view` "
-                        "open; with several variants, one file each: FILE-<variant>.pkl "
-                        "(the names are printed)")
+                        "open; with several variants one file each, p.pkl -> p-baseline.pkl, "
+                        "p-no_grad.pkl, … (the names are printed)")
     p.add_argument("--save", metavar="DIR",
                    help="save each result as DIR/<lesson-id>/<variant>.json (DIR is created)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
