@@ -95,18 +95,24 @@ def _ref_name(references: References | None) -> str:
     return "H200" if names and all("H200" in n for n in names) else "recorded"
 
 
+def _on(results) -> str:
+    """', on a virtual GPU of 17.18 GB (16 GiB)' (the cap the runs had: --gpu-memory, or the
+    lesson's own), ', on the whole GPU' for recordings without one, '' for uncapped cpu/sim."""
+    caps = sorted({getattr(r.device, "virtual_bytes", None) for r in results} - {None})
+    if caps:
+        return ", on a virtual GPU of " + " / ".join(capacity(c) for c in caps)
+    return ", on the whole GPU" if any(r.mode == "cuda" for r in results) else ""
+
+
 def source_lines(results: list[RunResult], references: References | None = None,
                  gpu_memory: int | None = None, version_note: str | None = None) -> list[str]:
-    """Where the numbers came from, said once above the tables."""
-    lines = [f"numbers: {provenance_of(results)}"
-             + (f", on a virtual GPU of {capacity(gpu_memory)}" if gpu_memory else "")]
-    label = _recording_label({v: r for v, r in (references or {}).items()
-                              if v in {x.variant for x in results}})
-    if label:
-        caps = {ref.device.virtual_bytes for ref in references.values()}
-        cap = ("the whole GPU" if caps == {None} else
-               ", ".join(f"a virtual GPU of {capacity(c)}" for c in sorted(c for c in caps if c)))
-        lines.append(f"{_ref_name(references)} columns: {label}, on {cap}")
+    """Where the numbers came from, said once above the tables. (`gpu_memory` is kept for
+    callers; the cap shown is the one the results record.)"""
+    lines = [f"numbers: {provenance_of(results)}{_on(results)}"]
+    shown = [r for v, r in (references or {}).items() if v in {x.variant for x in results}]
+    if shown:
+        lines.append(f"{_ref_name(references)} columns: "
+                     f"{provenance_of(shown, recorded=True)}{_on(shown)}")
     if version_note:
         lines.append(f"note: {version_note}")
     return lines
@@ -181,7 +187,11 @@ def summary_table(results: list[RunResult], references: Mapping[str, References]
     lines = [f"numbers: {provenance_of(results)}"
              + (f", on a virtual GPU of {capacity(gpu_memory)}" if gpu_memory else "")]
     if recorded:
-        lines.append(f"H200 columns: {provenance_of(recorded, recorded=True)}")
+        capped = sorted({(r.lesson, r.device.virtual_bytes) for r in recorded
+                         if r.device.virtual_bytes})
+        lines.append(f"H200 columns: {provenance_of(recorded, recorded=True)}"
+                     + "".join(f"; {lesson} on a virtual GPU of {capacity(cap)}"
+                               for lesson, cap in capped))
     return "\n".join(lines + ["", table(headers, body, right={3, 4, 5, 6, 7, 8})])
 
 
