@@ -13,7 +13,7 @@ and records `torch.cuda.max_memory_allocated()` / `max_memory_reserved()` (peak 
 largest batch that runs under `torch.cuda.set_per_process_memory_fraction(cap / total)` (fit
 cases). Every case runs in a fresh process (a clean caching allocator), several at once.
 
-    python bench/h200_ground_truth.py --out DIR [--only peak|fit] [--jobs N]
+    python bench/h200_ground_truth.py --out DIR [--only peak|fit]
 
 writes DIR/ground_truth.json and prints a table. Needs CUDA (torch >= 2.4, transformers >= 4.45).
 """
@@ -32,16 +32,16 @@ from pathlib import Path
 MODELS = Path(__file__).resolve().parents[1] / "assets" / "models"
 GiB = 2**30
 
-# (model, combo, batch, seq): unconstrained peaks. Sizes keep each case under ~45 GB so several
-# fit on one 141 GB GPU at once.
+# (model, combo, batch, seq, GiB it may need): unconstrained peaks; the estimate only schedules
+# cases so that those running at once fit on one 141 GB GPU
 PEAK_CASES = [
-    ("llama-3.2-1b", "fp32", 4, 1024), ("llama-3.2-1b", "bf16", 4, 1024),
-    ("llama-3.2-1b", "fp32+ckpt", 4, 1024), ("llama-3.2-1b", "bf16+ckpt", 4, 1024),
-    ("smollm2-135m", "fp32", 8, 1024), ("smollm2-135m", "bf16", 8, 1024),
-    ("smollm2-360m", "bf16+ckpt", 8, 1024),
-    ("qwen2.5-0.5b", "fp32", 4, 1024), ("qwen2.5-0.5b", "bf16+ckpt", 4, 1024),
-    ("gpt2", "fp32", 8, 1024), ("gpt2", "bf16", 8, 1024),
-    ("phi-1.5", "bf16", 2, 1024), ("gemma-2b", "bf16+ckpt", 1, 1024),
+    ("llama-3.2-1b", "fp32", 4, 1024, 48), ("llama-3.2-1b", "bf16", 4, 1024, 40),
+    ("llama-3.2-1b", "fp32+ckpt", 4, 1024, 32), ("llama-3.2-1b", "bf16+ckpt", 4, 1024, 32),
+    ("smollm2-135m", "fp32", 8, 1024, 24), ("smollm2-135m", "bf16", 8, 1024, 20),
+    ("smollm2-360m", "bf16+ckpt", 8, 1024, 16),
+    ("qwen2.5-0.5b", "fp32", 4, 1024, 40), ("qwen2.5-0.5b", "bf16+ckpt", 4, 1024, 24),
+    ("gpt2", "fp32", 8, 1024, 20), ("gpt2", "bf16", 8, 1024, 16),
+    ("phi-1.5", "bf16", 2, 1024, 40), ("gemma-2b", "bf16+ckpt", 1, 1024, 56),
 ]
 # (model, combo, seq, cap in GiB): the largest batch that runs two steps under the cap
 FIT_CASES = [
@@ -50,6 +50,27 @@ FIT_CASES = [
     ("qwen2.5-0.5b", "fp32", 1024, 24), ("qwen2.5-0.5b", "bf16", 1024, 24),
     ("llama-3.2-1b", "fp32", 1024, 40), ("llama-3.2-1b", "bf16+ckpt", 1024, 40),
 ]
+BUDGET_GIB = 128  # what the cases running at once may reserve together
+
+
+class GiBSemaphore:
+    """Admit a case when its GiB fit in what the running cases leave of the budget."""
+
+    def __init__(self, budget: int):
+        import threading
+
+        self.free, self.cond = budget, threading.Condition()
+
+    def __call__(self, gib: int, fn, *args):
+        with self.cond:
+            self.cond.wait_for(lambda: self.free >= gib)
+            self.free -= gib
+        try:
+            return fn(*args)
+        finally:
+            with self.cond:
+                self.free += gib
+                self.cond.notify_all()
 
 
 # ---- one case, in its own process ---------------------------------------------------------------
@@ -111,25 +132,46 @@ def spawn(spec: dict, timeout: float = 300) -> dict:
     return json.loads(lines[-1])
 
 
-# ---- fit: largest batch under a cap, by doubling then bisection ------------------------------------
-def fit(model: str, combo: str, seq: int, cap_gib: int, pool: ThreadPoolExecutor) -> dict:
+# ---- fit: largest batch under a cap -------------------------------------------------------------
+def fit(model: str, combo: str, seq: int, cap_gib: int, gate: GiBSemaphore) -> dict:
+    """Batches 1 and 2 give a line (peak grows ~linearly with the batch); the batches around its
+    guess run side by side; bisection finishes if the line was off. Each probe: a fresh process
+    capped at `cap_gib` with set_per_process_memory_fraction."""
     probes: dict[int, dict] = {}
 
-    def ok(b: int) -> bool:
-        if b not in probes:
-            probes[b] = spawn({"model": model, "combo": combo, "batch": b, "seq": seq, "cap_gib": cap_gib})
-        return probes[b]["status"] == "ok"
+    def run_many(batches: list[int]) -> None:
+        todo = [b for b in dict.fromkeys(batches) if b not in probes and b >= 1]
+        with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+            specs = [{"model": model, "combo": combo, "batch": b, "seq": seq, "cap_gib": cap_gib}
+                     for b in todo]
+            for b, r in zip(todo, pool.map(lambda sp: gate(cap_gib, spawn, sp), specs)):
+                probes[b] = r
 
+    ok = lambda b: probes[b]["status"] == "ok"  # noqa: E731
+    run_many([1, 2])
     good, bad = 0, None
-    b = 1
-    while bad is None and b <= 512:
-        if ok(b):
-            good, b = b, b * 2
+    if ok(1):
+        good = 1
+        if ok(2):
+            good = 2
+            slope = probes[2]["max_allocated"] - probes[1]["max_allocated"]
+            guess = min(4096, 2 + int((cap_gib * GiB - probes[2]["max_allocated"]) // max(slope, 1)))
+            run_many([guess - 1, guess, guess + 1, guess + 2])
         else:
-            bad = b
-    while bad is not None and bad - good > 1:
-        mid = (good + bad) // 2
-        good, bad = (mid, bad) if ok(mid) else (good, mid)
+            bad = 2
+    while True:
+        oks = [b for b in probes if ok(b)]
+        ooms = [b for b in probes if not ok(b)]
+        good = max(oks, default=0)
+        bad = min([b for b in ooms if b > good], default=None)
+        if bad is not None and bad - good <= 1:
+            break
+        if bad is None:  # everything tried fits: double
+            if good >= 4096:
+                break
+            run_many([good * 2])
+        else:
+            run_many([(good + bad) // 2])
     errors = [p for p in probes.values() if p["status"] not in ("ok", "oom")]
     return {"model": model, "combo": combo, "seq": seq, "cap_gib": cap_gib, "largest_batch": good,
             "first_oom_batch": bad, "probes": [probes[k] for k in sorted(probes)],
@@ -140,32 +182,29 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=".")
     ap.add_argument("--only", choices=["peak", "fit"])
-    ap.add_argument("--jobs", type=int, default=3)
     ap.add_argument("--case", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.case:
         print(json.dumps(run_case(json.loads(args.case))))
         return 0
     t0 = time.time()
+    gate = GiBSemaphore(BUDGET_GIB)
+    peak_specs = [({"model": m, "combo": c, "batch": b, "seq": s}, gib) for m, c, b, s, gib in PEAK_CASES]
     result: dict = {"peak": [], "fit": []}
-    # peak cases are unconstrained (up to ~45 GB each): two at a time on one 141 GB GPU
-    with ThreadPoolExecutor(max_workers=min(2, args.jobs)) as pool:
-        if args.only != "fit":
-            specs = [{"model": m, "combo": c, "batch": b, "seq": s} for m, c, b, s in PEAK_CASES]
-            result["peak"] = list(pool.map(spawn, specs))
-            for r in result["peak"]:
-                print(f"peak {r['model']:<14} {r['combo']:<10} b{r['batch']:<3} s{r['seq']:<5} "
-                      f"{r['status']:<6} alloc {r.get('max_allocated', 0) / 1e9:8.3f} GB  "
-                      f"reserved {r.get('max_reserved', 0) / 1e9:8.3f} GB {r.get('error', '')}",
-                      flush=True)
-    if args.only != "peak":
-        # each fit runs its probes one after another; fits run side by side (caps sum < 141 GB)
-        with ThreadPoolExecutor(max_workers=args.jobs) as outer:
-            result["fit"] = list(outer.map(lambda c: fit(*c, None), FIT_CASES))
-        for r in result["fit"]:
-            print(f"fit  {r['model']:<14} {r['combo']:<10} s{r['seq']:<5} cap {r['cap_gib']} GiB: "
-                  f"largest batch {r['largest_batch']} (first OOM {r['first_oom_batch']}) "
-                  f"{len(r['probes'])} probes {'ERRORS' if r['errors'] else ''}", flush=True)
+    with ThreadPoolExecutor(max_workers=len(PEAK_CASES) + len(FIT_CASES)) as pool:
+        peaks = [pool.submit(gate, gib, spawn, spec) for spec, gib in peak_specs] \
+            if args.only != "fit" else []
+        fits = [pool.submit(fit, *case, gate) for case in FIT_CASES] if args.only != "peak" else []
+        result["peak"] = [f.result() for f in peaks]
+        result["fit"] = [f.result() for f in fits]
+    for r in result["peak"]:
+        print(f"peak {r['model']:<14} {r['combo']:<10} b{r['batch']:<3} s{r['seq']:<5} "
+              f"{r['status']:<6} alloc {r.get('max_allocated', 0) / 1e9:8.3f} GB  "
+              f"reserved {r.get('max_reserved', 0) / 1e9:8.3f} GB {r.get('error', '')[:80]}")
+    for r in result["fit"]:
+        print(f"fit  {r['model']:<14} {r['combo']:<10} s{r['seq']:<5} cap {r['cap_gib']} GiB: "
+              f"largest batch {r['largest_batch']} (first OOM {r['first_oom_batch']}) "
+              f"{len(r['probes'])} probes {'ERRORS' if r['errors'] else ''}")
     result["seconds"] = round(time.time() - t0, 1)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "ground_truth.json").write_text(json.dumps(result, indent=1))

@@ -9,6 +9,7 @@ nor plotext, so the CLI works on a GPU box that has only torch and transformers.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from lab.commands import COMMANDS, UsageError
@@ -37,6 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `memlab … | head`: the reader left; not an error
+        return 0
+    finally:
+        _flush_stdout()  # also after --help / SystemExit, where the last write may be buffered
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -49,6 +59,21 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memlab: interrupted", file=sys.stderr)
         return 130
+
+
+def _flush_stdout() -> None:
+    """Flush now, inside our handler: if the reader closed the pipe, point stdout at /dev/null
+    so the interpreter's own flush at exit has nowhere to fail (what the Python docs on SIGPIPE
+    advise) and no traceback or "Exception ignored" line is printed."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+    except (OSError, ValueError):
+        pass
 
 
 def _open_app() -> int:

@@ -3,10 +3,15 @@
     export(results_or_comparison, "out/")        -> [out/result.json, out/report.md, out/profile*.pkl]
     markdown(results_or_comparison)              -> the report as a string
 
-The Markdown report holds the tables and the text plots (plotext, uncoloured, in code blocks),
-so it reads the same in a terminal, on GitHub and in a workshop handout. `profile.pkl` is passed
-through as the run saved it (cuda runs record the allocator's snapshot; pytorch.org/memory_viz
-opens it). The SVG screenshot of the results screen is the app's (lab.tui), not here.
+The same file names for `memlab export` and `memlab compare --export`: result.json (a run, a
+list of runs or a comparison), report.md, and the memory snapshots: profile.pkl for one result,
+profile-<variant>.pkl for several. The Markdown report holds the tables and the text plots
+(plotext, uncoloured, in code blocks), so it reads the same in a terminal, on GitHub and in a
+workshop handout; every table says where its numbers came from (lab.report.provenance), and a
+lesson's results sit beside the H200 recordings. Snapshots are passed through as the run saved
+them (`memlab run --snapshot`, `compare --export`: the allocator's history on cuda, the tensor
+tracker's trace in cpu and sim); a result JSON holds no trace to make one from, and
+`profile_note` says so. The SVG screenshot of the results screen is the app's (lab.tui).
 
 The JSON path imports neither plotext nor Textual; the Markdown path imports plotext lazily and
 still writes the tables where it is missing.
@@ -22,8 +27,10 @@ from typing import Any, Union
 
 from lab.measure.result import RunResult
 from lab.playground.compare import Comparison
-from lab.playground.fit import FitResult
-from lab.playground.text import comparison_header, comparison_table, fit_table, gb, table
+from lab.playground.text import comparison_header, comparison_table
+from lab.report import (axis_unit, checks_table, format_bytes, metric, provenance_of,
+                        result_rows, table, version_note)
+from lab.report.rows import comparison_table as results_table, row_of, with_deltas
 
 Exportable = Union[RunResult, list, Comparison]
 FORMATS = ("json", "md", "profile")
@@ -83,8 +90,7 @@ def timeline_plot(results: list[RunResult], width: int = 100, height: int = 18) 
 def draw_tradeoff(plt, rows, title: str = "peak memory vs step time") -> None:
     """Peak memory against step time on `plt` (the plotext module, or a PlotextPlot's `plt`):
     one point per combination, labelled; shared by the Markdown report and the app's screen."""
-    top = max(r.peak_bytes for r in rows)
-    unit, div = ("GB", 1e9) if top >= 0.1e9 else ("MB", 1e6)
+    unit, div = axis_unit(max(r.peak_bytes for r in rows))
     xs = [r.step_time_s * 1000 for r in rows]
     ys = [r.peak_bytes / div for r in rows]
     for r, x, y in zip(rows, xs, ys):  # the point is the label's first character: "● ckpt"
@@ -116,10 +122,12 @@ def tradeoff_plot(c: Comparison, width: int = 100, height: int = 16) -> str:
 
 
 # ---- Markdown -------------------------------------------------------------------------------------
-def markdown(obj: Exportable, title: str | None = None, plots: bool = True) -> str:
+def markdown(obj: Exportable, title: str | None = None, plots: bool = True,
+             recorded: bool = False) -> str:
+    """`recorded`: the results were loaded from the recordings (assets/reference)."""
     if isinstance(obj, Comparison):
         return _comparison_md(obj, title, plots)
-    return _results_md(_results(obj), title, plots)
+    return _results_md(_results(obj), title, plots, recorded)
 
 
 def _code(text: str) -> str:
@@ -139,44 +147,60 @@ def _comparison_md(c: Comparison, title: str | None, plots: bool) -> str:
     return "\n".join(out)
 
 
-def _results_md(results: list[RunResult], title: str | None, plots: bool) -> str:
+def _references(results: list[RunResult]) -> dict[str, RunResult]:
+    """The recordings of the lesson these results belong to (none for the playground)."""
+    from lab.reference import load_reference
+
+    lessons = {r.lesson for r in results}
+    if len(lessons) != 1:
+        return {}
+    wanted = {r.variant for r in results}
+    return {v: ref for v, ref in load_reference(lessons.pop()).items() if v in wanted}
+
+
+def _results_md(results: list[RunResult], title: str | None, plots: bool,
+                recorded: bool = False) -> str:
     if not results:
         return f"# {title or 'memlab results'}\n\n(no results)\n"
-    first = results[0]
-    out = [f"# {title or f'{first.lesson}'}", "",
-           f"{first.mode} · {first.scale} · {first.device.name} · torch {first.torch_version}", ""]
-    base = next((r for r in results if r.ok), None)
-    rows = []
-    for r in results:
-        delta = "—"
-        if base is not None and r is not base and r.ok and base.peak.bytes:
-            d = r.peak.bytes - base.peak.bytes
-            delta = f"{d / 1e9:+,.3f} GB ({d / base.peak.bytes:+.0%})"
-        step = "—" if r.step_time_s is None else f"{r.step_time_s * 1000:,.1f} ms"
-        rows.append([r.variant, r.status, gb(r.peak.bytes), r.peak.phase or "—", delta, step])
-    out += [table(["variant", "status", "peak", "peak phase", "Δ vs first", "step time"], rows,
-                  right={2, 4, 5}, markdown=True), ""]
+    refs = {} if recorded else _references(results)
+    source = provenance_of(results, recorded)
+    if "scale" not in source:  # "your GPU (…)" and recordings do not say it
+        source += f", {results[0].scale} scale"
+    out = [f"# {title or results[0].lesson}", "", f"Numbers: {source}."]
+    if refs:
+        out.append(f"H200 columns: {provenance_of(refs.values(), recorded=True)}.")
+        mine = next((r.torch_version for r in results if r.torch_version), None)
+        note = version_note(refs.values(), torch=mine,
+                            transformers=getattr(results[0], "transformers_version", None))
+        if note:
+            out.append(note)
+    ref_rows = {row.name: row for row in with_deltas([row_of(r) for r in refs.values()])}
+    out += ["", results_table(result_rows(results), ref_rows or None, markdown=True), ""]
     for r in results:
         out += [f"## {r.variant}", ""]
         if r.error:
             out += [f"**{r.status}**: {r.error.splitlines()[0]}", ""]
         if r.phases:
-            prow = [[p.name, gb(p.delta_bytes), gb(p.end_bytes), gb(p.peak_bytes)] for p in r.phases]
+            prow = [[p.name, format_bytes(p.delta_bytes), format_bytes(p.end_bytes),
+                     format_bytes(p.peak_bytes)] for p in r.phases]
             out += [table(["phase", "Δ tensors", "live at end", "peak in phase"], prow,
                           markdown=True), ""]
         if r.peak.by_category:
-            crow = [[k, gb(v)] for k, v in sorted(r.peak.by_category.items(), key=lambda kv: -kv[1])]
-            out += [f"Live at the peak ({gb(r.peak.bytes)}, during `{r.peak.phase or '—'}`):", "",
-                    table(["category", "bytes"], crow, markdown=True), ""]
+            crow = [[k, format_bytes(v)]
+                    for k, v in sorted(r.peak.by_category.items(), key=lambda kv: -kv[1])]
+            what = "Live at the peak" if r.ok else f"Live when it stopped ({r.status})"
+            out += [f"{what} ({format_bytes(r.peak.bytes)}, during `{r.peak.phase or '—'}`):",
+                    "", table(["category", "bytes"], crow, markdown=True), ""]
         if r.checks:
-            krow = [[c.name, f"{c.expected_bytes:,}", f"{c.measured_bytes:,}", f"{c.ratio:.4f}",
-                     c.source] for c in r.checks]
-            out += [table(["check", "expected B", "measured B", "ratio", "measured by"], krow,
-                          right={1, 2, 3}, markdown=True), ""]
+            out += [checks_table(r.checks, r.status, markdown=True), ""]
         if r.allocator:
             a = r.allocator
-            out += [f"CUDA allocator: peak allocated {gb(a.peak_allocated_bytes)}, peak reserved "
-                    f"{gb(a.peak_reserved_bytes)}, nvidia-smi {gb(a.nvml_used_bytes)}.", ""]
+            out += [f"CUDA allocator: peak allocated {format_bytes(a.peak_allocated_bytes)}, "
+                    f"peak reserved {format_bytes(a.peak_reserved_bytes)}, nvidia-smi "
+                    f"{format_bytes(a.nvml_used_bytes)}.", ""]
+        if r.metrics:
+            out += ["Metrics: " + ", ".join(f"{k} = {metric(k, v)}" for k, v in r.metrics.items())
+                    + ".", ""]
         for n in r.notes:
             out.append(f"- {n}")
         if r.notes:
@@ -184,12 +208,6 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool) -> str
     if plots:
         out += ["## Live memory over time", "", _code(timeline_plot(results)), ""]
     return "\n".join(out)
-
-
-def fit_markdown(results: list[FitResult], workload: str, sizes: dict, capacity: int) -> str:
-    return "\n".join([f"# Fit: {workload} in {capacity / 2**30:,.2f} GiB", "",
-                      ", ".join(f"{k}={v}" for k, v in sizes.items()), "",
-                      fit_table(results, markdown=True), ""])
 
 
 # ---- writing --------------------------------------------------------------------------------------
@@ -200,8 +218,9 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORMATS,
-           name: str = "result", title: str | None = None) -> list[Path]:
-    """Write the chosen formats into `out_dir` (created if needed); returns the files written."""
+           name: str = "result", title: str | None = None, recorded: bool = False) -> list[Path]:
+    """Write the chosen formats into `out_dir` (created if needed); returns the files written.
+    `recorded`: the results came from the recordings (the report labels them so)."""
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ExportError(f"unknown export format {', '.join(sorted(unknown))}; "
@@ -221,25 +240,47 @@ def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORM
             written.append(p)
         if "md" in formats:
             p = out / "report.md"
-            _atomic_write(p, markdown(obj, title))
+            _atomic_write(p, markdown(obj, title, recorded=recorded))
             written.append(p)
         if "profile" in formats:
-            results = _results(obj)
-            with_profile = [r for r in results if r.profile_path and Path(r.profile_path).is_file()]
+            with_profile = _with_profile(_results(obj))
             for r in with_profile:
+                src = Path(r.profile_path)
+                if src.resolve().parent == out.resolve():  # compare --export wrote it here
+                    written.append(src)
+                    continue
                 dest = out / ("profile.pkl" if len(with_profile) == 1 else
                               f"profile-{_safe(r.variant)}.pkl")
-                if Path(r.profile_path).resolve() != dest.resolve():
-                    shutil.copyfile(r.profile_path, dest)
+                if src.resolve() != dest.resolve():
+                    shutil.copyfile(src, dest)
                 written.append(dest)
     except OSError as e:
         raise ExportError(f"cannot write into {out_dir}: {e.strerror or e}") from None
     return written
 
 
+def _with_profile(results: list[RunResult]) -> list[RunResult]:
+    return [r for r in results if r.profile_path and Path(r.profile_path).is_file()]
+
+
+def profile_note(obj: Exportable) -> str | None:
+    """Why no memory snapshot was exported, or None when one was (or could be)."""
+    results = _results(obj)
+    if _with_profile(results):
+        return None
+    gone = [r.profile_path for r in results if r.profile_path]
+    if gone:
+        return ("no profile.pkl: the snapshot files these results name are gone ("
+                + ", ".join(gone) + ")")
+    return ("no profile.pkl: these results were run without a memory snapshot, and a result "
+            "JSON holds no trace to make one from. Run again with one: `memlab run LESSON "
+            "--snapshot p.pkl` or `memlab compare … --export DIR` (the allocator's history on "
+            "cuda, the tensor tracker's trace in cpu and sim; pytorch.org/memory_viz opens both)")
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name) or "variant"
 
 
-__all__ = ["ExportError", "FORMATS", "export", "fit_markdown", "load", "markdown", "to_json",
+__all__ = ["ExportError", "FORMATS", "export", "load", "markdown", "profile_note", "to_json",
            "tradeoff_plot", "timeline_plot"]

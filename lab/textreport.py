@@ -1,90 +1,121 @@
 """Plain-text reports for `memlab run` (tables + a plotext timeline).
 
-Not part of the headless core: plotext is imported lazily and the report still prints (without
-the plot) where plotext is missing, e.g. on a GPU box that has only torch.
+Every number goes through lab.report (one unit policy, one Δ rule) and says where it came from:
+the learner's run ("simulated (full scale, torch 2.13)", "your CPU (small scale)", "your GPU
+(…)") and, beside it, the H200 recording of the same variant with the measured difference.
+Torch-free; plotext is imported lazily and the report still prints (without the plot) where it
+is missing, e.g. on a GPU box that has only torch.
 """
 
 from __future__ import annotations
 
 import shutil
+from typing import Mapping
 
 from lab.curriculum import Lesson
-from lab.measure.device import format_bytes
 from lab.measure.result import RunResult
+from lab.report import (DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
+                        format_bytes, metric, peak_text, provenance, provenance_of, result_rows,
+                        row_of, seconds, status_text, step_text, table, with_deltas)
+from lab.report.rows import reference_cells
 
-GB = 1e9
-_UNIT = {"div": GB, "name": "GB"}
-
-
-def use_unit_for(results: list[RunResult]) -> None:
-    """GB (10⁹, the seeds' unit) for seed-scale runs; MB when everything is small."""
-    peak = max((r.peak.bytes for r in results), default=0)
-    _UNIT.update(div=GB, name="GB") if peak >= 0.1 * GB else _UNIT.update(div=1e6, name="MB")
+References = Mapping[str, RunResult]  # variant -> the recorded run (assets/reference)
 
 
-def _gb(n: int | None) -> str:
-    return "—" if n is None else f"{n / _UNIT['div']:,.3f} {_UNIT['name']}"
-
-
-def _table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
-    right = right if right is not None else set(range(1, len(headers)))
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    def fmt(row):
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
-                         for i, (c, w) in enumerate(zip(row, widths)))
-    return "\n".join([fmt(headers), "  ".join("─" * w for w in widths)] + [fmt(r) for r in rows])
+def _failed_phase(r: RunResult) -> str | None:
+    return r.phases[-1].name if r.phases and not r.ok else None
 
 
 def variant_report(r: RunResult) -> str:
-    out = [f"── {r.variant} · {r.mode} · {r.scale} · {r.device.name} ── status: {r.status}"]
+    out = [f"── {r.variant} ── {status_text(r.status)} · {provenance(r)}"]
     if r.error:
-        out.append(f"   {r.error}")
+        out.append(f"   {r.error}")  # PyTorch's own message, quoted as it is
     if r.phases:
         cuda = any(p.allocated_delta_bytes is not None for p in r.phases)
         headers = ["phase", "Δ tensors", "live at end", "peak in phase"]
         if cuda:
             headers += ["Δ allocator", "reserved"]
+        failed = _failed_phase(r)
         rows = []
         for p in r.phases:
-            row = [p.name, _gb(p.delta_bytes), _gb(p.end_bytes), _gb(p.peak_bytes)]
+            name = p.name + (f"  ✗ {status_text(r.status)} here" if p.name == failed else "")
+            row = [name, format_bytes(p.delta_bytes), format_bytes(p.end_bytes),
+                   format_bytes(p.peak_bytes)]
             if cuda:
-                row += [_gb(p.allocated_delta_bytes), _gb(p.reserved_bytes)]
+                row += [format_bytes(p.allocated_delta_bytes), format_bytes(p.reserved_bytes)]
             rows.append(row)
-        out.append(_table(headers, rows))
-    out.append(f"\npeak {_gb(r.peak.bytes)} during '{r.peak.phase or '—'}'; live there:")
-    for cat, n in sorted(r.peak.by_category.items(), key=lambda kv: -kv[1]):
-        out.append(f"   {cat:<16} {_gb(n):>14}")
+        out.append(table(headers, rows, right=set(range(1, len(headers)))))
+    if r.peak.bytes or r.ok:
+        where = "peak" if r.ok else f"live when it stopped ({status_text(r.status)})"
+        out.append(f"\n{where}: {format_bytes(r.peak.bytes)} during '{r.peak.phase or DASH}'")
+        cats = sorted(r.peak.by_category.items(), key=lambda kv: -kv[1])
+        if cats:
+            out.append(table(["live there", "bytes"], [[c, format_bytes(n)] for c, n in cats],
+                             right={1}))
     if r.allocator:
         a = r.allocator
-        out.append(f"CUDA allocator: peak allocated {_gb(a.peak_allocated_bytes)}, peak reserved "
-                   f"{_gb(a.peak_reserved_bytes)}, nvidia-smi (NVML) {_gb(a.nvml_used_bytes)}")
+        out.append(f"CUDA allocator: peak allocated {format_bytes(a.peak_allocated_bytes)}, "
+                   f"peak reserved {format_bytes(a.peak_reserved_bytes)}, nvidia-smi (NVML) "
+                   f"{format_bytes(a.nvml_used_bytes)}")
     if r.checks:
-        rows = [[c.name, f"{c.expected_bytes:,}", f"{c.measured_bytes:,}", f"{c.ratio:.4f}", c.source]
-                for c in r.checks]
-        out.append("\n" + _table(["check", "expected B", "measured B", "ratio", "measured by"], rows,
-                                 right={1, 2, 3}))
+        out.append("\n" + checks_table(r.checks, r.status))
         out += [f"   {c.name}: {c.note}" for c in r.checks if c.note]
     if r.step_time_s is not None:
-        out.append(f"step time {r.step_time_s * 1000:.1f} ms (untracked pass)")
+        out.append(f"step time {seconds(r.step_time_s)} (untracked pass)")
     if r.metrics:
-        out.append("metrics: " + ", ".join(f"{k}={v:.6g}" for k, v in r.metrics.items()))
+        out.append("metrics: " + ", ".join(f"{k} = {metric(k, v)}" for k, v in r.metrics.items()))
     for n in r.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
 
 
-def comparison(results: list[RunResult]) -> str:
-    base = next((r for r in results if r.variant == "baseline" and r.ok), None)
-    rows = []
-    for r in results:
-        delta = "—"
-        if base is not None and r.ok and r is not base and base.peak.bytes:
-            d = r.peak.bytes - base.peak.bytes
-            delta = f"{_gb(d)} ({d / base.peak.bytes:+.0%})"
-        step = "—" if r.step_time_s is None else f"{r.step_time_s * 1000:,.1f} ms"
-        rows.append([r.variant, r.status, _gb(r.peak.bytes), r.peak.phase or "—", delta, step])
-    return _table(["variant", "status", "peak", "peak phase", "Δ vs baseline", "step time"], rows,
-                  right={2, 4, 5})
+def _ref_rows(results: list[RunResult], references: References | None) -> dict:
+    if not references:
+        return {}
+    wanted = {r.variant for r in results}
+    recorded = [ref for v, ref in references.items() if v in wanted]
+    return {row.name: row for row in with_deltas([row_of(ref) for ref in recorded])}
+
+
+def _recording_label(references: References | None) -> str:
+    refs = list((references or {}).values())
+    return provenance_of(refs, recorded=True) if refs else ""
+
+
+def comparison(results: list[RunResult], references: References | None = None) -> str:
+    """The lesson's variants side by side (Δ vs the `baseline` variant), and the recording."""
+    refs = _ref_rows(results, references)
+    return comparison_table(result_rows(results), refs or None,
+                            reference_label=_ref_name(references))
+
+
+def _ref_name(references: References | None) -> str:
+    """'H200' for the course's recordings; 'recorded' for any other GPU's."""
+    names = {ref.device.name for ref in (references or {}).values()}
+    return "H200" if names and all("H200" in n for n in names) else "recorded"
+
+
+def _on(results) -> str:
+    """', on a virtual GPU of 17.18 GB (16 GiB)' (the cap the runs had: --gpu-memory, or the
+    lesson's own), ', on the whole GPU' for recordings without one, '' for uncapped cpu/sim."""
+    caps = sorted({getattr(r.device, "virtual_bytes", None) for r in results} - {None})
+    if caps:
+        return ", on a virtual GPU of " + " / ".join(capacity(c) for c in caps)
+    return ", on the whole GPU" if any(r.mode == "cuda" for r in results) else ""
+
+
+def source_lines(results: list[RunResult], references: References | None = None,
+                 gpu_memory: int | None = None, version_note: str | None = None) -> list[str]:
+    """Where the numbers came from, said once above the tables. (`gpu_memory` is kept for
+    callers; the cap shown is the one the results record.)"""
+    lines = [f"numbers: {provenance_of(results)}{_on(results)}"]
+    shown = [r for v, r in (references or {}).items() if v in {x.variant for x in results}]
+    if shown:
+        lines.append(f"{_ref_name(references)} columns: "
+                     f"{provenance_of(shown, recorded=True)}{_on(shown)}")
+    if version_note:
+        lines.append(f"note: {version_note}")
+    return lines
 
 
 def step_series(xs: list[int], ys: list[int]) -> tuple[list[float], list[int]]:
@@ -92,7 +123,7 @@ def step_series(xs: list[int], ys: list[int]) -> tuple[list[float], list[int]]:
     if not xs:
         return [], []
     out_x, out_y = [xs[0] - 1], [0]
-    for i, (x, y) in enumerate(zip(xs, ys)):
+    for x, y in zip(xs, ys):
         out_x += [x, x]
         out_y += [out_y[-1], y]
     return out_x, out_y
@@ -105,50 +136,64 @@ def timeline_plot(results: list[RunResult], width: int | None = None, height: in
     except ImportError:
         return "(install plotext to see the timeline)"
     width = width or min(120, shutil.get_terminal_size((100, 30)).columns)
-    use_unit_for(results)
+    unit, div = axis_unit(max((r.peak.bytes for r in results), default=0))
     plt.clear_figure()
     plt.plotsize(width, height)
     plt.theme("clear")
     for r in results:
         if r.timeline.index:
             xs, ys = step_series(r.timeline.index, r.timeline.live)
-            plt.plot(xs, [b / _UNIT["div"] for b in ys], label=r.variant)
+            plt.plot(xs, [b / div for b in ys], label=r.variant)
             if r.peak.index >= 0:
-                plt.scatter([r.peak.index], [r.peak.bytes / _UNIT["div"]], marker="x")
+                plt.scatter([r.peak.index], [r.peak.bytes / div], marker="x")
     plt.title("live tensor memory over time")
     plt.xlabel("allocation #")
-    plt.ylabel(_UNIT["name"])
+    plt.ylabel(unit)
     text = plt.build()
     return text if color else plt.uncolorize(text)
 
 
-def lesson_report(lesson: Lesson, results: list[RunResult], color: bool = False) -> str:
-    use_unit_for(results)
-    parts = [f"\n{lesson.key} · {lesson.title}\n"]
+def lesson_report(lesson: Lesson, results: list[RunResult], references: References | None = None,
+                  gpu_memory: int | None = None, version_note: str | None = None,
+                  color: bool = False) -> str:
+    parts = [f"\n{lesson.key} · {lesson.title}",
+             *source_lines(results, references, gpu_memory, version_note), ""]
     parts += [variant_report(r) + "\n" for r in results]
-    if len(results) > 1:
-        parts.append(comparison(results) + "\n")
+    if len(results) > 1 or references:
+        parts.append(comparison(results, references) + "\n")
     parts.append(timeline_plot(results, color=color))
     return "\n".join(parts)
 
 
-def summary_table(results: list[RunResult]) -> str:
-    use_unit_for(results)
-    rows = []
-    base_peak: dict[str, int] = {}
+def summary_table(results: list[RunResult], references: Mapping[str, References] | None = None,
+                  gpu_memory: int | None = None) -> str:
+    """`memlab run --all`: one row per variant, Δ vs each lesson's baseline, and the recording."""
+    references = references or {}
+    by_lesson: dict[str, list[RunResult]] = {}
     for r in results:
-        if r.variant == "baseline" and r.ok:
-            base_peak[r.lesson] = r.peak.bytes
-    for r in results:
-        b = base_peak.get(r.lesson)
-        delta = "—" if not b or r.variant == "baseline" or not r.ok else \
-            f"{(r.peak.bytes - b) / b:+.0%}"
-        step = "—" if r.step_time_s is None else f"{r.step_time_s * 1000:,.1f} ms"
-        wall = "—" if r.wall_s is None else f"{r.wall_s:.1f} s"
-        rows.append([r.lesson, r.variant, r.mode, r.status, _gb(r.peak.bytes), delta, step, wall])
-    return _table(["lesson", "variant", "mode", "status", "peak", "Δ peak", "step", "wall"], rows,
-                  right={4, 5, 6, 7})
+        by_lesson.setdefault(r.lesson, []).append(r)
+    body = []
+    for lesson, rs in by_lesson.items():
+        refs = _ref_rows(rs, references.get(lesson))
+        for r, row in zip(rs, result_rows(rs)):
+            wall = DASH if r.wall_s is None else seconds(r.wall_s)
+            body.append([lesson, r.variant, status_text(r.status), peak_text(row),
+                         delta_text(row),
+                         step_text(row), wall,
+                         *reference_cells(row, refs.get(r.variant))])
+    headers = ["lesson", "variant", "status", "peak", "Δ vs baseline", "step", "wall",
+               "H200 peak (recorded)", "vs H200"]
+    recorded = [ref for refs in references.values() for ref in refs.values()]
+    lines = [f"numbers: {provenance_of(results)}"
+             + (f", on a virtual GPU of {capacity(gpu_memory)}" if gpu_memory else "")]
+    if recorded:
+        capped = sorted({(r.lesson, r.device.virtual_bytes) for r in recorded
+                         if r.device.virtual_bytes})
+        lines.append(f"H200 columns: {provenance_of(recorded, recorded=True)}"
+                     + "".join(f"; {lesson} on a virtual GPU of {capacity(cap)}"
+                               for lesson, cap in capped))
+    return "\n".join(lines + ["", table(headers, body, right={3, 4, 5, 6, 7, 8})])
 
 
-__all__ = ["comparison", "format_bytes", "lesson_report", "summary_table", "timeline_plot",
-           "variant_report"]
+__all__ = ["comparison", "lesson_report", "source_lines", "step_series", "summary_table",
+           "timeline_plot", "variant_report"]

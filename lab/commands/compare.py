@@ -15,6 +15,7 @@ import json
 import sys
 
 from lab.commands import UsageError, gpu_memory_arg
+from lab.measure.modes import MODE_HELP, SCALE_HELP
 
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
 
@@ -27,8 +28,8 @@ def add_workload_args(p) -> None:
                    help="a technique combination such as bf16+ckpt+accum4 (repeatable; the "
                         "first is the baseline)")
     p.add_argument("--scale", choices=["small", "seed"],
-                   help="default sizes: small (seconds on a CPU) or seed (GPU-sized); default: "
-                        "seed on cuda/sim, small on cpu")
+                   help="the workload's default sizes. " + SCALE_HELP +
+                        " (default: seed, or small with --mode cpu)")
     p.add_argument("--batch", type=int, help="batch size")
     p.add_argument("--seq", type=int, help="sequence length (workloads that have one)")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
@@ -45,13 +46,14 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="compare technique combinations on one workload")
     add_workload_args(p)
     p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
-                   help="auto: cuda if a GPU is present, else cpu (small) or sim (seed)")
+                   help=MODE_HELP)
     p.add_argument("--gpu-memory", metavar="SIZE",
                    help="pretend the GPU has this much memory (a combination that needs more "
                         "is an OOM result)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
     p.add_argument("--export", metavar="DIR",
-                   help="also write DIR/result.json, DIR/report.md (and profile-*.pkl on cuda)")
+                   help="also write DIR/result.json, DIR/report.md and one memory snapshot per "
+                        "combination, DIR/profile-<combination>.pkl (DIR is created)")
     p.set_defaults(func=main)
 
 
@@ -63,7 +65,16 @@ def list_workloads() -> str:
         lines.append(f"  {w.name:<12} {w.title}")
         for scale, sizes in w.sizes.items():
             lines.append(f"      {scale:<6} " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
-    return "workloads:\n" + "\n".join(lines)
+    return ("workloads, with their default sizes per scale (seed: the sizes of the seed "
+            "tutorials the course was built from; small: seconds on a laptop CPU):\n"
+            + "\n".join(lines))
+
+
+def default_scale(mode: str) -> str:
+    """seed, except for cpu (small); auto follows lab.measure.modes: seed on a GPU and in sim."""
+    from lab.measure.modes import default_scale as scale_for
+
+    return "seed" if mode == "auto" else scale_for(mode)
 
 
 def resolve(args, default_combos: list[str], check_batch: bool = True):
@@ -76,13 +87,7 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
         w = get_workload(args.workload)
     except KeyError as e:
         raise UsageError(str(e).strip("'\"")) from None
-    mode = getattr(args, "mode", "sim")
-    scale = args.scale or ("small" if mode == "cpu" else "seed" if mode in ("cuda", "sim")
-                           else None)
-    if scale is None:
-        from lab.measure.device import cuda_available
-
-        scale = "seed" if cuda_available() else "small"
+    scale = args.scale or default_scale(getattr(args, "mode", "sim"))
     try:
         sizes = w.default_sizes(scale)
         sizes.update(parse_sizes(args.set))
@@ -120,55 +125,73 @@ def _supported(w, combo: str) -> bool:
         return False
 
 
-def _progress(enabled: bool):
-    def on_event(label: str, msg: dict) -> None:
-        if enabled and msg.get("type") == "phase":
-            print(f"    · {label}: {msg['name']}", file=sys.stderr, flush=True)
-    return on_event
+def pick_mode(args, scale_asked: str | None):
+    """The one rule (lab.measure.modes), as `memlab run` applies it."""
+    from lab.measure.device import cuda_available
+    from lab.measure.modes import ModeError, choose
+
+    gpu = args.mode in ("auto", "cuda") and cuda_available()
+    if args.mode == "cuda" and not gpu:
+        raise UsageError("--mode cuda needs a CUDA GPU and none is visible to PyTorch; "
+                         "use --mode sim (full scale, simulated) or --mode cpu (small, real)")
+    try:
+        return choose(args.mode, scale_asked, gpu=gpu)
+    except ModeError as e:
+        raise UsageError(str(e)) from None
 
 
 def main(args) -> int:
     if args.list:
         print(list_workloads())
         return 0
-    from lab.measure.device import resolve_mode
+    from lab.commands.live import Live
     from lab.playground import ComparePlan, run_compare
 
-    w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS)
-    mode = resolve_mode(args.mode, scale)
-    if mode == "cuda":
-        from lab.measure.device import cuda_available
-
-        if not cuda_available():
-            raise UsageError("--mode cuda needs a CUDA GPU and none is visible; use --mode cpu or sim")
+    w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS)  # bad input fails before torch loads
+    choice = pick_mode(args, args.scale)
+    mode = choice.mode  # choice.scale == scale: both follow lab.measure.modes
     gpu_memory = gpu_memory_arg(args.gpu_memory)
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     export_dir = None
     if args.export:
-        from lab.commands.run import check_writable_dir
+        from lab.commands.run import make_dir
 
-        export_dir = check_writable_dir(args.export, "--export")
+        export_dir = make_dir(args.export, "--export")
+    # every mode writes a snapshot when asked: the allocator's history on cuda, the tensor
+    # tracker's trace (in memory_viz's format) in cpu and sim
     plan = ComparePlan(w.name, sizes, combos, mode, scale, gpu_memory, not args.no_timing,
-                       args.timeout, profile_dir=str(export_dir) if export_dir and mode == "cuda"
-                       else None)
-    if export_dir is not None and mode == "cuda":
-        export_dir.mkdir(parents=True, exist_ok=True)
+                       args.timeout, profile_dir=str(export_dir) if export_dir else None)
     from lab.runner.client import SubprocessRunner
 
     if not args.json:
-        print(f"▶ {w.name} · {mode} · {scale} · " + ", ".join(c.label for c in combos),
-              file=sys.stderr, flush=True)
-    comparison = run_compare(plan, SubprocessRunner(),
-                             on_event=_progress(not args.json and sys.stderr.isatty()))
+        print(f"memlab: {choice.line()}", file=sys.stderr)
+        print(f"memlab: {w.name} · " + ", ".join(c.label for c in combos), file=sys.stderr)
+    if choice.warning:
+        print(f"memlab: warning: {choice.warning}", file=sys.stderr)
+    live = Live(enabled=not args.json)
+    labels = iter([c.label for c in combos])
+
+    def on_result(res) -> None:  # the combinations run in order: end one line, start the next
+        live.done(res.variant, res)
+        nxt = next(labels, None)
+        if nxt is not None:
+            live.start(nxt)
+
+    live.start(next(labels))
+    try:
+        comparison = run_compare(plan, SubprocessRunner(), on_event=live.event,
+                                 on_result=on_result)
+    finally:
+        live.close()
     if export_dir is not None:
         from lab.export import ExportError, export
 
         try:
-            written = export(comparison, export_dir, name="comparison")
+            written = export(comparison, export_dir)
         except ExportError as e:
             raise UsageError(str(e)) from None
-        print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+        print("memlab: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     if args.json:
         print(json.dumps(comparison.to_dict(), indent=1))
     else:

@@ -56,7 +56,7 @@ def collect() -> dict:
 
 
 def main(args) -> int:
-    from lab.measure.device import format_bytes
+    from lab.report import format_bytes, key_values
 
     info = collect()
     if args.json:
@@ -71,19 +71,19 @@ def main(args) -> int:
     if info["cuda_available"]:
         rows += [
             ("GPU", f"{info['gpu']} × {info['gpu_count']}"),
-            ("GPU memory", f"{format_bytes(info['gpu_total_bytes'], 'GiB')} total, "
-                           f"{format_bytes(info['gpu_free_bytes'], 'GiB')} free"),
+            ("GPU memory", f"{format_bytes(info['gpu_total_bytes'])} total, "
+                           f"{format_bytes(info['gpu_free_bytes'])} free (PyTorch's messages "
+                           f"say {format_bytes(info['gpu_total_bytes'], 'GiB')} total)"),
             ("driver", info["driver"] or "unknown (NVML not available)"),
             ("NVML", "yes" if info["nvml"] else "no (nvidia-smi numbers unavailable)"),
         ]
     else:
         rows.append(("GPU", "no CUDA GPU visible to PyTorch"))
-    width = max(len(k) for k, _ in rows)
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+    print(key_values(rows))
     if info["cuda_available"]:
-        print("\nThe lab runs real CUDA experiments (mode cuda), plus cpu and sim.")
+        print("\nThe lab runs real CUDA experiments (auto picks mode cuda), plus cpu and sim.")
     else:
-        print("\nNo CUDA GPU: the lab runs real CPU experiments at small scale (mode cpu), "
-              "simulates full scale (mode sim), and shows runs recorded on an H200.")
+        print("\nNo CUDA GPU: auto simulates the full-size runs (mode sim, exact tensor bytes) "
+              "and shows the runs recorded on an NVIDIA H200 beside them; --mode cpu --scale "
+              "small runs real CPU experiments in seconds.")
     return 0

@@ -78,10 +78,18 @@ def main(args) -> int:
                           "capacity_bytes": capacity, "confirmed_on_cuda": confirm_on_cuda,
                           "note": note, "results": [r.to_dict() for r in results]}, indent=1))
     else:
+        from types import SimpleNamespace
+
+        from lab.commands.run import installed_versions
         from lab.playground.text import fit_table
+        from lab.report import capacity as cap_text, provenance
 
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
-        print(f"\n{w.name} in {capacity / 2**30:,.2f} GiB ({capacity:,} B) · {sz}\n")
+        sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None,
+                                         torch_version=installed_versions()[0] or ""))
+        print(f"\n{w.name} in {cap_text(capacity)} · {sz}")
+        print(f"predicted peaks: {sim}" + ("; CUDA columns: your GPU" if confirm_on_cuda else "")
+              + "\n")
         print(fit_table(results))
         print(f"\n{note}")
     return 1 if any(r.status == "error" for r in results) else 0

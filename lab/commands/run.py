@@ -1,8 +1,13 @@
 """`memlab run LESSON`: run a lesson's variants, each in its own worker, and report.
 
-    memlab run 01                       every variant, auto mode, small scale (seed on CUDA)
+    memlab run 01                       every variant; auto mode: cuda with a GPU, else sim,
+                                        both at seed scale, beside the H200 recording
+    memlab run 01 --mode cpu --scale small   a real CPU run in seconds
     memlab run 01 --mode sim --scale seed --json
     memlab run --all --mode cuda --scale seed --save assets/reference
+
+Every number printed says where it came from (lab.report.provenance); the H200 recordings
+(assets/reference) are shown beside the learner's run with the measured difference.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import time
 from pathlib import Path
 
 from lab.commands import UsageError, gpu_memory_arg
+from lab.commands.live import Live
 from lab.curriculum import Course, Lesson, load_course
-from lab.report.units import SIZE_HELP
+from lab.measure.modes import MODE_HELP, SCALE_HELP, ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
+from lab.report.units import SIZE_HELP
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
 
@@ -28,16 +35,19 @@ def add_parser(sub) -> None:
     p.add_argument("--variant", action="append", metavar="V",
                    help="run only this variant (repeatable); default: all of them")
     p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
-                   help="auto: cuda if a GPU is present, else cpu (small) or sim (seed)")
+                   help=MODE_HELP)
     p.add_argument("--scale", choices=["seed", "small"],
-                   help="seed: the seed documents' sizes; small: seconds on a laptop CPU "
-                        "(default: seed on CUDA or in sim, small on cpu)")
+                   help=SCALE_HELP + " (default: seed, or small with --mode cpu)")
     p.add_argument("--gpu-memory", metavar="SIZE",
-                   help=f"pretend the GPU has this much memory ({SIZE_HELP})")
+                   help=f"a smaller virtual GPU: a variant that needs more runs out of memory "
+                        f"(an OOM result; {SIZE_HELP})")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--snapshot", metavar="FILE",
-                   help="save a memory snapshot (profile.pkl) that pytorch.org/memory_viz opens")
-    p.add_argument("--save", metavar="DIR", help="save each result as DIR/<lesson-id>/<variant>.json")
+                   help="save a memory snapshot that pytorch.org/memory_viz and `memlab view` "
+                        "open; with several variants one file each, p.pkl -> p-baseline.pkl, "
+                        "p-no_grad.pkl, … (the names are printed)")
+    p.add_argument("--save", metavar="DIR",
+                   help="save each result as DIR/<lesson-id>/<variant>.json (DIR is created)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -89,110 +99,163 @@ def check_writable_file(path: str, what: str) -> Path:
     return p
 
 
-def check_writable_dir(path: str, what: str) -> Path:
+def make_dir(path: str, what: str) -> Path:
+    """A folder to write into, created now (with its parents) so a long run cannot fail at
+    the end for want of it; a one-line UsageError when that is impossible."""
     p = Path(path).expanduser()
     if p.exists() and not p.is_dir():
         raise UsageError(f"{what} {path!r} is a file, not a folder")
-    probe = p if p.exists() else p.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{what} {path!r}: cannot create the folder ({e.strerror or e})") from None
+    if not os.access(p, os.W_OK):
         raise UsageError(f"{what} {path!r} is not a writable folder")
     return p
 
 
-def snapshot_path(base: Path, variant: str, several: bool) -> str:
-    """One file per variant: profile.pkl -> profile-no_grad.pkl when there are several."""
-    if not several:
+def snapshot_path(base: Path, lesson_id: str, variant: str, several_variants: bool,
+                  several_lessons: bool) -> str:
+    """One file per variant: profile.pkl -> profile-no_grad.pkl when there are several, and
+    profile-<lesson-id>-<variant>.pkl across lessons (every lesson has a `baseline`)."""
+    if not several_variants and not several_lessons:
         return str(base)
-    return str(base.with_name(f"{base.stem}-{variant}{base.suffix or '.pkl'}"))
+    tag = f"{lesson_id}-{variant}" if several_lessons else variant
+    return str(base.with_name(f"{base.stem}-{tag}{base.suffix or '.pkl'}"))
 
 
-def default_scale(mode: str) -> str:
-    """cpu runs small sizes; cuda and sim run the seed's sizes; auto follows the machine."""
-    if mode == "cpu":
-        return "small"
-    if mode in ("cuda", "sim"):
-        return "seed"
+def pick_mode(args, lessons: list[Lesson]) -> tuple[ModeChoice, int]:
+    """The one rule (lab.measure.modes) with this machine's answer to "is there a GPU?";
+    returns the choice and the number of GPUs."""
     from lab.measure.device import cuda_available
 
-    return "seed" if cuda_available() else "small"
+    gpus, name = 0, None
+    if args.mode in ("auto", "cuda") and cuda_available():
+        import torch
+
+        gpus = torch.cuda.device_count()
+        try:
+            name = torch.cuda.get_device_name(0)
+        except Exception:  # a name is nice to have; the GPU is there
+            name = "a CUDA GPU"
+    if args.mode == "cuda" and not gpus:
+        raise UsageError("--mode cuda needs a CUDA GPU and none is visible to PyTorch; "
+                         "use --mode sim (full scale, simulated) or --mode cpu (small, real)")
+    modes = lessons[0].modes if len(lessons) == 1 else ("cuda", "cpu", "sim")
+    try:
+        choice = choose(args.mode, args.scale, gpu=name, lesson_modes=modes)
+    except ModeError as e:
+        raise UsageError(f"lesson {lessons[0].key}: {e}") from None
+    return choice, gpus
+
+
+def installed_versions() -> tuple[str | None, str | None]:
+    """torch and transformers as installed here (package metadata: no import)."""
+    import importlib.metadata as md
+
+    out = []
+    for name in ("torch", "transformers"):
+        try:
+            out.append(md.version(name))
+        except md.PackageNotFoundError:
+            out.append(None)
+    return out[0], out[1]
 
 
 # ---- running ---------------------------------------------------------------------------------
-def _progress(enabled: bool):
-    def on_event(msg: dict) -> None:
-        if enabled and msg.get("type") == "phase":
-            print(f"    · {msg['name']}", file=sys.stderr, flush=True)
-    return on_event
-
-
 def main(args) -> int:
     course = load_course()
     lessons = pick_lessons(course, args)
     gpu_memory = gpu_memory_arg(args.gpu_memory)
     snapshot = check_writable_file(args.snapshot, "--snapshot") if args.snapshot else None
-    save_dir = check_writable_dir(args.save, "--save") if args.save else None
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     plan = [(lesson, pick_variants(lesson, args.variant)) for lesson in lessons]
-
-    scale = args.scale or default_scale(args.mode)
-    from lab.measure.device import resolve_mode
-
-    mode = resolve_mode(args.mode, scale)
-    gpus = 0
-    if mode == "cuda":
-        from lab.measure.device import cuda_available
-
-        if not cuda_available():
-            raise UsageError("--mode cuda needs a CUDA GPU and none is visible; use --mode cpu or sim")
-        import torch
-
-        gpus = torch.cuda.device_count()
+    choice, gpus = pick_mode(args, lessons)
+    mode, scale = choice.mode, choice.scale
     if args.jobs < 1 or (mode == "cuda" and args.jobs > gpus):
         raise UsageError(f"--jobs must be between 1 and {gpus if mode == 'cuda' else 'the cores you have'}"
                          + (" (one worker per GPU, so timings stay fair)" if mode == "cuda" else ""))
+    save_dir = make_dir(args.save, "--save") if args.save else None
+    if not args.json:
+        print(f"memlab: {choice.line()}", file=sys.stderr)
+    if choice.warning:
+        print(f"memlab: warning: {choice.warning}", file=sys.stderr)
 
+    live = Live(enabled=not args.json, in_place=args.jobs == 1)
     tasks = []
     for lesson, variants in plan:
         if mode not in lesson.modes:
             if not args.all:
                 raise UsageError(f"lesson {lesson.key} runs in modes {', '.join(lesson.modes)}, not {mode}")
-            print(f"· {lesson.key} {lesson.id}: skipped (runs in {', '.join(lesson.modes)})",
-                  file=sys.stderr)
+            live.note(f"· {lesson.key} {lesson.id}: skipped (runs in {', '.join(lesson.modes)})")
             continue
-        several = len(plan) > 1 or len(variants) > 1
         for variant in variants:
+            profile = (snapshot_path(snapshot, lesson.id, variant, len(variants) > 1, len(plan) > 1)
+                       if snapshot else None)
             tasks.append((lesson, RunRequest(
                 lesson_path=str(lesson.path), variant=variant, mode=mode, scale=scale,
-                gpu_memory=gpu_memory,
-                profile_path=snapshot_path(snapshot, variant, several) if snapshot else None,
-                timing=not args.no_timing, timeout_s=args.timeout or lesson.timeout_s,
+                gpu_memory=gpu_memory, profile_path=profile, timing=not args.no_timing,
+                timeout_s=args.timeout or lesson.timeout_s,
             )))
 
-    show_progress = not args.json and sys.stderr.isatty() and args.jobs == 1
     started = time.perf_counter()
-    results = run_tasks(tasks, args.jobs, gpus, show_progress, quiet=args.json, save_dir=save_dir)
-    if not args.json and not args.all:
-        from lab.textreport import lesson_report
-
-        for lesson, _ in plan:
-            mine = [r for (l, _), r in zip(tasks, results) if l is lesson]
-            print(lesson_report(lesson, mine, color=sys.stdout.isatty()))
+    try:
+        results = run_tasks(tasks, args.jobs, gpus, live, save_dir=save_dir)
+    finally:
+        live.close()
     total = time.perf_counter() - started
-
     if args.json:
         dicts = [r.to_dict() for r in results]
         print(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=1))
-    elif args.all:
-        from lab.textreport import summary_table
-
-        print(summary_table(results))
-        print(f"\n{len(results)} variants in {total:.1f} s (process starts included)")
+    else:
+        _print_report(plan, tasks, results, args, gpu_memory, total)
+        _print_files(results, save_dir, tasks)
     failed = [r for r in results if r.status in ("error", "timeout")]
     return 1 if failed else 0
 
 
-def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: bool,
+def _print_report(plan, tasks, results: list[RunResult], args, gpu_memory: int | None,
+                  total: float) -> None:
+    from lab.reference import load_reference
+    from lab.report import version_note
+    from lab.textreport import lesson_report, summary_table
+
+    torch_v, tf_v = installed_versions()
+    mine_torch = next((r.torch_version for r in results if r.torch_version), None) or torch_v
+    refs = {lesson.id: load_reference(lesson.id) for lesson, _ in plan}
+    shown = [ref for lesson, variants in plan for v, ref in refs[lesson.id].items() if v in variants]
+    note = version_note(shown, torch=mine_torch, transformers=tf_v)
+    if args.all:
+        print(summary_table(results, refs, gpu_memory=gpu_memory))
+        if note:
+            print(f"\nnote: {note}")
+        print(f"\n{len(results)} variants in {total:.1f} s (process starts included)")
+        return
+    for lesson, _ in plan:
+        mine = [r for (l, _), r in zip(tasks, results) if l is lesson]
+        print(lesson_report(lesson, mine, refs[lesson.id], gpu_memory=gpu_memory,
+                            version_note=note, color=sys.stdout.isatty()))
+
+
+def _print_files(results: list[RunResult], save_dir: Path | None, tasks) -> None:
+    """Say where every file went (stderr: stdout keeps the report)."""
+    snaps = [(r.variant, r.profile_path) for r in results
+             if r.profile_path and Path(r.profile_path).is_file()]
+    if snaps:
+        print("\nmemory snapshots (open one at https://pytorch.org/memory_viz, or `memlab view "
+              "FILE` here):", file=sys.stderr)
+        for variant, path in snaps:
+            print(f"  {path}  ({variant})", file=sys.stderr)
+    elif any(req.profile_path for _, req in tasks):
+        print("\nno memory snapshot was written (no variant got far enough)", file=sys.stderr)
+    if save_dir is not None:
+        folders = sorted({str(save_dir / lesson.id) for lesson, _ in tasks})
+        print(f"\nsaved {len(results)} result{'s' * (len(results) != 1)} as <variant>.json in "
+              + ", ".join(folders), file=sys.stderr)
+
+
+def run_tasks(tasks: list, jobs: int, gpus: int, live: Live,
               save_dir: Path | None = None) -> list[RunResult]:
     """Run every (lesson, request), `jobs` at a time; with several GPUs each worker gets its own
     (CUDA_VISIBLE_DEVICES), so no two measurements share a device. Results keep task order."""
@@ -206,14 +269,12 @@ def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: boo
     def one(task):
         lesson, req = task
         slot = slots.get()
+        label = f"{lesson.key} {req.variant}"
         try:
             env = {"CUDA_VISIBLE_DEVICES": str(slot)} if gpus > 1 else {}
-            if not quiet:
-                print(f"▶ {lesson.key} {lesson.id} · {req.variant} · {req.mode} · {req.scale}",
-                      file=sys.stderr, flush=True)
-            res = SubprocessRunner(extra_env=env).run(req, on_event=_progress(show_progress))
-            if not quiet and jobs > 1:
-                print(f"  {lesson.key} {req.variant}: {res.status}", file=sys.stderr, flush=True)
+            live.start(label)
+            res = SubprocessRunner(extra_env=env).run(req, on_event=lambda m: live.event(label, m))
+            live.done(label, res)
             if save_dir is not None:  # as each finishes: a long --all keeps what it measured
                 out = save_dir / lesson.id / f"{req.variant}.json"
                 out.parent.mkdir(parents=True, exist_ok=True)

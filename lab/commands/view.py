@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from pathlib import Path
 
 from lab.commands import UsageError
+from lab.report import axis_unit
 
 
 def add_parser(sub) -> None:
@@ -40,6 +42,7 @@ def main(args) -> int:
         raise UsageError("--top must be at least 1")
     if args.device is not None and args.device < 0:
         raise UsageError("--device must be 0 or more")
+    _hint_per_variant_files(args.file)
     try:
         summaries = open_summary(args.file, device=args.device, variant=args.variant,
                                  top=max(args.top, 20))
@@ -54,26 +57,34 @@ def main(args) -> int:
         dicts = [s.to_dict(timeline=not args.no_timeline) for s in summaries]
         for d in dicts:
             d["live_at_peak"] = d["live_at_peak"][: args.top]
-        try:
-            json.dump(dicts[0] if len(dicts) == 1 else dicts, sys.stdout, indent=1)
-            print()
-        except BrokenPipeError:  # `memlab view f --json | head`: the reader left; not an error
-            sys.stderr.close()
+        json.dump(dicts[0] if len(dicts) == 1 else dicts, sys.stdout, indent=1)
+        print()  # `| head`: a closed pipe is handled once, in lab.cli
         return 0
     from lab.snapshots.text import render
 
     width = min(140, shutil.get_terminal_size((110, 30)).columns)
-    try:
-        for k, s in enumerate(summaries):
-            if k:
-                print("\n" + "═" * width + "\n")
-            print(render(s, top=args.top))
-            if not args.no_timeline:
-                print()
-                print(timeline_text(s, width=width, color=sys.stdout.isatty()))
-    except BrokenPipeError:  # `memlab view f | head`: the reader left; not an error
-        sys.stderr.close()
+    for k, s in enumerate(summaries):
+        if k:
+            print("\n" + "═" * width + "\n")
+        print(render(s, top=args.top))
+        if not args.no_timeline:
+            print()
+            print(timeline_text(s, width=width, color=sys.stdout.isatty()))
     return 0
+
+
+def _hint_per_variant_files(path: str) -> None:
+    """`memlab run 01 --snapshot p.pkl` with several variants writes p-<variant>.pkl: if p.pkl
+    itself is missing and those exist, name them instead of a bare "no such file"."""
+    p = Path(path).expanduser()
+    if p.exists():
+        return
+    siblings = sorted(p.parent.glob(f"{p.stem}-*{p.suffix}")) if p.parent.is_dir() else []
+    if siblings:
+        names = ", ".join(str(s) for s in siblings)
+        raise UsageError(f"{path}: no such file; `memlab run --snapshot {p.name}` with several "
+                         f"variants wrote one file per variant: {names} (e.g. `memlab view "
+                         f"{siblings[0]}`)")
 
 
 def timeline_text(s, width: int = 110, height: int = 20, color: bool = False) -> str:
@@ -91,9 +102,7 @@ def timeline_text(s, width: int = 110, height: int = 20, color: bool = False) ->
     def tx(v):
         return (v - x0) / scale_x
 
-    top = max(max(ys), s.reserved_peak_bytes or 0)
-    unit, div = next((u, d) for u, d in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
-                     if top >= d or d == 1)
+    unit, div = axis_unit(max(max(ys), s.reserved_peak_bytes or 0))
 
     plt.clear_figure()
     plt.plotsize(width, height)

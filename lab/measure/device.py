@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from lab.report.units import SIZE_HELP, format_bytes, parse_size  # noqa: F401  (re-exported)
+
+from .modes import choose
+
+# torch is imported inside the functions that need it: the mode rule (lab.measure.modes) and the
+# CLI's argument checks stay fast; only the GPU probe pays for the import.
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,8 @@ class GpuInfo:
 
 
 def cuda_available() -> bool:
+    import torch
+
     try:
         return torch.cuda.is_available()
     except Exception:  # a broken driver install should read as "no GPU", not crash
@@ -32,22 +37,24 @@ def cuda_available() -> bool:
 def gpu_info(index: int = 0) -> GpuInfo | None:
     if not cuda_available():
         return None
+    import torch
+
     free, total = torch.cuda.mem_get_info(index)
     return GpuInfo(torch.cuda.get_device_name(index), total, free, index)
 
 
 def set_virtual_gpu(capacity: int, index: int = 0) -> float:
     """Cap this process's CUDA allocator at `capacity` bytes; returns the fraction used."""
+    import torch
+
     total = torch.cuda.get_device_properties(index).total_memory
     fraction = min(1.0, capacity / total)
     torch.cuda.set_per_process_memory_fraction(fraction, index)
     return fraction
 
 
-def resolve_mode(mode: str, scale: str) -> str:
-    """`auto`: cuda when a GPU is present, else cpu for small scale and sim for seed scale."""
+def resolve_mode(mode: str, scale: str | None = None) -> str:
+    """The mode `mode` resolves to here (lab.measure.modes.choose is the rule; this probes)."""
     if mode != "auto":
         return mode
-    if cuda_available():
-        return "cuda"
-    return "cpu" if scale == "small" else "sim"
+    return choose(mode, scale, gpu=cuda_available()).mode

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from lab.measure.result import RunResult
+from lab.report.rows import FIRST, row_of, with_deltas
 from lab.runner.protocol import RunRequest
 
 from .techniques import Techniques
@@ -103,13 +104,11 @@ class Comparison:
 
 
 def rows_for(results: list[RunResult], items_per_step: int, unit: str) -> list[Row]:
-    base = results[0] if results and results[0].ok else None
+    # Δ by lab.report's one rule: the first combination is the baseline, both must be ok
+    deltas = with_deltas([row_of(r) for r in results], rule=FIRST)
     rows = []
-    for r in results:
-        delta = frac = None
-        if base is not None and r is not base and r.ok:
-            delta = r.peak.bytes - base.peak.bytes
-            frac = delta / base.peak.bytes if base.peak.bytes else None
+    for r, d in zip(results, deltas):
+        delta, frac = d.delta_bytes, d.delta_frac
         tput = items_per_step / r.step_time_s if r.step_time_s else None
         a = r.allocator
         rows.append(Row(r.variant, r.status, r.peak.bytes, delta, frac, r.step_time_s, tput, unit,

@@ -1,49 +1,26 @@
-"""Comparison and fit tables as plain text (headless: the plots live in lab.export)."""
+"""Comparison and fit tables as plain text or Markdown (headless: the plots live in lab.export).
+
+Units, tables and the Δ-vs-baseline rule are lab.report's (compare: the first combination is
+the baseline); this module only chooses the columns.
+"""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
+
+from lab.report import (DASH, FIRST, Row, delta_text, format_bytes, number, peak_text,
+                        provenance, provenance_of, status_text, step_text, table, with_deltas)
 
 from .compare import Comparison
 from .fit import FitResult
 
-GB = 1e9
+# lab.tui still imports this name; the `app` branch moves it to lab.report.format_bytes
+gb = format_bytes
 
 
-def gb(n: int | float | None) -> str:
-    """Display only: GB (10**9) for big numbers, MB/kB below (say which, as the lab does)."""
-    if n is None:
-        return "—"
-    a = abs(n)
-    if a >= 0.1 * GB:
-        return f"{n / GB:,.3f} GB"
-    if a >= 1e6:
-        return f"{n / 1e6:,.2f} MB"
-    if a >= 1e3:
-        return f"{n / 1e3:,.1f} kB"
-    return f"{int(n)} B"
-
-
-def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None,
-          markdown: bool = False) -> str:
-    right = right if right is not None else set(range(1, len(headers)))
-    if markdown:
-        def esc(c):
-            return str(c).replace("|", "\\|")
-        sep = ["---:" if i in right else "---" for i in range(len(headers))]
-        lines = [headers, sep] + rows
-        return "\n".join("| " + " | ".join(esc(c) for c in r) + " |" for r in lines)
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-
-    def fmt(row):
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
-                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-
-    return "\n".join([fmt(headers), "  ".join("─" * w for w in widths)] + [fmt(r) for r in rows])
-
-
-def _rate(v: float | None, unit: str) -> str:
-    if v is None:
-        return "—"
-    return f"{v:,.0f}" if v >= 100 else f"{v:,.2f}"
+def _rows(c: Comparison) -> list[Row]:
+    return with_deltas([Row(r.combo, r.status, r.peak_bytes, step_time_s=r.step_time_s,
+                            mode=c.mode, scale=c.scale) for r in c.rows], rule=FIRST)
 
 
 def comparison_table(c: Comparison, markdown: bool = False) -> str:
@@ -51,33 +28,33 @@ def comparison_table(c: Comparison, markdown: bool = False) -> str:
     headers = ["combination", "status", "peak", "Δ vs baseline", "step time", f"{c.unit}/s"]
     if cuda:
         headers += ["allocator peak", "reserved peak"]
-    rows = []
-    for k, r in enumerate(c.rows):
-        if k == 0:
-            delta = "(baseline)"
-        elif r.delta_bytes is None:
-            delta = "—"
-        else:
-            sign = "+" if r.delta_bytes >= 0 else "-"
-            delta = sign + gb(abs(r.delta_bytes)) + (f" ({r.delta_frac:+.0%})"
-                                                     if r.delta_frac is not None else "")
-        step = "—" if r.step_time_s is None else f"{r.step_time_s * 1000:,.1f} ms"
-        row = [r.combo, r.status, gb(r.peak_bytes), delta, step, _rate(r.throughput, c.unit)]
+    body = []
+    for r, row in zip(c.rows, _rows(c)):
+        cells = [r.combo, status_text(r.status), peak_text(row), delta_text(row), step_text(row),
+                 number(r.throughput, digits=3) if r.throughput is not None else DASH]
         if cuda:
-            row += [gb(r.allocator_peak_bytes), gb(r.reserved_peak_bytes)]
-        rows.append(row)
-    out = table(headers, rows, right=set(range(2, len(headers))), markdown=markdown)
+            cells += [format_bytes(r.allocator_peak_bytes), format_bytes(r.reserved_peak_bytes)]
+        body.append(cells)
+    out = table(headers, body, right=set(range(2, len(headers))), markdown=markdown)
     errors = [f"{r.combo}: {r.error}" for r in c.rows if r.error]
     if errors:
         out += "\n" + "\n".join(("- " if markdown else "  ") + e for e in errors)
     return out
 
 
+def comparison_source(c: Comparison) -> str:
+    """Where the comparison's numbers came from (its results, or its mode when they are gone)."""
+    if c.results:
+        return provenance_of(c.results)
+    return provenance(SimpleNamespace(mode=c.mode, scale=c.scale, torch_version="",
+                                      device=SimpleNamespace(name="CUDA GPU")))
+
+
 def comparison_header(c: Comparison) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in c.sizes.items())
     timed = ("step time from an untracked pass" if c.mode != "sim"
              else "sim: exact bytes, no timings")
-    return f"{c.workload} · {c.mode} · {c.scale} · {sizes} · {timed}"
+    return f"{c.workload} · {comparison_source(c)} · {sizes} · {timed}"
 
 
 def fit_table(results: list[FitResult], markdown: bool = False) -> str:
@@ -95,12 +72,12 @@ def fit_table(results: list[FitResult], markdown: bool = False) -> str:
                 batch = "≥ " + batch
         else:
             batch = {"none-fits": "none fits", "error": "error"}.get(r.status, r.status)
-        row = [r.combo, batch, gb(r.peak_bytes), gb(r.margin_bytes), gb(r.next_peak_bytes),
-               str(r.probes)]
+        row = [r.combo, batch, format_bytes(r.peak_bytes), format_bytes(r.margin_bytes),
+               format_bytes(r.next_peak_bytes), str(r.probes)]
         if confirmed:
-            cuda = "—" if r.cuda_status is None else (
+            cuda = DASH if r.cuda_status is None else (
                 f"ok at {r.cuda_micro_batch:,}" if r.cuda_status == "ok" else r.cuda_status)
-            row += [cuda, gb(r.cuda_reserved_bytes), gb(r.cuda_margin_bytes)]
+            row += [cuda, format_bytes(r.cuda_reserved_bytes), format_bytes(r.cuda_margin_bytes)]
         rows.append(row)
     out = table(headers, rows, right=set(range(1, len(headers))), markdown=markdown)
     notes = [f"{r.combo}: {n}" for r in results for n in r.notes] + \
@@ -110,4 +87,4 @@ def fit_table(results: list[FitResult], markdown: bool = False) -> str:
     return out
 
 
-__all__ = ["comparison_header", "comparison_table", "fit_table", "gb", "table"]
+__all__ = ["comparison_header", "comparison_source", "comparison_table", "fit_table", "gb"]

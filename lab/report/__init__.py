@@ -1,5 +1,52 @@
-"""The display layer: headless and torch-free. Units, tables and result rows for the CLI, the
-exports, `memlab dev cite` and the app's tables — one policy, one place.
+"""The display layer: headless and torch-free (it imports nothing of `lab` but itself). Units,
+tables, result rows and provenance labels for the CLI, the exports, `memlab dev cite`, the text
+reports and the app's tables — one policy, one place.
 
-    units     bytes -> "12.24 GB" (one GB/GiB policy), deltas, percentages; "16GiB" -> bytes
+units (lab.report.units) — the unit policy is written in its docstring:
+    format_bytes(n, unit="auto", digits=2)  12_243_000_000 -> "12.24 GB"; 65_500 -> "65.50 kB";
+                                            4 -> "4 B"; None -> "—"; never scientific notation
+    signed_bytes(d)                         "+1.20 GB", "−800.00 kB", "±0 B"
+    percent(frac)                           "+25%", "−18%", "+2.7%", "+0.0026%"
+    exact_bytes(n), signed_exact_bytes(d)   "2,000,200,000 B", "+512 B" (checks, to the byte)
+    capacity(n)                             16 GiB -> "17.18 GB (16 GiB)"
+    seconds(s), number(v), metric(name, v)  "366.6 ms"; 26950.3 -> "26,950"; bytes metrics as bytes
+    axis_unit(top)                          ("GB", 1e9) for a plot axis whose largest value is top
+    parse_size(text), SIZE_HELP             "16GiB" -> 17179869184 (ValueError names what is accepted)
+
+tables (lab.report.tables):
+    table(headers, rows, right=None, markdown=False)   aligned text or Markdown; never cut;
+                                                       number columns right-aligned (auto)
+    key_values(pairs)                                  "name  value" lines
+
+rows (lab.report.rows) — ONE Δ-vs-baseline rule (see its docstring):
+    Row(name, status, peak_bytes, peak_phase, step_time_s, mode, scale, ...)   frozen
+    result_rows(results, rule=NAMED|FIRST) -> [Row]    NAMED: the variant "baseline" (lessons);
+                                                       FIRST: the first row (compare)
+    with_deltas(rows, rule), difference(a, b)          Δ only when both ran ok
+    peak_text(row) "OOM after 2.20 GB", delta_text(row) "(baseline)" | "−2.00 MB (−5%)" | "—",
+    step_text(row), status_text(status), vs_text(d, frac), reference_cells(row, recorded_row)
+    comparison_table(rows, references=None, reference_label="H200", markdown=False)
+    check_cells(check, run_status), checks_table(checks, run_status)  "not reached (OOM)"
+
+provenance (lab.report.provenance):
+    provenance(result, recorded=False)  "recorded on an NVIDIA H200 (torch 2.11, transformers 5.17)"
+                                        | "your GPU (<name>)" | "your CPU (small scale)"
+                                        | "simulated (full scale, torch 2.13)"
+    provenance_of(results, recorded)    the shared label of several results
+    version_note(recordings, torch=, transformers=)   one sentence when versions differ, or None
 """
+
+from .provenance import provenance, provenance_of, short_version, version_note
+from .rows import (FIRST, NAMED, Row, check_cells, checks_table, comparison_table, delta_text,
+                   difference, peak_text, result_rows, row_of, status_text, step_text, vs_text,
+                   with_deltas)
+from .tables import key_values, table
+from .units import (DASH, SIZE_HELP, axis_unit, capacity, exact_bytes, format_bytes, metric,
+                    number, parse_size, percent, seconds, signed_bytes, signed_exact_bytes)
+
+__all__ = ["DASH", "FIRST", "NAMED", "Row", "SIZE_HELP", "axis_unit", "capacity", "check_cells",
+           "checks_table", "comparison_table", "delta_text", "difference", "exact_bytes",
+           "format_bytes", "key_values", "metric", "number", "parse_size", "peak_text", "percent",
+           "provenance", "provenance_of", "result_rows", "row_of", "seconds", "short_version",
+           "signed_bytes", "signed_exact_bytes", "status_text", "step_text", "table",
+           "version_note", "vs_text", "with_deltas"]

@@ -1,13 +1,19 @@
 """Sizes in and out: "16GiB" -> bytes, bytes -> "2.00 GB". No torch import (the CLI starts fast).
 
 The unit policy (one for app, CLI, exports and viewer): memory is shown in decimal units, GB =
-10**9 bytes (the seed documents' unit), stepping down to MB / kB / B for small numbers, never in
-scientific notation. GiB appears only where PyTorch's own text is quoted (its OOM message) and
-where a capacity was given in GiB (a "16 GiB" virtual GPU is shown as "17.18 GB (16 GiB)").
+10**9 bytes (the seed documents' unit), stepping down to MB / kB / B for small numbers (and up
+to TB), never in scientific notation and never cut. GiB appears only where PyTorch's own text is
+quoted (its OOM message, as it is) and where a capacity was given in GiB: a "16 GiB" virtual GPU
+is shown as "17.18 GB (16 GiB)" by `capacity()`.
+
+Differences carry their sign ("+1.20 GB", "−800.00 kB", "±0 B"; the minus is U+2212, as wide as
+the plus in a terminal), percentages too ("−18%", "+2.7%", "+0.0026%"). Exact byte counts (what a
+check compares) are written out with separators: "2,000,200,000 B".
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {
@@ -18,6 +24,10 @@ _UNITS = {
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 SIZE_HELP = "a size such as 16GiB, 8GB, 512MiB or 1000000 (bytes)"
+MINUS = "\u2212"
+DASH = "—"  # a value that does not exist (not measured, not applicable): never shown as 0
+_STEPS = ((10**12, "TB"), (10**9, "GB"), (10**6, "MB"), (10**3, "kB"))
+_FIXED = {"TB": 10**12, "GB": 10**9, "MB": 10**6, "kB": 10**3, "GiB": 2**30, "MiB": 2**20}
 
 
 def parse_size(text: str) -> int:
@@ -32,16 +42,128 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
-def format_bytes(n: int | float | None, unit: str = "auto") -> str:
-    """Display only. GB = 10**9 (the seeds' unit); GiB = 2**30 (what nvidia-smi and PyTorch print)."""
+def format_bytes(n: int | float | None, unit: str = "auto", digits: int = 2) -> str:
+    """Bytes -> '12.24 GB', '44.02 MB', '65.50 kB', '4 B' (decimal units, `digits` decimals).
+
+    `unit` fixes the unit ("GB", "MB", "kB", "TB"; "GiB"/"MiB" only to quote PyTorch or a GiB
+    capacity). Negative numbers get a real minus. None -> '—'.
+    """
     if n is None:
-        return "—"
-    if unit == "GB":
-        return f"{n / 1e9:.2f} GB"
-    if unit == "GiB":
-        return f"{n / 2**30:.2f} GiB"
+        return DASH
+    sign = MINUS if n < 0 else ""
     a = abs(n)
-    for div, name in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+    if unit != "auto":
+        if unit not in _FIXED:
+            raise ValueError(f"unknown unit {unit!r}; use auto, {', '.join(_FIXED)}")
+        return f"{sign}{a / _FIXED[unit]:,.{digits}f} {unit}"
+    for k, (div, name) in enumerate(_STEPS):
         if a >= div:
-            return f"{n / div:.2f} {name}"
-    return f"{int(n)} B"
+            value = round(a / div, digits)
+            if value >= 1000 and k > 0:  # 999.999 MB rounds to 1000.00 MB: say 1.00 GB
+                div, name = _STEPS[k - 1]
+                value = a / div
+            return f"{sign}{value:,.{digits}f} {name}"
+    return f"{sign}{round(a):,} B"
+
+
+def signed_bytes(n: int | float | None, digits: int = 2) -> str:
+    """A difference: '+1.20 GB', '−800.00 kB', '±0 B'."""
+    if n is None:
+        return DASH
+    if n == 0:
+        return "±0 B"
+    return ("+" if n > 0 else MINUS) + format_bytes(abs(n), digits=digits)
+
+
+def exact_bytes(n: int | None) -> str:
+    """'2,000,200,000 B': what checks compare, to the byte."""
+    return DASH if n is None else f"{int(n):,} B".replace("-", MINUS)
+
+
+def signed_exact_bytes(n: int | None) -> str:
+    if n is None:
+        return DASH
+    return "±0 B" if n == 0 else ("+" if n > 0 else MINUS) + f"{abs(int(n)):,} B"
+
+
+def percent(frac: float | None, signed: bool = True) -> str:
+    """0.25 -> '+25%'; -0.18 -> '−18%'; 0.027 -> '+2.7%'; 2.56e-5 -> '+0.0026%'; 0 -> '±0%'.
+
+    Whole percents from 9.5 % on, one decimal down to 0.1 %, then two significant digits (never
+    '+0%' for a difference that is not zero, never scientific notation)."""
+    if frac is None or (isinstance(frac, float) and math.isnan(frac)):
+        return DASH
+    p = abs(frac) * 100
+    if p == 0:
+        return "±0%" if signed else "0%"
+    if p >= 9.5:
+        text = f"{p:,.0f}"
+    elif p >= 0.1:
+        text = f"{p:.1f}"
+    elif p >= 1e-6:
+        text = f"{p:.{1 - math.floor(math.log10(p))}f}"
+    else:
+        text = "<0.000001"
+    sign = ("+" if frac > 0 else MINUS) if signed else ""
+    return f"{sign}{text}%"
+
+
+def capacity(n: int | None) -> str:
+    """A GPU size: '17.18 GB (16 GiB)' when it is a whole number of GiB (or MiB), else '3.00 GB'."""
+    if n is None:
+        return DASH
+    for div, name in ((2**30, "GiB"), (2**20, "MiB")):
+        if n >= div and n % div == 0:
+            return f"{format_bytes(n)} ({n // div:,} {name})"
+    return format_bytes(n)
+
+
+def seconds(s: float | None) -> str:
+    """'12 µs', '366.6 ms', '2.35 s', '1 min 05 s'."""
+    if s is None:
+        return DASH
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1e3:.1f} ms"
+    if s < 60:
+        return f"{s:.2f} s"
+    m, rest = divmod(round(s), 60)
+    return f"{m} min {rest:02d} s"
+
+
+def number(v: float | int | None, digits: int = 4) -> str:
+    """A plain number without scientific notation: 26950.3 -> '26,950'; 3.03812 -> '3.038'."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return DASH
+    if isinstance(v, bool):
+        return str(v)
+    a = abs(v)
+    if a >= 10 ** (digits - 1) or float(v).is_integer():
+        return f"{v:,.0f}".replace("-", MINUS)
+    decimals = max(0, digits - 1 - math.floor(math.log10(a)))
+    text = f"{v:,.{min(decimals, 12)}f}"
+    return (text.rstrip("0").rstrip(".") if "." in text else text).replace("-", MINUS)
+
+
+def is_bytes_metric(name: str) -> bool:
+    """Experiment metrics that are byte counts ('parameter_bytes', 'reserved_free', ...)."""
+    return "bytes" in name or name.split("_")[0] in ("allocated", "reserved", "nvml")
+
+
+def metric(name: str, v: float | int | None, digits: int = 2) -> str:
+    """An experiment's metric by its name: bytes as bytes, everything else as a plain number."""
+    return format_bytes(v, digits=digits) if is_bytes_metric(name) else number(v)
+
+
+def axis_unit(top: int | float) -> tuple[str, float]:
+    """(name, divisor) for a plot axis whose largest value is `top` bytes: GB, MB, kB or B."""
+    for div, name in _STEPS[1:]:
+        if abs(top) >= 0.1 * div:
+            return name, float(div)
+    return "B", 1.0
+
+
+__all__ = ["DASH", "MINUS", "SIZE_HELP", "axis_unit", "capacity", "exact_bytes", "format_bytes",
+           "is_bytes_metric", "metric", "number", "parse_size", "percent", "seconds",
+           "signed_bytes", "signed_exact_bytes"]

@@ -5,19 +5,13 @@ No plotting here (this package stays headless); `lab.commands.view` adds the plo
 
 from __future__ import annotations
 
+from lab.report import format_bytes, table
+
 from .summary import SnapshotSummary
 
-GIB = 2**30
-
-
-def gib(n: int | None) -> str:
-    if n is None:
-        return "—"
-    if abs(n) < 2**20:
-        return f"{n / 2**10:,.1f} KiB"
-    if abs(n) < GIB:
-        return f"{n / 2**20:,.1f} MiB"
-    return f"{n / GIB:,.2f} GiB"
+# lab.tui still imports this name; the `app` branch moves it to lab.report.format_bytes. Sizes
+# follow the one unit policy (GB = 10**9, stepping down); PyTorch's own OOM text is quoted as is.
+gib = format_bytes
 
 
 def when(s: SnapshotSummary, x: int | None) -> str:
@@ -26,17 +20,6 @@ def when(s: SnapshotSummary, x: int | None) -> str:
     if s.x_unit == "us":
         return f"{(x - s.start_us) / 1e6:,.3f} s"
     return f"#{x:,}"
-
-
-def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> str:
-    right = right if right is not None else set(range(1, len(headers)))
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-
-    def fmt(row):
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
-                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
-
-    return "\n".join([fmt(headers), "  ".join("─" * w for w in widths)] + [fmt(r) for r in rows])
 
 
 def _frame_line(f: dict) -> str:
@@ -61,12 +44,12 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
     out.append(head)
     if s.source == "pytorch-snapshot" and s.events:
         span = when(s, s.end_us)
-        out.append(f"recorded span {span} · allocated at the start {gib(s.start_bytes)}, at the "
-                   f"end {gib(s.end_bytes)} · reserved: peak {gib(s.reserved_peak_bytes)}, end "
-                   f"{gib(s.reserved_end_bytes)}")
+        out.append(f"recorded span {span} · allocated at the start {format_bytes(s.start_bytes)}, at the "
+                   f"end {format_bytes(s.end_bytes)} · reserved: peak {format_bytes(s.reserved_peak_bytes)}, end "
+                   f"{format_bytes(s.reserved_end_bytes)}")
     guess = " (guess from the stack)" if s.guessed else ""
     out.append("")
-    out.append(f"peak {gib(s.peak_bytes)} allocated ({s.peak_bytes:,} B) at "
+    out.append(f"peak {format_bytes(s.peak_bytes)} allocated ({s.peak_bytes:,} B) at "
                f"{when(s, s.peak_time_us)}" + (f", entry #{s.peak_index:,}" if s.peak_index >= 0
                                                and s.x_unit == "us" else "")
                + f" · phase{guess}: {s.peak_phase or '—'}")
@@ -78,19 +61,19 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
         total = s.peak_bytes or 1
         out.append("")
         out.append(f"live at the peak: {s.live_count:,} blocks — grouped by first user frame")
-        rows = [[g["where"], gib(g["bytes"]), f"{g['count']:,}", f"{g['bytes'] / total:.0%}"]
+        rows = [[g["where"], format_bytes(g["bytes"]), f"{g['count']:,}", f"{g['bytes'] / total:.0%}"]
                 for g in s.groups[:top]]
-        out.append(table(["where", "bytes", "blocks", "share"], rows))
+        out.append(table(["where", "bytes", "blocks", "share"], rows, right={1, 2, 3}))
     if s.by_phase:
         out.append("")
-        out.append(f"by phase{guess}: " + ", ".join(f"{k} {gib(v)}" for k, v in s.by_phase.items()))
+        out.append(f"by phase{guess}: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in s.by_phase.items()))
     if s.by_category:
         label = "by category (guess from the phase)" if s.guessed else "by category"
-        out.append(f"{label}: " + ", ".join(f"{k} {gib(v)}" for k, v in s.by_category.items()))
+        out.append(f"{label}: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in s.by_category.items()))
     if s.live_at_peak:
         out.append("")
         out.append("largest blocks live at the peak")
-        rows = [[gib(a.bytes), when(s, a.time_us), a.phase, a.category, a.where]
+        rows = [[format_bytes(a.bytes), when(s, a.time_us), a.phase, a.category, a.where]
                 for a in s.live_at_peak[:top]]
         out.append(table(["bytes", "allocated", "phase", "category", "where"], rows,
                          right={0, 1}))
@@ -98,9 +81,9 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
         out.append("")
         out.append(f"out-of-memory events: {len(s.ooms)}")
         for o in s.ooms[:top]:
-            free = f", {gib(o.device_free_bytes)} free on the device" \
+            free = f", {format_bytes(o.device_free_bytes)} free on the device" \
                 if o.device_free_bytes is not None else ""
-            msg = o.message or f"requested {gib(o.requested_bytes)}{free}"
+            msg = o.message or f"requested {format_bytes(o.requested_bytes)}{free}"
             out.append(f"  at {when(s, o.time_us)}: {msg} — {o.where}")
     if len(s.bands) > 1:
         out.append("")
@@ -113,4 +96,4 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
     return "\n".join(out)
 
 
-__all__ = ["gib", "render", "table", "when"]
+__all__ = ["gib", "render", "when"]

@@ -35,7 +35,8 @@ def _comparison() -> Comparison:
 def test_markdown_comparison_has_table_and_plots():
     md = markdown(_comparison())
     assert md.startswith("# Playground: mlp")
-    assert "| bf16+ckpt | ok | 1.20 MB | -800.0 kB (-40%) | 150.0 ms | 1,707 |" in md
+    assert "| bf16+ckpt | ok | 1.20 MB | −800.00 kB (−40%) | 150.0 ms | 1,707 |" in md
+    assert "mlp · your CPU (small scale) ·" in md  # where the numbers came from
     assert md.count("```text") == 2  # the overlaid timelines and the trade-off chart
     assert "● bf16+ckpt" in md and "peak memory vs step time" in md
     assert "- a note" in md
@@ -44,8 +45,11 @@ def test_markdown_comparison_has_table_and_plots():
 def test_markdown_results():
     md = markdown([_result("baseline", 2_000_000), _result("no_grad", 1_000_000)], title="Lesson 01")
     assert md.startswith("# Lesson 01") and "## no_grad" in md
-    assert "| weights | 1,000,000 | 1,000,000 | 1.0000 | tracked tensors |" in md
-    assert "(-50%)" in md
+    assert "| weights | 1,000,000 B | 1,000,000 B | none | tracked tensors |" in md
+    assert "| no_grad | ok | 1.00 MB | −1.00 MB (−50%) | forward 1 |" in md
+    assert "Numbers: your CPU (small scale)." in md
+    # lesson results sit beside the H200 recordings, compared only at the same scale
+    assert "H200 columns: recorded on an NVIDIA H200" in md and "other scale (seed)" in md
 
 
 def test_tradeoff_plot_explains_sim():

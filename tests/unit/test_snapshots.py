@@ -294,7 +294,7 @@ def test_cli_view_json_and_text(tmp_path, capsys):
     assert d["events"] == 15 and d["peak"]["bytes"] == EXPECTED_PEAK
     assert len(d["live_at_peak"]) == 3 and d["peak"]["phase"] == "optimizer step"
     code, out, err = _cli("view", str(p), capsys=capsys)
-    assert code == 0 and "peak 4.8 MiB" in out and "u/train.py:41 main" in out
+    assert code == 0 and "peak 4.99 MB" in out and "u/train.py:41 main" in out
     assert "out-of-memory events: 1" in out
 
 
