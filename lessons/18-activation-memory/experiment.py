@@ -8,9 +8,9 @@ count each *storage* once (q, k and v can be views of one buffer) and skip the p
 Two things the pack hook must not do:
   * keep the tensor alive itself: we store only the storage's id (an int) and its size;
   * return the tensor as it came: a saved *output* carries its grad_fn, which holds the packed
-    value, which holds the tensor again — a reference cycle that outlives the step whenever
-    backward never runs (evaluation). `t.detach()` is the same storage without the grad_fn,
-    which is all backward needs from it.
+    value, which holds the tensor again — a reference cycle whenever backward never runs
+    (evaluation), through autograd's C++ nodes, so even gc.collect() cannot free it.
+    `t.detach()` is the same storage without the grad_fn, which is all backward needs.
 
 Attention: SDPA picks its kernel (`torch.nn.attention.sdpa_kernel` forces one). The fused
 kernels (flash, memory-efficient, cuDNN, the CPU flash kernel) save q, k, v, the output and a
