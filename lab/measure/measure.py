@@ -98,7 +98,13 @@ def measure_variant(
     torch.manual_seed(0)
     tracker = TensorTracker(capacity=None if mode == "cuda" else gpu_memory,
                             device_type="cuda" if mode == "cuda" else None)
-    recorder = cuda_mod.MemoryRecorder() if mode == "cuda" and record_history else None
+    # A lesson that teaches `_record_memory_history` records it itself (scale parameter
+    # `memory_history = "experiment"`): a second recorder would clash with it (one ring per
+    # process; its `enabled=None` clears the lab's entries), so the lab's stays off and the
+    # experiment hands its snapshot over with `run.keep_snapshot(...)`.
+    own_history = params.get("memory_history") == "experiment"
+    recorder = (cuda_mod.MemoryRecorder() if mode == "cuda" and record_history and not own_history
+                else None)
     phase_us: list[tuple[str, int]] = []
 
     def on_phase(name: str) -> None:
@@ -126,7 +132,8 @@ def measure_variant(
         sampler.stopped.set()
     trace = tracker.close()
     gc.collect()
-    if profile_path and mode != "cuda":
+    kept, session.kept_snapshot = session.kept_snapshot, None
+    if profile_path and mode != "cuda" and kept is None:
         # cpu/sim: the tracker's trace, written in the snapshot format memory_viz reads
         save_snapshot(trace_to_snapshot(trace), profile_path)
         result.profile_path = profile_path
@@ -135,9 +142,11 @@ def measure_variant(
     if recorder:
         snap = recorder.snapshot()
         recorder.stop()
-        if profile_path:
-            cuda_mod.save_profile(snap, profile_path)
-            result.profile_path = profile_path
+    elif kept is not None:  # the experiment's own recording (memory_history = "experiment")
+        snap = kept
+    if snap is not None and profile_path:
+        save_snapshot(snap, profile_path)
+        result.profile_path = profile_path
 
     result.phases = build_phases(session.phases, trace)
     result.timeline = build_timeline(trace)

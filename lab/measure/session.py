@@ -68,6 +68,7 @@ class Session:
         self._cuda_stats = cuda_stats
         self._on_phase = on_phase
         self._current: PhaseRecord | None = None
+        self.kept_snapshot: dict | None = None  # see keep_snapshot
         # phases whose allocator blocks are diffed (cuda): only those a lesson checks, since a
         # memory_snapshot() walks every segment and is too slow to take at every boundary
         self._block_phases = block_phases or set()
@@ -150,6 +151,12 @@ class Session:
         """Record a number the lesson reports (a loss, a gradient difference, tokens/s)."""
         if value is not None:
             self.metrics[name] = float(value)
+
+    def keep_snapshot(self, snapshot: dict | None) -> None:
+        """Hand the lab a memory snapshot this experiment made itself (a lesson that records the
+        allocator history on its own: scale parameter `memory_history = "experiment"`). On CUDA
+        the lab draws its allocator timeline from it; `--snapshot FILE` saves it in any mode."""
+        self.kept_snapshot = snapshot
 
     def note(self, text: str) -> None:
         self.notes.append(text)

@@ -17,6 +17,8 @@ EXPECTED = {  # issue 2 (01-02) and issue 4 (03-15): exactly this list, in this 
     "07": "gradient-accumulation", "08": "logging-the-loss", "09": "zero-grad-set-to-none",
     "10": "caching-allocator", "11": "optimizer-state", "12": "batch-size-utilization",
     "13": "out-of-memory", "14": "reference-cycles", "15": "frameworks-lightning",
+    # issue 12 (course part 2)
+    "16": "reading-snapshots", "17": "logits-peak", "18": "activation-memory",
 }
 
 

@@ -14,6 +14,8 @@ LESSONS = load_course().lessons
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda l: l.key)
 def test_every_variant_has_a_recorded_cuda_run(lesson):
     for v in lesson.variants:
+        if v.name in lesson.pending:  # not recorded yet, and lesson.toml says so (dev check warns)
+            continue
         path = REFERENCE_DIR / lesson.id / f"{v.name}.json"
         assert path.is_file(), f"no H200 run recorded for {lesson.key}/{v.name}"
         res = RunResult.from_dict(json.loads(path.read_text()))
