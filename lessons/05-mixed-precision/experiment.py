@@ -1,4 +1,4 @@
-"""Lesson 05: mixed precision — fp32 vs autocast bf16 vs autocast fp16 + GradScaler.
+"""Lesson 05: mixed precision — fp32 vs autocast bf16 vs autocast fp16 + GradScaler vs pure bf16.
 
 The training step (lab/experiments/train.py) does, for bf16 / fp16:
 
@@ -8,11 +8,17 @@ The training step (lab/experiments/train.py) does, for bf16 / fp16:
     scaler.scale(loss).backward()   # fp16 only, CUDA only: torch.amp.GradScaler("cuda")
     scaler.step(optimizer); scaler.update()
 
-The weights, their gradients and the optimizer state stay fp32 in all three variants: autocast
-casts copies of the weights for each matmul; it does not convert the model.
+The weights, their gradients and the optimizer state stay fp32 in those three variants: autocast
+casts copies of the weights for each matmul (and caches them until the autocast region exits);
+it does not convert the model.
+
+pure_bf16 converts the model instead: the weights are made in bf16, so their gradients and
+AdamW's exp_avg / exp_avg_sq (zeros_like the weights) are bf16 too, and no autocast is used.
 """
 
-from lab.experiments import TrainConfig, Workload, train
+import torch
+
+from lab.experiments import TrainConfig, Workload, build_model, layout, make_optimizer, train
 
 
 def run_with(run, precision):
@@ -33,3 +39,12 @@ def bf16(run):
 
 def fp16(run):
     run_with(run, "fp16")
+
+
+def pure_bf16(run):
+    work = Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig())  # fp32 step: no autocast
+    with run.phase("model", setup=True):
+        # every parameter born in bf16; the optimizer is made after, so its state is bf16 as well
+        model = build_model(layout(run.p.layout), run.device, dtype=torch.bfloat16)
+        opt = make_optimizer(model, work.config)
+    train(run, work, run.p.steps, model=model, opt=opt)
