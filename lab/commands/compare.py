@@ -154,12 +154,12 @@ def main(args) -> int:
                        else None)
     if export_dir is not None and mode == "cuda":
         export_dir.mkdir(parents=True, exist_ok=True)
-    from lab.runner.client import SubprocessRunner
+    from lab.runner.client import default_runner
 
     if not args.json:
         print(f"▶ {w.name} · {mode} · {scale} · " + ", ".join(c.label for c in combos),
               file=sys.stderr, flush=True)
-    comparison = run_compare(plan, SubprocessRunner(),
+    comparison = run_compare(plan, default_runner(),
                              on_event=_progress(not args.json and sys.stderr.isatty()))
     if export_dir is not None:
         from lab.export import ExportError, export

@@ -17,7 +17,6 @@ from lab.commands import UsageError, gpu_memory_arg
 from lab.curriculum import Course, Lesson, load_course
 from lab.report.units import SIZE_HELP
 from lab.measure.result import RunResult
-from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
 
 
@@ -40,8 +39,10 @@ def add_parser(sub) -> None:
     p.add_argument("--save", metavar="DIR", help="save each result as DIR/<lesson-id>/<variant>.json")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="run N variants at once (cuda: one per GPU, at most the GPU count)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="run at most N variants at once (default: as many as the machine's runner "
+                        "service admits: sim/cpu by cores, cuda runs share a GPU only when their "
+                        "recorded peaks fit)")
     p.set_defaults(func=main)
 
 
@@ -148,9 +149,8 @@ def main(args) -> int:
         import torch
 
         gpus = torch.cuda.device_count()
-    if args.jobs < 1 or (mode == "cuda" and args.jobs > gpus):
-        raise UsageError(f"--jobs must be between 1 and {gpus if mode == 'cuda' else 'the cores you have'}"
-                         + (" (one worker per GPU, so timings stay fair)" if mode == "cuda" else ""))
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be 1 or more")
 
     tasks = []
     for lesson, variants in plan:
@@ -169,7 +169,7 @@ def main(args) -> int:
                 timing=not args.no_timing, timeout_s=args.timeout or lesson.timeout_s,
             )))
 
-    show_progress = not args.json and sys.stderr.isatty() and args.jobs == 1
+    show_progress = not args.json and sys.stderr.isatty()
     started = time.perf_counter()
     results = run_tasks(tasks, args.jobs, gpus, show_progress, quiet=args.json, save_dir=save_dir)
     if not args.json and not args.all:
@@ -192,38 +192,40 @@ def main(args) -> int:
     return 1 if failed else 0
 
 
-def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: bool,
+def run_tasks(tasks: list, jobs: int | None, gpus: int, show_progress: bool, quiet: bool,
               save_dir: Path | None = None) -> list[RunResult]:
-    """Run every (lesson, request), `jobs` at a time; with several GPUs each worker gets its own
-    (CUDA_VISIBLE_DEVICES), so no two measurements share a device. Results keep task order."""
-    import queue
-    from concurrent.futures import ThreadPoolExecutor
+    """Run every (lesson, request) through the one run loop (lab.runner.loop), `jobs` at a time;
+    None: as many as the runner takes (the runner service's queue then places them: one GPU
+    each, or sharing one when their recorded peaks fit). Results keep task order."""
+    from lab.runner.client import default_runner
+    from lab.runner.loop import run_all
 
-    slots: queue.Queue = queue.Queue()
-    for i in range(jobs):
-        slots.put(i)
+    runner = default_runner(gpus=gpus if gpus > 1 else 0)
+    parallel = (jobs or getattr(runner, "parallel", 1)) > 1 and len(tasks) > 1
+    progress = _progress(show_progress)
 
-    def one(task):
-        lesson, req = task
-        slot = slots.get()
-        try:
-            env = {"CUDA_VISIBLE_DEVICES": str(slot)} if gpus > 1 else {}
-            if not quiet:
-                print(f"▶ {lesson.key} {lesson.id} · {req.variant} · {req.mode} · {req.scale}",
-                      file=sys.stderr, flush=True)
-            res = SubprocessRunner(extra_env=env).run(req, on_event=_progress(show_progress))
-            if not quiet and jobs > 1:
-                print(f"  {lesson.key} {req.variant}: {res.status}", file=sys.stderr, flush=True)
-            if save_dir is not None:  # as each finishes: a long --all keeps what it measured
-                out = save_dir / lesson.id / f"{req.variant}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
-            return res
-        finally:
-            slots.put(slot)
+    def on_event(i: int, msg: dict) -> None:
+        lesson, req = tasks[i]
+        kind = msg.get("type")
+        if not quiet and kind == ("started" if parallel else "queued"):
+            print(f"▶ {lesson.key} {lesson.id} · {req.variant} · {req.mode} · {req.scale}",
+                  file=sys.stderr, flush=True)
+        if show_progress and kind == "status":
+            print(f"    · {lesson.key} {req.variant}: {msg['text']}", file=sys.stderr, flush=True)
+        if not parallel:
+            progress(msg)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, tasks))
+    def on_result(i: int, res: RunResult) -> None:
+        lesson, req = tasks[i]
+        if not quiet and parallel:
+            print(f"  {lesson.key} {req.variant}: {res.status}", file=sys.stderr, flush=True)
+        if save_dir is not None:  # as each finishes: a long --all keeps what it measured
+            out = save_dir / lesson.id / f"{req.variant}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
+
+    return run_all(runner, [req for _, req in tasks], jobs=jobs, on_event=on_event,
+                   on_result=on_result)
 
 
 def _atomic_write(path: Path, text: str) -> None:

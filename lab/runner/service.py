@@ -1,0 +1,296 @@
+"""The runner service: one per user and machine, shared by the app, the CLI and served labs.
+
+    python -m lab.runner.service [--detach] [--idle S] [--spares N]
+
+Started on demand by `remote.connect()` (detached: its own session, a log in the state dir),
+found through its Unix socket; it holds a file lock for its whole life, so a second one exits at
+once. It owns the warm worker pool and the machine's admission (a fair queue per GPU, CPU runs
+by cores), and goes away after `--idle` seconds without a run. Torch-free: it never imports
+torch, never touches CUDA, and spawns workers with fork+exec only.
+
+One connection, one JSON line in: {"op": "run", "proto", "request", "python", "root", "env",
+"client"} | {"op": "ping"} | {"op": "state"} | {"op": "shutdown"}. For a run the service answers
+with events (its own "status" ones, then the worker's lines) and ends with
+{"type": "_end", "result": RunResult}; a line "cancel" from the client, or the client going
+away, cancels the run (waiting or running).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from .admission import Admission
+from .group import check_request, drive, free_port, rank_env
+from .paths import lock_path, pid_path, socket_path
+from .peaks import need_for
+from .pool import PoolKey, WarmPool
+from .proc import PROJECT_ROOT
+from .protocol import RunRequest, status
+from .stream import WorkerStream
+
+PROTO = 1
+IDLE_ENV, SPARES_ENV = "MEMLAB_RUNNER_IDLE_S", "MEMLAB_RUNNER_SPARES"
+log = logging.getLogger("lab.runner.service")
+
+
+class Outbox:
+    """Lines to one client, written by a thread of their own so a slow reader never stalls the
+    worker's pipe; when the backlog grows, samples (~10/s, only for the live view) are dropped."""
+
+    def __init__(self, conn: socket.socket, broken: threading.Event):
+        self.conn, self.broken = conn, broken
+        self.cond = threading.Condition()
+        self.items: list[bytes | None] = []
+        self.thread = threading.Thread(target=self._write, daemon=True)
+        self.thread.start()
+
+    def send(self, msg: dict) -> None:
+        with self.cond:
+            if msg.get("type") == "sample" and len(self.items) > 200:
+                return
+            self.items.append((json.dumps(msg, separators=(",", ":")) + "\n").encode())
+            self.cond.notify()
+
+    def close(self, timeout: float = 30.0) -> None:
+        with self.cond:
+            self.items.append(None)
+            self.cond.notify()
+        self.thread.join(timeout)
+
+    def _write(self) -> None:
+        while True:
+            with self.cond:
+                while not self.items:
+                    self.cond.wait()
+                item = self.items.pop(0)
+            if item is None:
+                return
+            try:
+                self.conn.sendall(item)
+            except OSError:
+                self.broken.set()  # the client is gone: its run is cancelled
+
+
+class Service:
+    def __init__(self, admission: Admission, gpu_ids: list[str], pool: WarmPool,
+                 idle_s: float = 600.0):
+        self.admission, self.gpu_ids, self.pool, self.idle_s = admission, gpu_ids, pool, idle_s
+        self.stopping = threading.Event()
+        self.runs: set[threading.Event] = set()  # cancel events of runs in progress
+        self.last_activity = time.monotonic()
+        self._lock = threading.Lock()
+
+    # ---- connections ------------------------------------------------------------------------
+    def serve(self, server: socket.socket) -> None:
+        server.settimeout(0.5)
+        while not self.stopping.is_set():
+            try:
+                conn, _ = server.accept()
+            except socket.timeout:
+                with self._lock:
+                    idle = not self.runs and time.monotonic() - self.last_activity > self.idle_s
+                if idle:
+                    log.info("idle for %.0f s: stopping", self.idle_s)
+                    break
+                self.pool.forget_idle_keys()
+                continue
+            except OSError:
+                break
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+        self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._lock:
+            for cancel in self.runs:
+                cancel.set()
+        self.pool.close()
+
+    def _handle(self, conn: socket.socket) -> None:
+        reader = conn.makefile("rb")
+        try:
+            self._serve_one(conn, reader)
+        except OSError:
+            pass  # the client went away
+        finally:
+            try:  # wakes the thread watching this client for "cancel"
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            reader.close()
+            conn.close()
+
+    def _serve_one(self, conn: socket.socket, reader) -> None:
+        try:
+            conn.settimeout(10)
+            msg = json.loads(reader.readline() or b"{}")
+            conn.settimeout(None)
+        except (OSError, ValueError):
+            return
+        op = msg.get("op")
+        with self._lock:
+            self.last_activity = time.monotonic()
+        if op == "ping":
+            conn.sendall(_line({"type": "pong", "pid": os.getpid(), "proto": PROTO}))
+        elif op == "state":
+            conn.sendall(_line({"type": "state", "pid": os.getpid(), "proto": PROTO,
+                                **self.admission.state(), "pool": self.pool.count()}))
+        elif op == "shutdown":
+            self.stop()
+            conn.sendall(_line({"type": "bye"}))
+        elif op == "run" and msg.get("proto") == PROTO:
+            self._run(conn, reader, msg)
+        else:
+            conn.sendall(_line({"type": "_refused", "proto": PROTO,
+                                "error": f"unknown op {op!r} or protocol {msg.get('proto')!r}"}))
+
+    def _run(self, conn: socket.socket, reader, msg: dict) -> None:
+        cancel = threading.Event()
+        out = Outbox(conn, cancel)
+        threading.Thread(target=_watch_client, args=(reader, cancel), daemon=True).start()
+        with self._lock:
+            self.runs.add(cancel)
+        try:
+            req = RunRequest.from_json_dict(msg["request"])
+            result = self._admit_and_run(req, msg, out, cancel)
+        except Exception as e:  # a bug here must not take the service (and every run) down
+            log.exception("run failed")
+            req = RunRequest.from_json_dict(msg.get("request") or {"lesson_path": "?", "variant": "?"})
+            result = WorkerStream(req).failed("error", f"the runner service failed: {type(e).__name__}: {e}")
+        finally:
+            with self._lock:
+                self.runs.discard(cancel)
+                self.last_activity = time.monotonic()
+        out.send({"type": "_end", "result": result.to_dict()})
+        out.close()
+
+    def _admit_and_run(self, req: RunRequest, msg: dict, out: Outbox, cancel: threading.Event):
+        problem = check_request(req)
+        if problem:
+            return WorkerStream(req).failed("error", problem)
+        try:
+            ticket = self.admission.submit(need_for(req), client=str(msg.get("client", "")))
+        except ValueError as e:
+            return WorkerStream(req).failed("error", str(e))
+        try:
+            admitted = self.admission.wait(
+                ticket, cancel, on_wait=lambda text, ahead: out.send(status("waiting", text, ahead=ahead)))
+            if not admitted:
+                return WorkerStream(req).failed("cancelled", "cancelled while waiting in the queue")
+            python = msg.get("python") or sys.executable
+            root = msg.get("root") or str(PROJECT_ROOT)
+            env = {k: str(v) for k, v in (msg.get("env") or {}).items() if k != "CUDA_VISIBLE_DEVICES"}
+            port = free_port() if req.ranks > 1 else 0
+            workers = []
+            for r in range(req.ranks):
+                gpu = self.gpu_ids[ticket.gpus[r]] if req.mode == "cuda" else None
+                w = self.pool.take(PoolKey(python, root, gpu))
+                where = f" on GPU {ticket.gpus[r]}" if gpu is not None else ""
+                who = f"rank {r}: " if req.ranks > 1 else ""
+                out.send(status("starting", f"{who}worker ready{where}" if w.ready.is_set() else
+                                f"{who}starting a worker{where} (importing torch)", warm=w.ready.is_set()))
+                w.send(req.to_json_dict(), {**env, **(rank_env(r, req.ranks, port) if req.ranks > 1 else {})},
+                       msg.get("cwd"))
+                workers.append(w)
+            return drive(workers, req, out.send, cancel)
+        finally:
+            self.admission.release(ticket)
+
+
+def _line(msg: dict) -> bytes:
+    return (json.dumps(msg) + "\n").encode()
+
+
+def _watch_client(reader, cancel: threading.Event) -> None:
+    """A "cancel" line, or the client going away (EOF, reset), cancels its run."""
+    try:
+        for raw in reader:
+            if raw.strip() == b"cancel":
+                break
+        # EOF: the client closed its end
+    except (OSError, ValueError):
+        pass
+    cancel.set()
+
+
+# ---- the process ------------------------------------------------------------------------------
+def _detach() -> None:
+    """Leave the client that started us: it waits for this parent, the child serves on."""
+    if os.fork():
+        os._exit(0)
+    try:
+        os.setsid()  # our own session: the client's terminal closing does not reach us
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lab.runner.service")
+    p.add_argument("--detach", action="store_true", help="fork into the background")
+    p.add_argument("--idle", type=float, default=float(os.environ.get(IDLE_ENV, 600)),
+                   help="stop after this many seconds without a run")
+    p.add_argument("--spares", type=int, default=None, help="warm workers kept ready per key")
+    args = p.parse_args(argv)
+    if args.detach:
+        _detach()  # single-threaded here, no CUDA: a plain fork is safe
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s runner[{os.getpid()}] %(levelname)s %(message)s")
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(lock_path()))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("another runner service holds %s: exiting", lock_path())
+        return 0
+    try:
+        return _serve(args)
+    finally:
+        lock.release()
+
+
+def _serve(args) -> int:
+    from .gpus import visible_gpus
+
+    path = socket_path()
+    if path.exists() or path.is_symlink():
+        path.unlink()  # we hold the lock: whatever answered there before is gone
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    os.chmod(path, 0o600)
+    server.listen(64)
+    gpus = visible_gpus()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    spares = args.spares if args.spares is not None else int(
+        os.environ.get(SPARES_ENV, 2 if cores <= 4 else 4))
+    service = Service(Admission([g.total_bytes for g in gpus], cores), [g.visible for g in gpus],
+                      WarmPool(spares), args.idle)
+    pid_path().write_text(json.dumps({"pid": os.getpid(), "socket": str(path), "proto": PROTO}))
+    log.info("serving on %s: %d GPU(s) %s, %d cores, %d spare workers per key", path, len(gpus),
+             [g.total_bytes for g in gpus], cores, spares)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: service.stopping.set())
+    service.pool.top_up(PoolKey(sys.executable, str(PROJECT_ROOT), None))  # the usual key, ahead of need
+    try:
+        service.serve(server)
+    finally:
+        server.close()
+        for p in (path, pid_path()):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+        log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
