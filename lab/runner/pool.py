@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from .proc import WorkerProc
 
@@ -26,8 +27,12 @@ class PoolKey:
 class WarmPool:
     FAILURES_BEFORE_PAUSE = 3  # warm-ups that died in a row before a key stops pre-spawning
 
-    def __init__(self, spares: int = 2, forget_after_s: float = 900.0):
+    def __init__(self, spares: int = 2, forget_after_s: float = 900.0,
+                 may_spawn: Callable[[], bool] | None = None):
+        """may_spawn: whether spares may start now. The service says no while runs hold every
+        core: a spare importing torch would slow them down, and it is only needed later."""
         self.spares = spares
+        self.may_spawn = may_spawn
         self.forget_after_s = forget_after_s
         self._idle: dict[PoolKey, list[WorkerProc]] = {}
         self._last_used: dict[PoolKey, float] = {}
@@ -66,6 +71,8 @@ class WarmPool:
 
     def top_up(self, key: PoolKey | None = None) -> None:
         """Start spares up to `spares` for `key` (or every key in use)."""
+        if self.may_spawn is not None and not self.may_spawn():
+            return  # the service tops up again once a core is free
         keys = [key] if key is not None else list(self._idle)
         for k in keys:
             with self._lock:

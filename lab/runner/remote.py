@@ -74,7 +74,7 @@ def start_service() -> None:
     if log_file.exists() and log_file.stat().st_size > 1_000_000:
         os.replace(log_file, log_file.with_suffix(".log.1"))
     with open(log_file, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "lab.runner.service", "--detach"],
+        proc = subprocess.Popen([sys.executable, "-m", "lab.runner.daemon", "--detach"],
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, cwd="/",
                                 start_new_session=True, env=worker_env(PROJECT_ROOT))
     proc.wait(timeout=30)  # the parent returns once the server has forked off

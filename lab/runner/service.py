@@ -1,12 +1,9 @@
 """The runner service: one per user and machine, shared by the app, the CLI and served labs.
 
-    python -m lab.runner.service [--detach] [--idle S] [--spares N]
-
-Started on demand by `remote.connect()` (detached: its own session, a log in the state dir),
-found through its Unix socket; it holds a file lock for its whole life, so a second one exits at
-once. It owns the warm worker pool and the machine's admission (a fair queue per GPU, CPU runs
-by cores), and goes away after `--idle` seconds without a run. Torch-free: it never imports
-torch, never touches CUDA, and spawns workers with fork+exec only.
+The process around it (lock, socket, detaching, idle exit) is `lab.runner.daemon`. The service
+owns the warm worker pool and the machine's admission (a fair queue per GPU, CPU runs by
+cores). Torch-free: it never imports torch, never touches CUDA, and spawns workers with
+fork+exec only.
 
 One connection, one JSON line in: {"op": "run", "proto", "request", "python", "root", "env",
 "client"} | {"op": "ping"} | {"op": "state"} | {"op": "shutdown"}. For a run the service answers
@@ -17,11 +14,9 @@ away, cancels the run (waiting or running).
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
-import signal
 import socket
 import sys
 import threading
@@ -29,7 +24,6 @@ import time
 
 from .admission import Admission
 from .group import check_request, drive, free_port, rank_env
-from .paths import lock_path, pid_path, socket_path
 from .peaks import need_for
 from .pool import PoolKey, WarmPool
 from .proc import PROJECT_ROOT
@@ -101,6 +95,7 @@ class Service:
                     log.info("idle for %.0f s: stopping", self.idle_s)
                     break
                 self.pool.forget_idle_keys()
+                self.pool.top_up()  # spares deferred while every core was busy
                 continue
             except OSError:
                 break
@@ -203,6 +198,7 @@ class Service:
             return drive(workers, req, out.send, cancel)
         finally:
             self.admission.release(ticket)
+            self.pool.top_up()  # a core is free again: spares deferred until now may start
 
 
 def _line(msg: dict) -> bytes:
@@ -219,78 +215,3 @@ def _watch_client(reader, cancel: threading.Event) -> None:
     except (OSError, ValueError):
         pass
     cancel.set()
-
-
-# ---- the process ------------------------------------------------------------------------------
-def _detach() -> None:
-    """Leave the client that started us: it waits for this parent, the child serves on."""
-    if os.fork():
-        os._exit(0)
-    try:
-        os.setsid()  # our own session: the client's terminal closing does not reach us
-    except OSError:
-        pass
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.runner.service")
-    p.add_argument("--detach", action="store_true", help="fork into the background")
-    p.add_argument("--idle", type=float, default=float(os.environ.get(IDLE_ENV, 600)),
-                   help="stop after this many seconds without a run")
-    p.add_argument("--spares", type=int, default=None, help="warm workers kept ready per key")
-    args = p.parse_args(argv)
-    if args.detach:
-        _detach()  # single-threaded here, no CUDA: a plain fork is safe
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format=f"%(asctime)s runner[{os.getpid()}] %(levelname)s %(message)s")
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(lock_path()))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        log.info("another runner service holds %s: exiting", lock_path())
-        return 0
-    try:
-        return _serve(args)
-    finally:
-        lock.release()
-
-
-def _serve(args) -> int:
-    from .gpus import visible_gpus
-
-    path = socket_path()
-    if path.exists() or path.is_symlink():
-        path.unlink()  # we hold the lock: whatever answered there before is gone
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(path))
-    os.chmod(path, 0o600)
-    server.listen(64)
-    gpus = visible_gpus()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    spares = args.spares if args.spares is not None else int(
-        os.environ.get(SPARES_ENV, 2 if cores <= 4 else 4))
-    service = Service(Admission([g.total_bytes for g in gpus], cores), [g.visible for g in gpus],
-                      WarmPool(spares), args.idle)
-    pid_path().write_text(json.dumps({"pid": os.getpid(), "socket": str(path), "proto": PROTO}))
-    log.info("serving on %s: %d GPU(s) %s, %d cores, %d spare workers per key", path, len(gpus),
-             [g.total_bytes for g in gpus], cores, spares)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: service.stopping.set())
-    service.pool.top_up(PoolKey(sys.executable, str(PROJECT_ROOT), None))  # the usual key, ahead of need
-    try:
-        service.serve(server)
-    finally:
-        server.close()
-        for p in (path, pid_path()):
-            try:
-                p.unlink()
-            except OSError:
-                pass
-        log.info("stopped")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -146,7 +146,7 @@ def test_one_service_per_user_a_second_one_leaves_at_once(service):
     remote.connect(start=True).close()
     first = service_pid()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "lab.runner.service"], env=env,
+    proc = subprocess.run([sys.executable, "-m", "lab.runner.daemon"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert "another runner service holds" in proc.stderr
