@@ -63,11 +63,13 @@ def scenario(name, runner, reqs, jobs):
                          for r, x in zip(results, timed)]}
 
 
-def wait_ready(n: int, timeout: float = 300.0) -> None:
+def wait_ready(timeout: float = 300.0) -> None:
     from lab.runner import remote
 
-    deadline = time.monotonic() + timeout
-    while remote.ask("state")["pool"]["ready"] < n and time.monotonic() < deadline:
+    n = remote.ask("state")["pool"]["per_key"]
+    deadline = time.monotonic() + timeout  # the spares of sim/cpu runs ("cpu" key)
+    while remote.ask("state")["pool"]["keys"].get("cpu", {}).get("ready", 0) < n and \
+            time.monotonic() < deadline:
         time.sleep(0.2)
 
 
@@ -103,14 +105,13 @@ def main(argv=None) -> int:
         if "cold" in want:
             remote.stop_service()
             out["scenarios"].append(scenario("service cold", service, reqs, 1))
-        spares = int(os.environ.get("MEMLAB_RUNNER_SPARES", 2 if (os.cpu_count() or 1) <= 4 else 4))
         if "warm" in want:
             remote.connect().close()
-            wait_ready(spares)
+            wait_ready()
             out["scenarios"].append(scenario("service warm", service, reqs, 1))
         if "parallel" in want:
             remote.connect().close()
-            wait_ready(spares)
+            wait_ready()
             out["scenarios"].append(scenario("service warm ‖", service, reqs, None))
     finally:
         remote.stop_service()

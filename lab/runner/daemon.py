@@ -81,7 +81,9 @@ def _serve(args) -> int:
              [g.total_bytes for g in gpus], cores, spares)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: service.stopping.set())
-    service.pool.top_up(PoolKey(sys.executable, str(PROJECT_ROOT), None))  # the usual key, ahead of need
+    # ahead of need: sim/cpu runs, and cuda runs on each GPU
+    for gpu in [None, *(g.visible for g in gpus)]:
+        service.pool.top_up(PoolKey(sys.executable, str(PROJECT_ROOT), gpu))
     try:
         service.serve(server)
     finally:

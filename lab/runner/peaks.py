@@ -21,13 +21,26 @@ MARGIN_BYTES = 1 << 30
 MARGIN_FRACTION = 0.05
 
 
+@lru_cache(maxsize=256)
+def _lesson_toml(path: str, mtime: float) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def lesson_toml(lesson_path: str) -> dict:
+    path = Path(lesson_path) / "lesson.toml"
+    try:
+        return _lesson_toml(str(path), path.stat().st_mtime)
+    except OSError:
+        return {}
+
+
 def lesson_id(lesson_path: str) -> str:
     """The id in lesson.toml, else the folder name without its number (05-mixed-precision)."""
-    try:
-        with open(Path(lesson_path) / "lesson.toml", "rb") as f:
-            return str(tomllib.load(f)["id"])
-    except (OSError, KeyError, tomllib.TOMLDecodeError):
-        return Path(lesson_path).name.split("-", 1)[-1]
+    return str(lesson_toml(lesson_path).get("id") or Path(lesson_path).name.split("-", 1)[-1])
 
 
 @lru_cache(maxsize=512)
@@ -57,6 +70,8 @@ def recorded_peak(req: RunRequest, root: Path | None = None) -> int | None:
 
 def need_for(req: RunRequest, root: Path | None = None) -> Need:
     if req.mode == "cuda":
+        if req.exclusive or (not req.experiment and lesson_toml(req.lesson_path).get("gpu") == "exclusive"):
+            return Need(gpus=req.ranks, cores=0, gpu_bytes=None)
         peak = recorded_peak(req, root)
         if req.gpu_memory:  # the allocator is capped there (set_per_process_memory_fraction)
             peak = min(peak, req.gpu_memory) if peak else req.gpu_memory

@@ -98,10 +98,17 @@ class WarmPool:
         for w in dropped:
             w.kill()
 
-    def count(self) -> dict[str, int]:
+    def count(self) -> dict:
+        """Spares started and ready: in all, and per GPU ("cpu": the workers of sim/cpu runs)."""
         with self._lock:
-            ws = [w for idle in self._idle.values() for w in idle]
-        return {"spares": len(ws), "ready": sum(w.ready.is_set() for w in ws)}
+            per = {k: list(ws) for k, ws in self._idle.items()}
+        keys: dict[str, dict[str, int]] = {}
+        for k, ws in per.items():
+            c = keys.setdefault("cpu" if k.gpu is None else f"gpu {k.gpu}", {"spares": 0, "ready": 0})
+            c["spares"] += len(ws)
+            c["ready"] += sum(w.ready.is_set() for w in ws)
+        return {"per_key": self.spares, "spares": sum(c["spares"] for c in keys.values()),
+                "ready": sum(c["ready"] for c in keys.values()), "keys": keys}
 
     def close(self) -> None:
         with self._lock:

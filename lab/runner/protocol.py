@@ -41,6 +41,9 @@ class RunRequest:
     # torch.distributed: one worker per rank, started like torchrun (gloo on cpu, nccl on cuda
     # with one GPU per rank); the result holds every rank in `RunResult.ranks`
     ranks: int = 1
+    # cuda: alone on its GPU(s), whatever its expected peak (whole-GPU readings such as NVML's
+    # used memory or utilisation, clean step times); a lesson says so with gpu = "exclusive"
+    exclusive: bool = False
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)

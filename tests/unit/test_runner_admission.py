@@ -156,7 +156,13 @@ def test_what_a_request_needs():
     assert capped.gpu_bytes == int(4 * GB * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
     assert need_for(RunRequest(lesson, "no_such_variant", mode="cuda")).gpu_bytes is None
     assert need_for(RunRequest("playground", "combo", mode="cuda", experiment="x.py")).gpu_bytes is None
+    assert need_for(RunRequest(lesson, "baseline", mode="cuda", exclusive=True)).gpu_bytes is None
     assert need_for(RunRequest(lesson, "baseline", mode="sim")).cores == 1
     assert need_for(RunRequest(lesson, "baseline", mode="cpu")).cores is None  # timed: all
     assert need_for(RunRequest(lesson, "baseline", mode="cpu", timing=False)).cores == 1
     assert need_for(RunRequest(lesson, "baseline", mode="cpu", ranks=2)).cores == 2
+
+
+def test_a_lesson_that_reads_the_whole_gpu_runs_alone(tmp_path):
+    (tmp_path / "lesson.toml").write_text('id = "nvml-lesson"\ngpu = "exclusive"\n')
+    assert need_for(RunRequest(str(tmp_path), "baseline", mode="cuda")).gpu_bytes is None
