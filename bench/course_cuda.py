@@ -116,6 +116,10 @@ def main(argv=None) -> int:
            "service_state": state, "rows": rows,
            "failed": [f"{r['lesson']} {r['variant']}: {r['status']} {r['error']}" for r in rows
                       if r["status"] not in ("ok", "oom")]}
+    if getattr(runner, "fallbacks", 0):
+        out["fallbacks"] = runner.fallbacks
+        print(f"\nWARNING: {runner.fallbacks} runs did not reach the runner service "
+              f"({runner.fallback_reason}); they ran directly, one at a time")
     print(f"\n{len(rows)} variants, {args.mode} {args.scale}, "
           f"{'direct' if args.direct else 'service'}: total {total:.1f} s, "
           f"at most {peak_live[0]} measuring at once")

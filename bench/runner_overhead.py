@@ -116,6 +116,8 @@ def main(argv=None) -> int:
     finally:
         remote.stop_service()
     out["machine"]["load_after"] = os.getloadavg()
+    if service.fallbacks:
+        print(f"WARNING: {service.fallbacks} runs did not reach the service: {service.fallback_reason}")
     bare = out["bare_import_s"]
     print(f"bare `import torch, transformers`: {bare:.2f} s   (load avg {out['machine']['load'][0]:.1f}, "
           f"{out['machine']['cores']} cores)")

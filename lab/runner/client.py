@@ -45,13 +45,13 @@ class SubprocessRunner:
     choose (the worker sees what this process sees; ranks get GPUs 0..N-1).
     """
 
-    parallel = 1  # how many runs a caller should have in flight at once (see loop.run_all)
-
     def __init__(self, python: str = sys.executable, extra_env: dict[str, str] | None = None,
                  gpus: int = 0):
         self.python = python
         self.extra_env = extra_env or {}
         self.gpus = Admission([1] * gpus, os.cpu_count() or 1) if gpus else None
+        # how many runs a caller should keep in flight (loop.run_all): one per GPU it hands out
+        self.parallel = max(1, gpus)
 
     def run(self, req: RunRequest, on_event: OnEvent | None = None,
             cancel: threading.Event | None = None) -> RunResult:

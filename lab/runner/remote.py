@@ -170,6 +170,10 @@ class ServiceRunner:
         self.python = python
         self.start = start
         self.fallback_reason: str | None = None  # why the last run did not use the service
+        self.fallbacks = 0  # runs that went to the fallback
+        # callers keep `parallel` runs in flight for the service's queue to sort out; without
+        # the service nothing would: the fallback gets them as many at a time as it takes
+        self._direct_slots = threading.BoundedSemaphore(max(1, getattr(fallback, "parallel", 1)))
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
@@ -191,14 +195,24 @@ class ServiceRunner:
         except (ServiceUnavailable, OSError) as e:
             self.fallback_reason = str(e)
             log.info("runner service unavailable (%s): running the worker directly", e)
-            return self.fallback.run(req, on_event, cancel)
+            return self._direct(req, on_event, cancel)
         with sock:
             msg = {"op": "run", "proto": PROTO, "request": absolute(req).to_json_dict(),
                    "python": self.python, "root": str(PROJECT_ROOT), "env": self._env(),
                    "cwd": os.getcwd(), "client": f"pid:{os.getpid()}"}
             sock.sendall((json.dumps(msg) + "\n").encode())
-            return self._follow(sock, req, on_event, cancel, on_refused=lambda: self.fallback.run(
-                req, on_event, cancel))
+            return self._follow(sock, req, on_event, cancel,
+                                on_refused=lambda: self._direct(req, on_event, cancel))
+
+    def _direct(self, req, on_event, cancel) -> RunResult:
+        self.fallbacks += 1
+        while not self._direct_slots.acquire(timeout=0.1):
+            if cancel is not None and cancel.is_set():
+                return WorkerStream(req).failed("cancelled", "cancelled while waiting for a worker slot")
+        try:
+            return self.fallback.run(req, on_event, cancel)
+        finally:
+            self._direct_slots.release()
 
     def _follow(self, sock, req, on_event, cancel, on_refused) -> RunResult:
         lines: queue.Queue = queue.Queue()
