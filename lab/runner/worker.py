@@ -25,8 +25,11 @@ def _open_protocol_stream():
     def emit(msg: dict) -> None:
         line = json.dumps(msg, separators=(",", ":"))
         with lock:
-            proto.write(line + "\n")
-            proto.flush()
+            try:
+                proto.write(line + "\n")
+                proto.flush()
+            except OSError:  # nobody reads us any more (the runner died): a run for no one
+                os._exit(70)
 
     return emit
 

@@ -65,6 +65,14 @@ def test_unreachable_service_falls_back_to_a_direct_worker(monkeypatch):
     assert runner.fallback_reason == "this system has no Unix domain sockets"
 
 
+def test_the_service_side_never_imports_torch():
+    # it must start in a blink and never touch CUDA: torch lives in the workers only
+    code = ("import sys, lab.runner.daemon, lab.runner.remote, lab.runner.loop, lab.runner.gpus; "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-500:]
+
+
 def test_direct_when_asked(monkeypatch):
     monkeypatch.setenv("MEMLAB_RUNNER", "direct")
     assert isinstance(default_runner(), SubprocessRunner)
