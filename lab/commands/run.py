@@ -225,7 +225,7 @@ def run_tasks(tasks: list, jobs: int | None, gpus: int, show_progress: bool, qui
             _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
 
     return run_all(runner, [req for _, req in tasks], jobs=jobs, on_event=on_event,
-                   on_result=on_result)
+                   on_result=on_result, announce=True)
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -5,7 +5,8 @@
 Used by `memlab run`, `memlab compare` and the app's lesson screen. `jobs=None` asks the runner
 how many runs to keep in flight (`runner.parallel`: 1 for a direct or replaying runner; many for
 the runner service, whose queue then decides what runs together, one GPU each or sharing one
-when the recorded peaks fit). Each request first gets an `{"type": "queued"}` event.
+when the recorded peaks fit). `announce=True`: each run's first event is `{"type": "queued"}`,
+before its runner is called (a UI resets its live view there).
 `on_event(i, msg)` hears run i's events (from several threads when jobs > 1); `on_result(i,
 result)` is called in request order, as soon as every earlier run has ended. A runner that
 raises is reported like a crashed worker. After `cancel` (or `stop()` returning True) no new run
@@ -38,7 +39,7 @@ def run_one(runner, req: RunRequest, on_event=None, cancel=None) -> RunResult:
 def run_all(runner, requests: list[RunRequest], *, jobs: int | None = None,
             on_event: OnEvent | None = None, on_result: OnResult | None = None,
             cancel: threading.Event | None = None,
-            stop: Callable[[], bool] | None = None) -> list[RunResult]:
+            stop: Callable[[], bool] | None = None, announce: bool = False) -> list[RunResult]:
     cancel = cancel if cancel is not None else threading.Event()
     jobs = max(1, min(jobs or getattr(runner, "parallel", 1), len(requests) or 1))
     results: list[RunResult | None] = [None] * len(requests)
@@ -67,7 +68,7 @@ def run_all(runner, requests: list[RunRequest], *, jobs: int | None = None,
                 return
             started[i] = True
         ev = (lambda msg: on_event(i, msg)) if on_event is not None else None
-        if ev is not None:
+        if ev is not None and announce:
             ev({"type": "queued"})
         res = run_one(runner, requests[i], ev, cancel)
         with lock:

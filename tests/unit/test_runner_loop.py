@@ -44,7 +44,7 @@ def test_parallel_runs_come_back_in_request_order_whatever_order_they_end_in():
     for g in reversed(runner.gates):  # all free; the last may well finish first
         g.set()
     out = run_all(runner, requests(3), on_result=lambda i, r: landed.append((i, r.variant)),
-                  on_event=lambda i, m: events.append((i, m["type"])))
+                  on_event=lambda i, m: events.append((i, m["type"])), announce=True)
     assert [r.variant for r in out] == ["v0", "v1", "v2"]
     assert landed == [(0, "v0"), (1, "v1"), (2, "v2")]  # on_result in order too
     for i in range(3):

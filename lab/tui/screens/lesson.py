@@ -221,7 +221,7 @@ class LessonScreen(Screen):
                            scale=scale, gpu_memory=gpu_memory, timeout_s=self.lesson.timeout_s)
                 for variant in variants]
         results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
-            runner, reqs, jobs=1, cancel=cancel, stop=lambda: worker.is_cancelled,
+            runner, reqs, jobs=1, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
             on_event=lambda pos, msg: self.post_message(RunProgress(variants[pos], pos, total, msg)),
             on_result=lambda pos, result: self.post_message(VariantFinished(result, pos, total)))
         self.post_message(RunFinished(plan, results, cancelled=cancel.is_set()))
