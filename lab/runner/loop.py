@@ -26,6 +26,7 @@ from .protocol import RunRequest
 from .stream import WorkerStream
 
 OnEvent = Callable[[int, dict], None]
+ORDER_WAIT_S = 0.2
 OnResult = Callable[[int, RunResult], None]
 
 
@@ -61,16 +62,29 @@ def run_all(runner, requests: list[RunRequest], *, jobs: int | None = None,
                 return  # still running, or yet to start
             delivered += 1  # (a run that never started has nothing to hand out)
 
+    # runs reach a queue in request order: run i is handed over once run i-1 has been heard
+    # from (the service answers at once, "waiting ..." or "starting ...") or after a moment
+    heard = [threading.Event() for _ in requests]
+
     def one(i: int) -> None:
+        if i and jobs > 1:
+            heard[i - 1].wait(ORDER_WAIT_S)
         with lock:
             if stopped():
+                heard[i].set()
                 deliver()
                 return
             started[i] = True
-        ev = (lambda msg: on_event(i, msg)) if on_event is not None else None
-        if ev is not None and announce:
-            ev({"type": "queued"})
+
+        def ev(msg: dict) -> None:
+            heard[i].set()
+            if on_event is not None:
+                on_event(i, msg)
+
+        if announce and on_event is not None:
+            on_event(i, {"type": "queued"})  # ours, not the runner's: it does not count as heard
         res = run_one(runner, requests[i], ev, cancel)
+        heard[i].set()
         with lock:
             results[i] = res
             deliver()

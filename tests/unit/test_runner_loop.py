@@ -103,3 +103,11 @@ def test_a_runner_that_raises_is_an_error_result():
     out = run_all(runner, requests(2))
     assert out[0].status == "error" and out[0].error == "the runner failed: RuntimeError: the runner broke"
     assert out[1].status == "ok"
+
+
+def test_runs_are_handed_over_in_request_order_even_when_many_are_in_flight():
+    runner = FakeRunner(6, parallel=6)  # "started" at once, like the service's first answer
+    for g in runner.gates:
+        g.set()
+    run_all(runner, requests(6))
+    assert runner.started == [f"v{i}" for i in range(6)]
