@@ -105,7 +105,10 @@ def test_a_runner_that_raises_is_an_error_result():
     assert out[1].status == "ok"
 
 
-def test_runs_are_handed_over_in_request_order_even_when_many_are_in_flight():
+def test_runs_are_handed_over_in_request_order_even_when_many_are_in_flight(monkeypatch):
+    import lab.runner.loop as loop
+
+    monkeypatch.setattr(loop, "ORDER_WAIT_S", 10.0)  # a loaded machine must not reorder them
     runner = FakeRunner(6, parallel=6)  # "started" at once, like the service's first answer
     for g in runner.gates:
         g.set()
