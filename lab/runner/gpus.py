@@ -69,7 +69,8 @@ def visible_gpus() -> list[Gpu]:
         return _from_env(os.environ[GPUS_ENV])
     rows = _nvidia_smi()
     if rows is None:
-        return _torch_probe() if Path("/dev/nvidiactl").exists() else []
+        driver = Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia").exists()
+        return _torch_probe() if driver else []
     wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
     if wanted is None:
         return [Gpu(index, total) for index, _, total in rows]

@@ -26,7 +26,7 @@ from .protocol import RunRequest
 from .stream import WorkerStream
 
 OnEvent = Callable[[int, dict], None]
-ORDER_WAIT_S = 0.2
+ORDER_WAIT_S = 2.0  # long enough for the runner service to start on demand
 OnResult = Callable[[int, RunResult], None]
 
 

@@ -142,6 +142,12 @@ class Service:
             self.stop()
             conn.sendall(_line({"type": "bye"}))
         elif op == "run" and msg.get("proto") == PROTO:
+            if (msg.get("request") or {}).get("mode") == "cuda" and not self.gpu_ids:
+                # our GPU probe found none; the client's own torch may know better: let it run
+                # the worker itself rather than fail the run here
+                conn.sendall(_line({"type": "_refused", "proto": PROTO,
+                                    "error": "the runner service sees no GPU (nvidia-smi)"}))
+                return
             self._run(conn, reader, msg)
         else:
             conn.sendall(_line({"type": "_refused", "proto": PROTO,
