@@ -102,11 +102,15 @@ class Service:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
         self.stop()
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 10.0) -> None:
+        """Cancel every run (their workers are killed) and wait for them, then the spares."""
         self.stopping.set()
         with self._lock:
             for cancel in self.runs:
                 cancel.set()
+        deadline = time.monotonic() + wait_s
+        while self.runs and time.monotonic() < deadline:
+            time.sleep(0.02)
         self.pool.close()
 
     def _handle(self, conn: socket.socket) -> None:
@@ -170,6 +174,8 @@ class Service:
             with self._lock:
                 self.runs.discard(cancel)
                 self.last_activity = time.monotonic()
+        log.info("%s %s %s/%s ranks=%d: %s", result.lesson, result.variant, result.mode,
+                 result.scale, req.ranks, result.status)
         out.send({"type": "_end", "result": result.to_dict()})
         out.close()
 
@@ -186,25 +192,36 @@ class Service:
                 ticket, cancel, on_wait=lambda text, ahead: out.send(status("waiting", text, ahead=ahead)))
             if not admitted:
                 return WorkerStream(req).failed("cancelled", "cancelled while waiting in the queue")
-            python = msg.get("python") or sys.executable
-            root = msg.get("root") or str(PROJECT_ROOT)
             env = {k: str(v) for k, v in (msg.get("env") or {}).items() if k != "CUDA_VISIBLE_DEVICES"}
-            port = free_port() if req.ranks > 1 else 0
-            workers = []
-            for r in range(req.ranks):
-                gpu = self.gpu_ids[ticket.gpus[r]] if req.mode == "cuda" else None
-                w = self.pool.take(PoolKey(python, root, gpu))
-                where = f" on GPU {ticket.gpus[r]}" if gpu is not None else ""
-                who = f"rank {r}: " if req.ranks > 1 else ""
-                out.send(status("starting", f"{who}worker ready{where}" if w.ready.is_set() else
-                                f"{who}starting a worker{where} (importing torch)", warm=w.ready.is_set()))
-                w.send(req.to_json_dict(), {**env, **(rank_env(r, req.ranks, port) if req.ranks > 1 else {})},
-                       msg.get("cwd"))
-                workers.append(w)
+            workers: list = []
+            try:
+                self._start_ranks(req, msg, ticket, env, out, workers)
+            except Exception:
+                for w in workers:  # started for a run that cannot go on
+                    w.kill()
+                raise
             return drive(workers, req, out.send, cancel)
         finally:
             self.admission.release(ticket)
             self.pool.top_up()  # a core is free again: spares deferred until now may start
+
+    def _start_ranks(self, req: RunRequest, msg: dict, ticket, env: dict[str, str], out: Outbox,
+                     workers: list) -> None:
+        """One worker per rank from the pool (its GPU's key), each given the request."""
+        python = msg.get("python") or sys.executable
+        root = msg.get("root") or str(PROJECT_ROOT)
+        port = free_port() if req.ranks > 1 else 0
+        for r in range(req.ranks):
+            gpu = self.gpu_ids[ticket.gpus[r]] if req.mode == "cuda" else None
+            w = self.pool.take(PoolKey(python, root, gpu))
+            workers.append(w)
+            where = f" on GPU {ticket.gpus[r]}" if gpu is not None else ""
+            who = f"rank {r}: " if req.ranks > 1 else ""
+            warm = w.ready.is_set()
+            out.send(status("starting", f"{who}worker ready{where}" if warm else
+                            f"{who}starting a worker{where} (importing torch)", warm=warm))
+            w.send(req.to_json_dict(), {**env, **(rank_env(r, req.ranks, port) if req.ranks > 1 else {})},
+                   msg.get("cwd"))
 
 
 def _line(msg: dict) -> bytes:
