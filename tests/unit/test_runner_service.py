@@ -26,8 +26,8 @@ from .test_runner import alive
 LESSON = str(FIXTURES / "lessons" / "90-misbehave")
 
 
-def request(variant, **kw):
-    return RunRequest(lesson_path=LESSON, variant=variant, mode="cpu", scale="small", **kw)
+def request(variant, mode="cpu", **kw):
+    return RunRequest(lesson_path=LESSON, variant=variant, mode=mode, scale="small", **kw)
 
 
 def service_pid() -> int:
@@ -173,3 +173,16 @@ def test_the_service_goes_away_when_idle(monkeypatch):
         time.sleep(0.1)
     assert not alive(pid)
     assert not socket_path().exists() and not pid_path().exists()
+
+
+@pytest.mark.slow
+def test_a_cuda_run_is_placed_on_a_gpu_of_the_service(service, monkeypatch):
+    # Given a service told it has two 80 GB GPUs (this machine has none: the worker says so)
+    monkeypatch.setenv("MEMLAB_RUNNER_GPUS", "80GB,80GB")
+    runner, events = default_runner(), []
+    res = runner.run(request("baseline", mode="cuda"), on_event=events.append)
+    starting = [e["text"] for e in events if e.get("stage") == "starting"]
+    assert starting[0] in ("worker ready on GPU 0", "starting a worker on GPU 0 (importing torch)")
+    assert res.status == "error" and "needs a CUDA GPU" in res.error  # none here, truly
+    too_many = runner.run(request("baseline", mode="cuda", ranks=3))
+    assert too_many.error == "the run asks for 3 GPUs, one per rank; this machine has 2"
