@@ -75,16 +75,22 @@ class SubprocessRunner:
 
     def _spawn(self, req: RunRequest, gpus: list[int] | None) -> list[WorkerProc]:
         port = free_port() if req.ranks > 1 else 0
-        workers = []
-        for r in range(req.ranks):
-            env = dict(self.extra_env)
-            if req.ranks > 1:
-                env.update(rank_env(r, req.ranks, port))
-            if gpus is not None:
-                env["CUDA_VISIBLE_DEVICES"] = str(gpus[r])
-            elif req.ranks > 1 and req.mode == "cuda":
-                env.setdefault("CUDA_VISIBLE_DEVICES", str(r))
-            workers.append(WorkerProc(self.python, PROJECT_ROOT, env, request=req.to_json_dict()))
+        # GPU g of this process is entry g of its own CUDA_VISIBLE_DEVICES, when it has one
+        seen = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        workers: list[WorkerProc] = []
+        try:
+            for r in range(req.ranks):
+                env = dict(self.extra_env)
+                if req.ranks > 1:
+                    env.update(rank_env(r, req.ranks, port))
+                g = gpus[r] if gpus is not None else (r if req.ranks > 1 and req.mode == "cuda" else None)
+                if g is not None and "CUDA_VISIBLE_DEVICES" not in self.extra_env:
+                    env["CUDA_VISIBLE_DEVICES"] = seen[g] if g < len(seen) else str(g)
+                workers.append(WorkerProc(self.python, PROJECT_ROOT, env, request=req.to_json_dict()))
+        except BaseException:
+            for w in workers:
+                w.kill()
+            raise
         return workers
 
 

@@ -59,7 +59,9 @@ def recorded_peak(req: RunRequest, root: Path | None = None) -> int | None:
     if req.experiment:
         return None  # the playground: any workload, any size
     if root is None:
-        from lab.reference import REFERENCE_DIR as root
+        from lab.reference import REFERENCE_DIR
+
+        root = REFERENCE_DIR
     path = Path(root) / lesson_id(req.lesson_path) / f"{req.variant}.json"
     try:
         mtime = path.stat().st_mtime
