@@ -99,39 +99,44 @@ def drive(workers: list[WorkerProc], req: RunRequest, on_event: OnEvent | None =
         is gone) arrive within moments: wait that long, so the first cause is the one named."""
         return bool(failures) and time.monotonic() - min(f[1] for f in failures) > SETTLE_S
 
-    while open_ranks and not settled():
-        if cancel is not None and cancel.is_set():
-            stop = ("cancelled", "cancelled by the user")
-            break
-        if time.monotonic() > deadline:
-            stop = ("timeout", f"no result after {req.timeout_s:g} s; the {who} was stopped")
-            break
-        got = False
-        for r in sorted(open_ranks):
-            w, s = workers[r], streams[r]
-            while True:
-                try:
-                    line = w.lines.get_nowait()
-                except queue.Empty:
-                    break
-                got = True
-                if line is None:
-                    end_rank(r)
-                    break
-                msg = s.feed_line(line)
-                if msg is not None:
-                    on_event(msg if n == 1 else {**msg, "rank": r})
-                if s.finished and r not in said_result:
-                    said_result[r] = time.monotonic()
-                    if n == 1 or (s.result is not None and s.result.status != "ok") or s.error:
-                        # single use: what is left is interpreter teardown (~0.5 s with torch),
-                        # which nobody needs to wait for; a failed rank ends now
-                        w.kill()
-            if r in open_ranks and r in said_result and \
-                    time.monotonic() - said_result[r] > AFTER_RESULT_S:
-                w.kill()  # it said its result but does not exit: enough
-        if not got:
-            time.sleep(POLL_S)
+    def pump(r: int) -> bool:
+        """Take in what rank r wrote since last time; True when there was something."""
+        w, s, got = workers[r], streams[r], False
+        while r in open_ranks:
+            try:
+                line = w.lines.get_nowait()
+            except queue.Empty:
+                break
+            got = True
+            if line is None:
+                end_rank(r)
+                break
+            msg = s.feed_line(line)
+            if msg is not None:
+                on_event(msg if n == 1 else {**msg, "rank": r})
+            if s.finished and r not in said_result:
+                said_result[r] = time.monotonic()
+                if n == 1 or s.error or (s.result is not None and s.result.status != "ok"):
+                    # single use: what is left is interpreter teardown (~0.5 s with torch),
+                    # which nobody needs to wait for; a failed rank ends now
+                    w.kill()
+        if r in open_ranks and r in said_result and time.monotonic() - said_result[r] > AFTER_RESULT_S:
+            w.kill()  # it said its result but does not exit: enough
+        return got
+
+    try:
+        while open_ranks and not settled():
+            if cancel is not None and cancel.is_set():
+                stop = ("cancelled", "cancelled by the user")
+                break
+            if time.monotonic() > deadline:
+                stop = ("timeout", f"no result after {req.timeout_s:g} s; the {who} was stopped")
+                break
+            if not any([pump(r) for r in sorted(open_ranks)]):
+                time.sleep(POLL_S)
+    except BaseException:  # Ctrl+C in the caller: the workers live in sessions of their own
+        kill_all(workers)
+        raise
 
     failed = min(failures)[2] if failures else None  # died first, else failed first
     if open_ranks:

@@ -94,5 +94,11 @@ def run_all(runner, requests: list[RunRequest], *, jobs: int | None = None,
             one(i)
     else:
         with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="memlab-run") as pool:
-            list(pool.map(one, range(len(requests))))
+            futures = [pool.submit(one, i) for i in range(len(requests))]
+            try:
+                for f in futures:
+                    f.result()
+            except BaseException:  # Ctrl+C: cancel what runs, so leaving the pool is quick
+                cancel.set()
+                raise
     return [r for r, s in zip(results, started) if s and r is not None]
