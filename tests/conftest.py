@@ -9,8 +9,18 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
-    """Progress and history go to a temp folder, never the developer's own data dir."""
-    monkeypatch.setenv("MEMLAB_HOME", str(tmp_path / "memlab-home"))
+    """Progress and history go to a temp folder, never the developer's own data dir.
+
+    Runs spawn their worker directly (MEMLAB_RUNNER=direct) unless a test asks for the runner
+    service; any service a test started (it lives under MEMLAB_HOME) is stopped afterwards."""
+    home = tmp_path / "memlab-home"
+    monkeypatch.setenv("MEMLAB_HOME", str(home))
+    monkeypatch.setenv("MEMLAB_RUNNER", "direct")
+    yield
+    if (home / "run" / "runner.pid").exists():
+        from lab.runner.remote import stop_service
+
+        stop_service()
 
 
 def pytest_collection_modifyitems(config, items):

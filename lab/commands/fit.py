@@ -52,9 +52,9 @@ def main(args) -> int:
     confirm_on_cuda = not args.no_confirm and cuda_available()
     runner = None
     if confirm_on_cuda:
-        from lab.runner.client import SubprocessRunner
+        from lab.runner.client import default_runner
 
-        runner = SubprocessRunner()
+        runner = default_runner()
     results = []
     for t in combos:
         if not args.json:

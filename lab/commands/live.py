@@ -44,6 +44,9 @@ class Live:
         self.stream.flush()
 
     def start(self, label: str) -> None:
+        """A variant begins (again calling it for the same label changes nothing)."""
+        if label in self._started:
+            return
         self._started[label] = time.perf_counter()
         if self.enabled and self.in_place:
             with self._lock:

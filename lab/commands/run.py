@@ -24,7 +24,6 @@ from lab.curriculum import Course, Lesson, load_course
 from lab.measure.modes import MODE_HELP, SCALE_HELP, ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
 from lab.report.units import SIZE_HELP
-from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
 
 
@@ -50,8 +49,10 @@ def add_parser(sub) -> None:
                    help="save each result as DIR/<lesson-id>/<variant>.json (DIR is created)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="run N variants at once (cuda: one per GPU, at most the GPU count)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="run at most N variants at once (default: as many as the machine's runner "
+                        "service admits: sim/cpu by cores, cuda runs share a GPU only when their "
+                        "recorded peaks fit)")
     p.set_defaults(func=main)
 
 
@@ -173,9 +174,8 @@ def main(args) -> int:
     plan = [(lesson, pick_variants(lesson, args.variant)) for lesson in lessons]
     choice, gpus = pick_mode(args, lessons)
     mode, scale = choice.mode, choice.scale
-    if args.jobs < 1 or (mode == "cuda" and args.jobs > gpus):
-        raise UsageError(f"--jobs must be between 1 and {gpus if mode == 'cuda' else 'the cores you have'}"
-                         + (" (one worker per GPU, so timings stay fair)" if mode == "cuda" else ""))
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be 1 or more")
     save_dir = make_dir(args.save, "--save") if args.save else None
     if not args.json:
         print(f"memlab: {choice.line()}", file=sys.stderr)
@@ -255,36 +255,32 @@ def _print_files(results: list[RunResult], save_dir: Path | None, tasks) -> None
               + ", ".join(folders), file=sys.stderr)
 
 
-def run_tasks(tasks: list, jobs: int, gpus: int, live: Live,
+def run_tasks(tasks: list, jobs: int | None, gpus: int, live: Live,
               save_dir: Path | None = None) -> list[RunResult]:
-    """Run every (lesson, request), `jobs` at a time; with several GPUs each worker gets its own
-    (CUDA_VISIBLE_DEVICES), so no two measurements share a device. Results keep task order."""
-    import queue
-    from concurrent.futures import ThreadPoolExecutor
+    """Run every (lesson, request) through the one run loop (lab.runner.loop), `jobs` at a time;
+    None: as many as the runner takes (the runner service's queue then places them: one GPU
+    each, or sharing one when their recorded peaks fit). Results keep task order."""
+    from lab.runner.client import default_runner
+    from lab.runner.loop import run_all
 
-    slots: queue.Queue = queue.Queue()
-    for i in range(jobs):
-        slots.put(i)
+    runner = default_runner(gpus=gpus if gpus > 1 else 0)
+    labels = [f"{lesson.key} {req.variant}" for lesson, req in tasks]
 
-    def one(task):
-        lesson, req = task
-        slot = slots.get()
-        label = f"{lesson.key} {req.variant}"
-        try:
-            env = {"CUDA_VISIBLE_DEVICES": str(slot)} if gpus > 1 else {}
-            live.start(label)
-            res = SubprocessRunner(extra_env=env).run(req, on_event=lambda m: live.event(label, m))
-            live.done(label, res)
-            if save_dir is not None:  # as each finishes: a long --all keeps what it measured
-                out = save_dir / lesson.id / f"{req.variant}.json"
-                out.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
-            return res
-        finally:
-            slots.put(slot)
+    def on_event(i: int, msg: dict) -> None:
+        if msg.get("type") in ("queued", "started"):
+            live.start(labels[i])
+        live.event(labels[i], msg)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, tasks))
+    def on_result(i: int, res: RunResult) -> None:
+        lesson, req = tasks[i]
+        live.done(labels[i], res)
+        if save_dir is not None:  # as each finishes: a long --all keeps what it measured
+            out = save_dir / lesson.id / f"{req.variant}.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
+
+    return run_all(runner, [req for _, req in tasks], jobs=jobs, on_event=on_event,
+                   on_result=on_result, announce=True)
 
 
 def _atomic_write(path: Path, text: str) -> None:

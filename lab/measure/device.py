@@ -25,7 +25,18 @@ class GpuInfo:
     index: int = 0
 
 
+def no_nvidia_driver() -> bool:
+    """True when this machine certainly has no NVIDIA driver: no nvidia-smi and no device node.
+    Then the answer needs no `import torch` (seconds on a laptop, for a CLI that only asks)."""
+    import os
+    import shutil
+
+    return shutil.which("nvidia-smi") is None and not os.path.exists("/dev/nvidiactl")
+
+
 def cuda_available() -> bool:
+    if no_nvidia_driver():
+        return False
     import torch
 
     try:

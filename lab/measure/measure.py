@@ -186,6 +186,8 @@ def measure_variant(
     gc.collect()
 
     if timing and mode != "sim" and result.status == "ok":
+        # no samples stream from the untracked pass: say what the silence is
+        emit({"type": "status", "stage": "timing", "text": "timing pass (untracked)"})
         result.step_time_s, timed_metrics = _timed_pass(fn, mode, params, device)
         # metrics the untracked pass measured (throughput, GPU busy %) replace the tracked
         # pass's, which the tracker's overhead slowed down; deterministic ones are equal anyway

@@ -130,6 +130,9 @@ class RunResult:
     profile_path: str | None = None  # profile.pkl for pytorch.org/memory_viz (cuda)
     torch_version: str = ""
     created: str = ""  # ISO time
+    # torch.distributed runs (RunRequest.ranks > 1): every rank's own result, by rank; the
+    # top-level numbers are rank 0's (status and error: the first rank that failed, named)
+    ranks: list[RunResult] = field(default_factory=list)
     schema: int = SCHEMA
 
     @property
@@ -161,7 +164,8 @@ _NESTED = {
     "allocator": AllocatorStats,
     "reserved_timeline": Timeline,
 }
-_LISTS = {"phases": PhaseStats, "checks": Check, "blocks": Block, "top": Block}
+_LISTS = {"phases": PhaseStats, "checks": Check, "blocks": Block, "top": Block,
+          "ranks": RunResult}
 
 
 def _build(cls, d: dict[str, Any]):

@@ -82,6 +82,19 @@ class Session:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
+    @property
+    def rank(self) -> int:
+        """This process's rank when the runner started several (RunRequest.ranks), else 0."""
+        import torch.distributed as dist
+
+        return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+    @property
+    def world_size(self) -> int:
+        import torch.distributed as dist
+
+        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
     @contextmanager
     def phase(self, name: str, *, category: str | None = None, setup: bool = False):
         """Mark a phase. `category`: what every storage born here is (e.g. "inputs").

@@ -120,21 +120,22 @@ def rows_for(results: list[RunResult], items_per_step: int, unit: str) -> list[R
 def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None] | None = None,
                 cancel: threading.Event | None = None,
                 on_result: Callable[[RunResult], None] | None = None) -> Comparison:
-    """Run every combination in turn (one worker each). `on_event(combo_label, msg)` streams the
-    worker's messages; `on_result` gets each result as it lands (the app's table fills in)."""
+    """Run every combination (one worker each) through the one run loop (lab.runner.loop):
+    `on_event(combo_label, msg)` streams the workers' messages; `on_result` gets each result
+    in order as it lands (the app's table fills in)."""
+    from lab.runner.loop import run_all
+
     w = get_workload(plan.workload)
-    results: list[RunResult] = []
-    for t, req in zip(plan.combos, plan.requests()):
-        if cancel is not None and cancel.is_set():
-            break
-        label = t.label
-        res = runner.run(req, on_event=(lambda msg, _l=label: on_event(_l, msg)) if on_event
-                         else None, cancel=cancel)
-        res.variant = label  # the worker ran variant "combo"; the row is the combination
-        res.params.setdefault("techniques", t.to_dict())
-        results.append(res)
+    labels = [t.label for t in plan.combos]
+
+    def landed(i: int, res: RunResult) -> None:
+        res.variant = labels[i]  # the worker ran variant "combo"; the row is the combination
+        res.params.setdefault("techniques", plan.combos[i].to_dict())
         if on_result:
             on_result(res)
+
+    results = run_all(runner, plan.requests(), cancel=cancel, on_result=landed,
+                      on_event=(lambda i, msg: on_event(labels[i], msg)) if on_event else None)
     return Comparison(plan.workload, dict(plan.sizes), plan.mode, plan.scale, w.unit,
                       rows_for(results, w.items_per_step(plan.sizes), w.unit), results)
 

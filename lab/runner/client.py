@@ -1,33 +1,33 @@
-"""Spawn a worker per variant, stream its events, return a `RunResult` whatever happens.
+"""Runners: what the app and the CLI call to measure a variant, whatever happens to the worker.
 
-The worker runs in its own process group (`start_new_session=True`), so timeout and cancel kill
-it and anything it started (DataLoader workers, compilers) with one `killpg`. A worker that
-crashes or exits without a result becomes a `RunResult` with status "error", its exit code and
-the tail of its stderr; the caller never sees an exception for a misbehaving experiment.
+    runner = default_runner()          # the machine's runner service, else a direct worker
+    result = runner.run(request, on_event=print, cancel=threading.Event())
+
+`Runner` is the protocol the TUI and CLI depend on (tests inject `ReplayRunner`).
+`SubprocessRunner` spawns a worker per variant (N for N ranks) itself: the fallback when the
+runner service cannot be reached, and what tests of the worker use. A worker that crashes,
+hangs past its timeout or exits without a result becomes a `RunResult` with that status; the
+caller never sees an exception for a misbehaving experiment.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import queue
-import signal
-import subprocess
 import sys
 import threading
-import time
-from collections import deque
-from pathlib import Path
 from typing import Callable, Protocol
 
-from lab.measure.result import DeviceInfo, RunResult, Timeline
+from lab.measure.result import RunResult
 
+from .admission import Admission, Need
+from .group import check_request, drive, free_port, rank_env
+from .proc import PROJECT_ROOT, WorkerProc, kill_group  # noqa: F401  (kill_group: re-exported)
 from .protocol import RunRequest
+from .stream import failed_result  # noqa: F401  (re-exported: callers build failed results)
+from .stream import WorkerStream
 
 OnEvent = Callable[[dict], None]
-KILL_GRACE_S = 0.5
-STDERR_TAIL_LINES = 20
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+RUNNER_ENV = "MEMLAB_RUNNER"  # "direct": never use the runner service
 
 
 class Runner(Protocol):
@@ -37,118 +37,76 @@ class Runner(Protocol):
             cancel: threading.Event | None = None) -> RunResult: ...
 
 
-def _device_for(mode: str) -> DeviceInfo:
-    return DeviceInfo({"cuda": "CUDA GPU", "cpu": "CPU", "sim": "simulated (FakeTensorMode)"}
-                      .get(mode, mode), mode)
-
-
-def failed_result(req: RunRequest, lesson_id: str, status: str, error: str,
-                  samples: list[dict] | None = None) -> RunResult:
-    res = RunResult(lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale,
-                    device=_device_for(req.mode), status=status, error=error,
-                    simulated=req.mode == "sim")
-    if samples:  # what the live stream showed before the end: better than nothing
-        res.timeline = Timeline(index=list(range(len(samples))), t=[s["t"] for s in samples],
-                                live=[s["live_bytes"] for s in samples], events=len(samples))
-    return res
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the worker's process group, then SIGKILL what is left after a short grace."""
-    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 1.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            # the leader is gone; make sure no child of it survives either
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 class SubprocessRunner:
-    def __init__(self, python: str = sys.executable, extra_env: dict[str, str] | None = None):
+    """Spawn the worker(s) of each run here, in this process's own children.
+
+    gpus: how many GPUs this process may hand out (cuda): each run gets whole GPUs, one per
+    rank, through CUDA_VISIBLE_DEVICES, and waits for them when all are taken. 0: do not
+    choose (the worker sees what this process sees; ranks get GPUs 0..N-1).
+    """
+
+    def __init__(self, python: str = sys.executable, extra_env: dict[str, str] | None = None,
+                 gpus: int = 0):
         self.python = python
         self.extra_env = extra_env or {}
-
-    def _spawn(self, req: RunRequest) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.extra_env}
-        # the worker must import this very `lab`, also when run from a source checkout
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-        return subprocess.Popen(
-            [self.python, "-m", "lab.runner.worker", json.dumps(req.to_json_dict())],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, env=env, text=True, encoding="utf-8", errors="replace",
-        )
+        self.gpus = Admission([1] * gpus, os.cpu_count() or 1) if gpus else None
+        # how many runs a caller should keep in flight (loop.run_all): one per GPU it hands out
+        self.parallel = max(1, gpus)
 
     def run(self, req: RunRequest, on_event: OnEvent | None = None,
             cancel: threading.Event | None = None) -> RunResult:
-        on_event = on_event or (lambda msg: None)
-        lesson_id = Path(req.lesson_path).name
-        proc = self._spawn(req)
-        lines: queue.Queue = queue.Queue()
-        stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-
-        def pump_stdout():
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        def pump_stderr():
-            for line in proc.stderr:
-                stderr_tail.append(line.rstrip())
-
-        threading.Thread(target=pump_stdout, daemon=True).start()
-        err_thread = threading.Thread(target=pump_stderr, daemon=True)
-        err_thread.start()
-
-        deadline = time.monotonic() + req.timeout_s
-        samples: list[dict] = []
-        result: RunResult | None = None
-        error: str | None = None
-        while True:
-            if cancel is not None and cancel.is_set():
-                kill_group(proc)
-                return failed_result(req, lesson_id, "cancelled", "cancelled by the user", samples)
-            if time.monotonic() > deadline:
-                kill_group(proc)
-                return failed_result(req, lesson_id, "timeout",
-                                     f"no result after {req.timeout_s:g} s; the worker was stopped",
-                                     samples)
+        problem = check_request(req)
+        if problem:
+            return WorkerStream(req).failed("error", problem)
+        ticket = None
+        if self.gpus is not None and req.mode == "cuda":
             try:
-                line = lines.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            try:
-                msg = json.loads(line)
-            except json.JSONDecodeError:
-                stderr_tail.append(line.rstrip())
-                continue
-            kind = msg.get("type")
-            if kind == "started":
-                lesson_id = msg.get("lesson", lesson_id)
-            elif kind == "sample":
-                samples.append(msg)
-            elif kind == "result":
-                result = RunResult.from_dict(msg["result"])
-            elif kind == "error":
-                error = msg.get("error", "unknown error")
-            on_event(msg)
+                ticket = self.gpus.submit(Need(gpus=req.ranks))
+            except ValueError as e:
+                return WorkerStream(req).failed("error", str(e))
+            if not self.gpus.wait(ticket, cancel, on_wait=_status(on_event)):
+                return WorkerStream(req).failed("cancelled", "cancelled while waiting for a GPU")
+        try:
+            workers = self._spawn(req, ticket.gpus if ticket else None)
+            return drive(workers, req, on_event, cancel)
+        finally:
+            if ticket is not None:
+                self.gpus.release(ticket)
 
-        code = proc.wait()
-        err_thread.join(timeout=1)
-        kill_group(proc)  # anything the worker left behind in its group
-        if result is not None:
-            return result
-        if error is None:
-            tail = " | ".join(list(stderr_tail)[-3:]) or "no output"
-            error = f"the worker exited with code {code} before reporting a result: {tail}"
-        res = failed_result(req, lesson_id, "error", error, samples)
-        res.notes.append("stderr tail:\n" + "\n".join(stderr_tail))
-        return res
+    def _spawn(self, req: RunRequest, gpus: list[int] | None) -> list[WorkerProc]:
+        port = free_port() if req.ranks > 1 else 0
+        # GPU g of this process is entry g of its own CUDA_VISIBLE_DEVICES, when it has one
+        seen = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        workers: list[WorkerProc] = []
+        try:
+            for r in range(req.ranks):
+                env = dict(self.extra_env)
+                if req.ranks > 1:
+                    env.update(rank_env(r, req.ranks, port))
+                g = gpus[r] if gpus is not None else (r if req.ranks > 1 and req.mode == "cuda" else None)
+                if g is not None and "CUDA_VISIBLE_DEVICES" not in self.extra_env:
+                    env["CUDA_VISIBLE_DEVICES"] = seen[g] if g < len(seen) else str(g)
+                workers.append(WorkerProc(self.python, PROJECT_ROOT, env, request=req.to_json_dict()))
+        except BaseException:
+            for w in workers:
+                w.kill()
+            raise
+        return workers
+
+
+def _status(on_event: OnEvent | None):
+    def on_wait(text: str, ahead: int) -> None:
+        if on_event is not None:
+            on_event({"type": "status", "stage": "waiting", "text": text, "ahead": ahead})
+    return on_wait
+
+
+def default_runner(**direct) -> Runner:
+    """The machine's runner service (started on demand), falling back to `SubprocessRunner`
+    where it cannot be reached; MEMLAB_RUNNER=direct skips the service."""
+    fallback = SubprocessRunner(**direct)
+    if os.environ.get(RUNNER_ENV, "").lower() == "direct":
+        return fallback
+    from .remote import ServiceRunner
+
+    return ServiceRunner(fallback=fallback)

@@ -1,17 +1,24 @@
 """The wire between client and worker: one JSON object per line on the worker's stdout.
 
+  {"type": "ready",   "pid"}                                          (a warm worker: imports done)
   {"type": "started", "pid", "lesson", "variant", "mode", "scale", "device"}
   {"type": "phase",   "name", "live_bytes"}
   {"type": "sample",  "t", "live_bytes", "phase", "events"}        (~10 per second)
+  {"type": "status",  "stage", "text"}                              (what is happening, in words)
   {"type": "result",  "result": RunResult.to_dict()}
   {"type": "error",   "error": "one line"}                            (the worker could not run)
 
 The experiment's own prints go to stderr, never here, so they cannot corrupt the stream.
+
+The runner adds "status" events of its own before a worker starts ("waiting for GPU 0 — 2
+ahead", "starting worker", "worker ready"); with several ranks every event carries "rank".
+A warm worker (`python -m lab.runner.worker --warm`) reads ONE line on stdin:
+`{"request": RunRequest, "env": {name: value}}`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -25,15 +32,28 @@ class RunRequest:
     profile_path: str | None = None  # cuda: save profile.pkl here
     timing: bool = True
     overrides: dict[str, Any] = field(default_factory=dict)  # parameters to change
+    # seconds from the moment the run leaves the queue (worker start included, waiting not)
     timeout_s: float = 600.0
     # Not a lesson: the path of an experiment .py to import instead (the playground's generic
     # experiment). Then `lesson_path` is only a label (its last part names the result's
     # `lesson`), `overrides` are all the parameters, and there are no checks.
     experiment: str | None = None
+    # torch.distributed: one worker per rank, started like torchrun (gloo on cpu, nccl on cuda
+    # with one GPU per rank); the result holds every rank in `RunResult.ranks`
+    ranks: int = 1
+    # cuda: alone on its GPU(s), whatever its expected peak (whole-GPU readings such as NVML's
+    # used memory or utilisation, clean step times); a lesson says so with gpu = "exclusive"
+    exclusive: bool = False
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json_dict(cls, d: dict[str, Any]) -> "RunRequest":
-        return cls(**d)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})  # newer clients' extra keys
+
+
+def status(stage: str, text: str, **extra: Any) -> dict[str, Any]:
+    """A runner status event: `text` is what a UI shows as it is."""
+    return {"type": "status", "stage": stage, "text": text, **extra}

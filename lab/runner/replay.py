@@ -3,8 +3,9 @@
 For deterministic tests and demos: no process, no torch. A recording is the worker's stdout
 (JSON lines, see `protocol.py`) saved to a file; `tests/fixtures/record.py` makes them. A final
 line `{"type": "_exit", "code": N, "stderr": [...]}` is replay metadata (how the process ended)
-and is never passed to `on_event`; a recording without a `result` line becomes an `error`
-result exactly as `SubprocessRunner` reports a worker that died.
+and is never passed to `on_event`. The lines go through the same reader as a live worker's
+(`stream.WorkerStream`), so a recording without a `result` line becomes an `error` result
+exactly as a worker that died does.
 
 Which file answers a request: `overrides[variant]` when given, else
 `<lesson-id>/<variant>.<mode>-<scale>.jsonl` under `root`.
@@ -19,8 +20,9 @@ from pathlib import Path
 
 from lab.measure.result import RunResult
 
-from .client import OnEvent, failed_result
+from .client import OnEvent
 from .protocol import RunRequest
+from .stream import WorkerStream
 
 
 class ReplayRunner:
@@ -51,45 +53,32 @@ class ReplayRunner:
         self.requests.append(req)
         on_event = on_event or (lambda msg: None)
         cancel = cancel or threading.Event()
-        lesson_id = Path(req.lesson_path).name.split("-", 1)[-1]
-        path = self.path_for(req)
+        stream = WorkerStream(req)
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = self.path_for(req).read_text(encoding="utf-8").splitlines()
         except OSError as e:
-            return failed_result(req, lesson_id, "error", f"no recording for this run: {e}")
+            return stream.failed("error", f"no recording for this run: {e}")
 
-        samples: list[dict] = []
         exit_info: dict = {}
         for line in lines:
             if not line.strip():
                 continue
             msg = json.loads(line)
-            kind = msg.get("type")
-            if kind == "_exit":
+            if msg.get("type") == "_exit":
                 exit_info = msg
                 continue
-            if kind == "result" and self.hold:
+            if msg.get("type") == "result" and self.hold:
                 self.holding.set()
                 cancel.wait(self.hold_timeout_s)
                 self.holding.clear()
             if cancel.is_set():
-                return failed_result(req, lesson_id, "cancelled", "cancelled by the user", samples)
+                return stream.failed("cancelled", "cancelled by the user")
             if self.delay_s:
                 time.sleep(self.delay_s)
-            if kind == "started":
-                lesson_id = msg.get("lesson", lesson_id)
-            elif kind == "sample":
-                samples.append(msg)
-            on_event(msg)
-            if kind == "result":
-                return RunResult.from_dict(msg["result"])
-            if kind == "error":
-                return failed_result(req, lesson_id, "error", msg.get("error", "unknown error"))
-        code = exit_info.get("code", 1)
-        stderr = exit_info.get("stderr", [])
-        tail = " | ".join(stderr[-3:]) or "no output"
-        res = failed_result(req, lesson_id, "error",
-                            f"the worker exited with code {code} before reporting a result: {tail}",
-                            samples)
-        res.notes.append("stderr tail:\n" + "\n".join(stderr))
-        return res
+            passed = stream.feed(msg)
+            if passed is not None:
+                on_event(passed)
+            if stream.finished:
+                break
+        return stream.outcome(exit_info.get("code", 1 if not stream.finished else 0),
+                              exit_info.get("stderr", []))

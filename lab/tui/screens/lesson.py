@@ -22,7 +22,7 @@ from textual.worker import get_current_worker
 
 from lab.curriculum import Lesson
 from lab.measure.result import RunResult
-from lab.runner.client import failed_result
+from lab.runner.loop import run_all
 from lab.runner.protocol import RunRequest
 
 from ..look import STATUS_LABEL, gb, variant_color
@@ -215,25 +215,15 @@ class LessonScreen(Screen):
                 return
         plan = RunPlan(variants, mode, scale, gpu_memory, requested)
         self.post_message(RunStarted(plan))
-        runner, cancel, results = self.app.runner, self._cancel, []
+        runner, cancel = self.app.runner, self._cancel
         total = len(variants)
-        for pos, variant in enumerate(variants):
-            if cancel.is_set() or worker.is_cancelled:
-                break
-            req = RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=mode,
-                             scale=scale, gpu_memory=gpu_memory, timeout_s=self.lesson.timeout_s)
-
-            def on_event(msg: dict, variant=variant, pos=pos) -> None:
-                self.post_message(RunProgress(variant, pos, total, msg))
-
-            on_event({"type": "queued"})
-            try:
-                result = runner.run(req, on_event=on_event, cancel=cancel)
-            except Exception as e:  # a broken runner is reported like a crashed worker
-                result = failed_result(req, self.lesson.id, "error",
-                                       f"the runner failed: {type(e).__name__}: {e}")
-            results.append(result)
-            self.post_message(VariantFinished(result, pos, total))
+        reqs = [RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=mode,
+                           scale=scale, gpu_memory=gpu_memory, timeout_s=self.lesson.timeout_s)
+                for variant in variants]
+        results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
+            runner, reqs, jobs=1, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
+            on_event=lambda pos, msg: self.post_message(RunProgress(variants[pos], pos, total, msg)),
+            on_result=lambda pos, result: self.post_message(VariantFinished(result, pos, total)))
         self.post_message(RunFinished(plan, results, cancelled=cancel.is_set()))
 
     def on_run_started(self, message: RunStarted) -> None:

@@ -1,0 +1,72 @@
+"""Where the runner service lives: socket, lock and pid file (per-user runtime dir), log (state dir).
+
+`MEMLAB_HOME` (tests, workshops) puts everything under it: `$MEMLAB_HOME/run`, `$MEMLAB_HOME/state`.
+Otherwise platformdirs' user runtime dir (`$XDG_RUNTIME_DIR/memlab`) and user state dir.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+HOME_ENV = "MEMLAB_HOME"
+SOCKET_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def runtime_dir() -> Path:
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return _private_dir(Path(home).expanduser() / "run")
+    from platformdirs import user_runtime_dir
+
+    with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set, falling back to /tmp/..."
+        warnings.simplefilter("ignore")
+        return _private_dir(Path(user_runtime_dir("memlab", appauthor=False)))
+
+
+def state_dir() -> Path:
+    home = os.environ.get(HOME_ENV)
+    if home:
+        return _private_dir(Path(home).expanduser() / "state")
+    from platformdirs import user_state_dir
+
+    return _private_dir(Path(user_state_dir("memlab", appauthor=False)))
+
+
+def socket_path() -> Path:
+    """runtime_dir/runner.sock, or a short name in a private /tmp folder when that is too long
+    for a Unix socket address (deep temp folders in tests)."""
+    run = runtime_dir()
+    path = run / "runner.sock"
+    if len(os.fsencode(path)) <= SOCKET_MAX:
+        return path
+    digest = hashlib.sha1(os.fsencode(run)).hexdigest()[:16]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    short = _private_dir(Path(tempfile.gettempdir()) / f"memlab-{uid}")
+    return short / f"{digest}.sock"
+
+
+def lock_path() -> Path:
+    """Held by the live service for its whole life (filelock): who holds it, serves."""
+    return runtime_dir() / "runner.lock"
+
+
+def start_lock_path() -> Path:
+    """Held by a client while it starts the service, so two clients start one service."""
+    return runtime_dir() / "runner-start.lock"
+
+
+def pid_path() -> Path:
+    return runtime_dir() / "runner.pid"
+
+
+def log_path() -> Path:
+    return state_dir() / "runner.log"
