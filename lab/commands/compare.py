@@ -161,9 +161,8 @@ def main(args) -> int:
     # every mode writes a snapshot when asked: the allocator's history on cuda, the tensor
     # tracker's trace (in memory_viz's format) in cpu and sim
     plan = ComparePlan(w.name, sizes, combos, mode, scale, gpu_memory, not args.no_timing,
-<<<<<<< HEAD
                        args.timeout, profile_dir=str(export_dir) if export_dir else None)
-    from lab.runner.client import SubprocessRunner
+    from lab.runner.client import default_runner
 
     if not args.json:
         print(f"memlab: {choice.line()}", file=sys.stderr)
@@ -181,23 +180,10 @@ def main(args) -> int:
 
     live.start(next(labels))
     try:
-        comparison = run_compare(plan, SubprocessRunner(), on_event=live.event,
+        comparison = run_compare(plan, default_runner(), on_event=live.event,
                                  on_result=on_result)
     finally:
         live.close()
-=======
-                       args.timeout, profile_dir=str(export_dir) if export_dir and mode == "cuda"
-                       else None)
-    if export_dir is not None and mode == "cuda":
-        export_dir.mkdir(parents=True, exist_ok=True)
-    from lab.runner.client import default_runner
-
-    if not args.json:
-        print(f"▶ {w.name} · {mode} · {scale} · " + ", ".join(c.label for c in combos),
-              file=sys.stderr, flush=True)
-    comparison = run_compare(plan, default_runner(),
-                             on_event=_progress(not args.json and sys.stderr.isatty()))
->>>>>>> runner
     if export_dir is not None:
         from lab.export import ExportError, export
 
