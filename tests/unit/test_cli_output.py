@@ -17,7 +17,7 @@ import pytest
 
 from lab.cli import main
 from lab.commands.live import Live
-from lab.measure.result import DeviceInfo, RunResult
+from lab.measure.result import Peak, DeviceInfo, RunResult
 from lab.reference import REFERENCE_DIR
 
 from ..conftest import ROOT
@@ -31,8 +31,12 @@ class FakeRunner:
 
     def run(self, req, on_event=None, cancel=None) -> RunResult:
         lesson_id = Path(req.lesson_path).name.split("-", 1)[1]
-        data = json.loads((REFERENCE_DIR / lesson_id / f"{req.variant}.json").read_text())
-        res = RunResult.from_dict(data)
+        path = REFERENCE_DIR / lesson_id / f"{req.variant}.json"
+        if path.is_file():
+            res = RunResult.from_dict(json.loads(path.read_text()))
+        else:  # a lesson whose H200 recording is pending: any ok result will do here
+            res = RunResult(lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale,
+                            device=DeviceInfo("x", "sim"), peak=Peak(bytes=10**9, phase="forward 0"))
         res.mode, res.scale, res.allocator = req.mode, req.scale, None
         res.device = DeviceInfo("simulated (FakeTensorMode)", "sim")
         res.torch_version, res.step_time_s = "2.13.0+cpu", None
@@ -47,11 +51,11 @@ class FakeRunner:
 
 @pytest.fixture
 def no_gpu(monkeypatch):
-    import lab.commands.run as run_cmd
     import lab.measure.device as device
+    import lab.runner.client as client
 
     monkeypatch.setattr(device, "cuda_available", lambda: False)
-    monkeypatch.setattr(run_cmd, "SubprocessRunner", FakeRunner)
+    monkeypatch.setattr(client, "default_runner", lambda **kw: FakeRunner())
 
 
 def _cli(capsys, *args):
