@@ -134,6 +134,23 @@ def test_batch_16_vs_2_snapshots_bar(tmp_path, capsys):
     assert d["top_sites"] and d["by_phase_delta"]
 
 
+PAIR = ROOT / "tests" / "fixtures" / "cuda_batch_pair"
+
+
+@pytest.mark.skipif(not (PAIR / "peaks.json").exists(),
+                    reason="record tests/fixtures/cuda_batch_pair on a GPU "
+                           "(tests/fixtures/record_cuda_batch_pair.py)")
+def test_raw_cuda_snapshots_batch_16_vs_2():
+    """The same bar on real `_dump_snapshot`s (a GPT-2 config's plain HF loop on an H200):
+    categories guessed from stacks and lifetimes, the truth is max_memory_allocated."""
+    peaks = json.loads((PAIR / "peaks.json").read_text())
+    d = diff_files(PAIR / "b16.pkl.gz", PAIR / "b2.pkl.gz")
+    true = peaks["b2"] - peaks["b16"]
+    assert true < 0 and abs(d.peak_delta_bytes - true) <= 0.01 * abs(true)
+    assert d.by_category_delta.get("activations", 0) <= 0.5 * d.peak_delta_bytes
+    assert d.a.guessed and d.b.guessed
+
+
 def test_diff_is_headless():
     code = ("import sys, lab.snapshots.diff, lab.snapshots.diff_text, lab.commands.diff; "
             "bad = [m for m in ('textual', 'plotext', 'rich', 'torch') if m in sys.modules]; "
