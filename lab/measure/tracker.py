@@ -30,7 +30,9 @@ from .trace import ALLOC, FREE, Event, Trace
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
-_SKIP_DIRS = (_TORCH_DIR, _LAB_MEASURE_DIR, os.path.dirname(os.__file__))
+# lab/profile wraps torch.autograd.backward while it profiles a script: not the user's frame
+_LAB_PROFILE_DIR = os.path.join(os.path.dirname(_LAB_MEASURE_DIR), "profile")
+_SKIP_DIRS = (_TORCH_DIR, _LAB_MEASURE_DIR, _LAB_PROFILE_DIR, os.path.dirname(os.__file__))
 
 
 def user_frame(limit: int = 40) -> str:

@@ -24,6 +24,7 @@ from lab.reference import REFERENCE_DIR, load_reference
 
 from .screens import (ConfirmScreen, HelpScreen, HomeScreen, LessonScreen, PathPromptScreen,
                       TooSmallScreen)
+from .screens.diff_view import open_diff
 
 MIN_SIZE = (80, 24)
 DETECT = object()  # default for `gpu`: look for a CUDA GPU at start-up
@@ -252,6 +253,8 @@ class MemLabApp(App):
                             self.action_playground)
         yield SystemCommand("Open snapshot", "View a memory snapshot or result JSON (o)",
                             self.action_open_snapshot)
+        yield SystemCommand("Diff two runs", "Where the peak moved between two results or "
+                            "snapshots (memlab diff)", lambda: open_diff(self))
         yield SystemCommand("Help", "Keys and how to read the plots (?)", self.action_help)
         yield SystemCommand("Reset progress", "Forget progress and run history (asks first)",
                             self.action_reset_progress)
