@@ -112,13 +112,12 @@ def empty_cache(run):
 def expandable_segments(run):
     if run.is_cuda:
         conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-        run.note(f"PYTORCH_CUDA_ALLOC_CONF={conf!r} in this process (lesson.toml sets it before "
-                 "torch is imported)")
-        # the same setting at run time: a no-op when the variable took effect, and the switch
-        # when this process read its allocator config before the variable was set (the metric
-        # `expandable` says whether the segments really were expandable)
-        if not set_allocator_settings("expandable_segments:True"):
-            run.note("expandable_segments:True could not be set at run time by this PyTorch")
+        if "expandable_segments:True" in conf:
+            run.note(f"PYTORCH_CUDA_ALLOC_CONF={conf} was set before torch was imported")
+        else:  # e.g. run in a process that did not set the variant's env: switch it on now
+            ok = set_allocator_settings("expandable_segments:True")
+            run.note("expandable_segments:True set at run time" if ok else
+                     "expandable_segments:True could not be set by this PyTorch")
     else:
         run.note("expandable_segments is a CUDA allocator setting: cpu and sim run the baseline's "
                  f"tensors (PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')})")
