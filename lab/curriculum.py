@@ -10,6 +10,9 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
   timeout_s = 600                            per variant
   requires = ["pytorch_lightning"]           optional Python packages; missing -> lesson explains
   [[variants]] name, title, description      the first one is "baseline"
+               env = { NAME = "value" }      optional: environment variables the worker sets
+                                             before torch is imported (e.g.
+                                             PYTORCH_CUDA_ALLOC_CONF, read once per process)
   [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools);
                                              `gpu_memory` (bytes), if set, is the virtual GPU
                                              the lesson runs on unless --gpu-memory is given
@@ -87,6 +90,7 @@ class Variant:
     name: str
     title: str
     description: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # (NAME, value) pairs the worker sets before torch
 
 
 @dataclass(frozen=True)
@@ -260,8 +264,13 @@ def load_lesson(folder: Path) -> Lesson:
     variants = []
     for i, v in enumerate(variants_raw):
         where = f"variants[{i}]."
+        env = v.get("env", {})
+        if not isinstance(env, dict) or not all(
+                isinstance(k, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", k) and isinstance(x, str)
+                for k, x in env.items()):
+            raise LessonError(path, where + "env", "a table of NAME = \"value\" strings")
         variants.append(Variant(_req(v, "name", str, path, where), _req(v, "title", str, path, where),
-                                v.get("description", "")))
+                                v.get("description", ""), tuple(env.items())))
     names = [v.name for v in variants]
     if names[0] != "baseline":
         raise LessonError(path, "variants[0].name", f"the first variant must be 'baseline', got {names[0]!r}")

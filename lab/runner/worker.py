@@ -106,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"no experiment file {req.experiment}")
         else:
             lesson = load_lesson(Path(req.lesson_path))
-            lesson.variant(req.variant)
+            # a variant's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is set before anything in
+            # this process imports torch, which reads some of it once (lesson 10)
+            os.environ.update(dict(lesson.variant(req.variant).env))
             lesson_id, experiment_path = lesson.id, lesson.experiment_path
             params, checks = {**lesson.params(req.scale), **req.overrides}, list(lesson.checks)
     except (LessonError, KeyError, IndexError, ValueError, TypeError) as e:

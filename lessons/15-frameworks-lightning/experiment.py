@@ -38,8 +38,8 @@ def import_lightning():
 def with_lightning(run):
     pl = import_lightning()
     if run.simulated:
-        raise RuntimeError("Lightning's Trainer moves the model with .to(), which FakeTensorMode "
-                           "refuses: run this variant in cpu or cuda mode")
+        raise NotImplementedError("Lightning's Trainer moves the model with .to(), which FakeTensorMode "
+                                  "refuses: run this variant in cpu or cuda mode")
     lay = layout(run.p.layout)
     n = run.p.micro_batches
 
