@@ -29,6 +29,6 @@ def test_a_warm_worker_hands_an_env_variant_to_a_cold_start():
     assert started["pid"] == ready["pid"]  # the same process, exec'd: the runner's handle holds
     result = next(m for m in msgs if m["type"] == "result")["result"]
     assert result["status"] == "ok"
-    name, value = next(iter(VARIANT.env.items()))
+    name, value = next(iter(dict(VARIANT.env).items()))
     # the experiment saw the variant's environment (lesson 10 notes the setting it ran under)
     assert any(f"{name}={value}" in n for n in result["notes"]), result["notes"]
