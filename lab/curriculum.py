@@ -9,6 +9,8 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
   modes = ["cuda", "cpu", "sim"]             which modes make sense (default: all three)
   timeout_s = 600                            per variant
   requires = ["pytorch_lightning"]           optional Python packages; missing -> lesson explains
+  gpu = "exclusive"                          cuda runs get a GPU of their own (the lesson reads
+                                             whole-GPU numbers: NVML memory, utilisation)
   [[variants]] name, title, description      the first one is "baseline"
                env = { NAME = "value" }      optional: environment variables the worker sets
                                              before torch is imported (e.g.
@@ -322,6 +324,8 @@ def load_lesson(folder: Path) -> Lesson:
         claims.append(claim)
     by_id = {c.id: c for c in claims}
 
+    if data.get("gpu", "shared") not in ("shared", "exclusive"):
+        raise LessonError(path, "gpu", f"{data['gpu']!r}: use shared (the default) or exclusive")
     pending_raw = data.get("pending", ())
     pending = tuple(names) if pending_raw is True else tuple(pending_raw or ())
     for v in pending:
