@@ -7,6 +7,7 @@ the CLI prints it and exits 2, the app shows it. Nothing in a pickle runs (see `
 from __future__ import annotations
 
 import gc
+import gzip
 import json
 import pickle
 from pathlib import Path
@@ -17,6 +18,7 @@ from .summary import Allocation, Band, Oom, Series, SnapshotSummary, summarize
 from .unpickle import RefusedPickle, gc_paused, load_plain
 
 PICKLE_MAGIC = b"\x80"  # protocol 2+ opens with PROTO
+GZIP_MAGIC = b"\x1f\x8b"  # a compressed snapshot (the shipped H200 ones: *.profile.pkl.gz)
 
 
 class SnapshotError(Exception):
@@ -35,7 +37,9 @@ def read(path: str | Path) -> tuple[str, Any]:
     if p.is_dir():
         raise SnapshotError(f"{path} is a folder; give {ACCEPTS}")
     try:
-        with open(p, "rb") as f:
+        with open(p, "rb") as raw:
+            gz = raw.read(2) == GZIP_MAGIC
+        with (gzip.open(p, "rb") if gz else open(p, "rb")) as f:
             head = f.read(1)
             f.seek(0)
             if head == PICKLE_MAGIC:
@@ -45,7 +49,7 @@ def read(path: str | Path) -> tuple[str, Any]:
         raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
                             "containers, numbers and strings, so nothing in it was run") from None
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
-            AttributeError, MemoryError, RecursionError) as e:
+            AttributeError, MemoryError, RecursionError, gzip.BadGzipFile) as e:
         raise SnapshotError(f"{path}: not a readable pickle ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else 'damaged or truncated'})"
                             ) from None
