@@ -12,6 +12,8 @@ from textual.widgets import Button, Label, Markdown, Static
 
 from lab.curriculum import predicted_answer_gb
 
+from ..look import percent
+
 HELP = """\
 # GPU Memory Lab — keys
 
@@ -170,7 +172,7 @@ def calibration_table(course, progress) -> Table | Text:
             mark = Text("✔ within the tolerance" if ok else "outside the tolerance",
                         style="green" if ok else "yellow")
         t.add_row(name, f"{lp.prediction_gb:g} GB", f"{truth:.2f} GB" if truth else "—", source,
-                  f"{err:+.0%}".replace("-", "−") if err is not None else "—", mark)
+                  percent(err) if err is not None else "—", mark)
     if errors:
         errors.sort()
         t.caption = (f"{len(errors)} prediction(s) made before the result: median off by "

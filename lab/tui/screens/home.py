@@ -11,6 +11,8 @@ from textual.widgets import Button, DataTable, Footer, Header, Static
 
 from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, RUN
 
+from ..look import percent
+
 STATUS_TEXT = {
     NOT_STARTED: ("○ not started", "dim"),
     RUN: ("● run", "yellow"),
@@ -28,7 +30,7 @@ def guess_text(lp) -> Text:
     err = lp.calibration_error
     if err is None:
         return Text("made", style="dim")
-    return Text(f"{err:+.0%}".replace("-", "−"), style="green" if abs(err) <= 0.1 else "yellow")
+    return Text(percent(err), style="green" if abs(err) <= 0.1 else "yellow")
 
 
 class HomeScreen(Screen):

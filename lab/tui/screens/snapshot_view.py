@@ -90,10 +90,11 @@ class SnapshotViewScreen(Screen):
     SnapshotViewScreen DataTable { width: 1fr; }
     """
     BINDINGS = [
-        Binding("left", "move(-1)", "←", show=False),
-        Binding("right", "move(1)", "→", show=False),
-        Binding("shift+left", "move(-20)", "← ×20", show=False),
-        Binding("shift+right", "move(20)", "→ ×20", show=False),
+        # priority: the tables below have focus and would take the arrows for themselves
+        Binding("left", "move(-1)", "←", show=False, priority=True),
+        Binding("right", "move(1)", "→", show=False, priority=True),
+        Binding("shift+left", "move(-20)", "← ×20", show=False, priority=True),
+        Binding("shift+right", "move(20)", "→ ×20", show=False, priority=True),
         Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
         Binding("minus", "zoom(2)", "zoom out"),
         Binding("0", "reset", "whole run"),

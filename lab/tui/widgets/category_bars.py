@@ -77,7 +77,7 @@ class CategoryBars(Static):
         detail = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
         detail.add_column("at the peak")
         for lbl, col, _ in rows:
-            detail.add_column(lbl, justify="right", style=col)
+            detail.add_column(lbl, justify="right", style=col, overflow="fold")
         for c in (c for c in CATEGORIES if c in present):
             detail.add_row(Text(c.replace("_", " "), style=category_color(c)),
                            *[size(r.peak.by_category.get(c, 0)) for _, _, r in rows])

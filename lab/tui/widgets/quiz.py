@@ -35,12 +35,18 @@ def parse_gb(text: str) -> float | None:
 
 
 class NumberInput(Input):
-    """A number box that lets every other key reach the screen's bindings (e.g. `r`)."""
+    """A number box that lets every other key reach the screen's bindings (e.g. `r` runs)."""
 
     ALLOWED = set("0123456789.,")
 
     def check_consume_key(self, key: str, character: str | None) -> bool:
         return character is not None and character in self.ALLOWED
+
+    async def _on_key(self, event) -> None:
+        if event.is_printable and event.character not in self.ALLOWED:
+            event.prevent_default()  # not Input's: it would type the letter and stop the key
+            return
+        await super()._on_key(event)
 
 
 class QuestionCard(Vertical):

@@ -106,11 +106,11 @@ class ResultsView(VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static("", id="results-empty", classes="box")
         yield Static("", id="source")
-        yield Static("", id="failures", classes="box")
         yield TimelinePlot("", id="timeline")
+        yield Static("", id="summary", classes="box")
+        yield Static("", id="failures", classes="box")
         yield Static("What was live at the peak", classes="box heading", id="bars-title")
         yield CategoryBars(id="bars", classes="box")
-        yield Static("", id="summary", classes="box")
         yield Static("", id="prediction", classes="box")
         yield Static("", id="diff", classes="box")
         yield Static("", id="checks", classes="box")

@@ -74,19 +74,17 @@ def baseline_of(results: list[RunResult]) -> RunResult | None:
     return next((r for r in results if r.variant == "baseline" and r.ok), None)
 
 
-def summary_table(lesson: Lesson, rs: ResultSet) -> Table:
+def summary_table(lesson: Lesson, rs: ResultSet) -> Group:
+    """Peaks, Δ vs the baseline, step times; the CUDA allocator's own peaks in a second table
+    (so neither is squeezed into cut numbers at 80 columns)."""
     results, base = rs.results, baseline_of(rs.results)
     t = _table(f"Peak per variant — {rs.source.short}")
-    t.add_column("variant", no_wrap=True)
+    t.add_column("variant", overflow="fold")
     t.add_column("status")
     t.add_column("peak", justify="right", no_wrap=True)
     t.add_column("Δ vs baseline", justify="right", no_wrap=True)
-    t.add_column("peak phase")
+    t.add_column("peak phase", overflow="fold")
     t.add_column("step time", justify="right", no_wrap=True)
-    alloc = any(r.allocator for r in results)
-    if alloc:
-        t.add_column("allocated", justify="right", no_wrap=True)
-        t.add_column("reserved", justify="right", no_wrap=True)
     for r in results:
         if r is base:
             delta = Text("(baseline)", style="dim")
@@ -98,14 +96,25 @@ def summary_table(lesson: Lesson, rs: ResultSet) -> Table:
             delta = Text(size_delta(d) + pct, style="green" if d < 0 else "red" if d > 0 else "")
         step = seconds(r.step_time_s) if r.step_time_s is not None else (
             "none (sim)" if r.mode == "sim" else "—")
-        row = [Text(r.variant, style=f"bold {color(lesson, r.variant)}"), status_text(r.status),
-               peak_text(r), delta, r.peak.phase or "—", step]
-        if alloc:
-            a = r.allocator
-            row += [size(a.peak_allocated_bytes) if a else "—",
-                    size(a.peak_reserved_bytes) if a else "—"]
-        t.add_row(*row)
-    return t
+        t.add_row(Text(r.variant, style=f"bold {color(lesson, r.variant)}"), status_text(r.status),
+                  peak_text(r), delta, r.peak.phase or "—", step)
+    if base is None and any(r.variant == "baseline" for r in results):
+        t.caption = "the baseline did not finish: no Δ to compare with"
+    parts = [t]
+    if any(r.allocator for r in results):
+        a = _table("The CUDA caching allocator's own peaks (blocks, rounding and workspaces "
+                   "included)")
+        a.add_column("variant", overflow="fold")
+        a.add_column("tensors", justify="right", no_wrap=True)
+        a.add_column("allocated", justify="right", no_wrap=True)
+        a.add_column("reserved", justify="right", no_wrap=True)
+        for r in results:
+            if r.allocator:
+                a.add_row(Text(r.variant, style=color(lesson, r.variant)), peak_text(r),
+                          size(r.allocator.peak_allocated_bytes),
+                          size(r.allocator.peak_reserved_bytes))
+        parts.append(a)
+    return Group(*parts)
 
 
 def checks_table(lesson: Lesson, rs: ResultSet) -> Group | None:
@@ -161,7 +170,7 @@ def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
     t.add_column("baseline", justify="right", no_wrap=True)
     for r in others:
         t.add_column(Text(f"Δ {r.variant}", style=color(lesson, r.variant)), justify="right",
-                     no_wrap=True)
+                     overflow="fold")
     for key in order:
         b = by_phase[0].get(key)
         row = [key[0], size(b.peak_bytes) if b else Text("—", style="dim")]
@@ -180,7 +189,7 @@ def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
     c.add_column("baseline", justify="right", no_wrap=True)
     for r in others:
         c.add_column(Text(f"Δ {r.variant}", style=color(lesson, r.variant)), justify="right",
-                     no_wrap=True)
+                     overflow="fold")
     for cat in CATEGORIES:
         values = [r.peak.by_category.get(cat, 0) for r in [base, *others]]
         if not any(values):
