@@ -4,6 +4,8 @@ shown as a measured zero or a ×nan."""
 
 from __future__ import annotations
 
+import io
+
 from rich.console import Console
 from textual.widgets import Checkbox, Input
 
@@ -60,9 +62,8 @@ async def test_a_cpu_run_at_seed_scale_asks_first():
 
 
 def _render(renderable) -> str:
-    console = Console(width=160, record=True, color_system=None)
-    with console.capture():
-        console.print(renderable)
+    console = Console(width=160, record=True, color_system=None, file=io.StringIO())
+    console.print(renderable)
     return console.export_text()
 
 

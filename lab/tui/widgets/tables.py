@@ -58,8 +58,19 @@ def status_text(status: str) -> Text:
 
 
 def _table(title: str) -> Table:
-    return Table(title=title, title_justify="left", title_style="bold", header_style="bold",
-                 pad_edge=False, box=box.SIMPLE_HEAD)
+    # the title goes above as its own line (`titled`): a Rich title wraps to the table's width
+    t = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
+    t.heading = title
+    return t
+
+
+def titled(*tables) -> Group:
+    parts = []
+    for t in tables:
+        if isinstance(t, Table) and getattr(t, "heading", ""):
+            parts.append(Text(t.heading, style="bold"))
+        parts.append(t)
+    return Group(*parts)
 
 
 def peak_text(r: RunResult) -> Text:
@@ -102,8 +113,8 @@ def summary_table(lesson: Lesson, rs: ResultSet) -> Group:
         t.caption = "the baseline did not finish: no Δ to compare with"
     parts = [t]
     if any(r.allocator for r in results):
-        a = _table("The CUDA caching allocator's own peaks (blocks, rounding and workspaces "
-                   "included)")
+        a = _table("The CUDA caching allocator's own peaks (its blocks: rounding and "
+                   "workspaces included)")
         a.add_column("variant", overflow="fold")
         a.add_column("tensors", justify="right", no_wrap=True)
         a.add_column("allocated", justify="right", no_wrap=True)
@@ -114,7 +125,7 @@ def summary_table(lesson: Lesson, rs: ResultSet) -> Group:
                           size(r.allocator.peak_allocated_bytes),
                           size(r.allocator.peak_reserved_bytes))
         parts.append(a)
-    return Group(*parts)
+    return titled(*parts)
 
 
 def checks_table(lesson: Lesson, rs: ResultSet) -> Group | None:
@@ -148,8 +159,8 @@ def checks_table(lesson: Lesson, rs: ResultSet) -> Group | None:
         t.add_row(c.name, Text(r.variant, style=color(lesson, r.variant)),
                   size(c.expected_bytes), measured, mark)
     if not notes:
-        return Group(t)
-    return Group(t, Text("\n".join(f"• {n}: {note}" for n, note in notes[:6]), style="dim"))
+        return titled(t)
+    return titled(t, Text("\n".join(f"• {n}: {note}" for n, note in notes[:6]), style="dim"))
 
 
 def _phase_peaks(r: RunResult) -> dict:
@@ -202,10 +213,10 @@ def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
             d = v - values[0]
             row.append(Text(size_delta(d), style="green" if d < 0 else "red" if d > 0 else "dim"))
         c.add_row(*row)
-    return Group(t, c)
+    return titled(t, c)
 
 
-def beside_table(lesson: Lesson, lead: ResultSet, beside: ResultSet) -> Table:
+def beside_table(lesson: Lesson, lead: ResultSet, beside: ResultSet) -> Group:
     """The other origin next to the lead one, variant by variant, with their difference."""
     t = _table(f"{beside.source.short} beside {lead.source.short}")
     t.add_column("variant", no_wrap=True)
@@ -225,10 +236,11 @@ def beside_table(lesson: Lesson, lead: ResultSet, beside: ResultSet) -> Table:
             diff = Text(f"{size_delta(d)} ({percent(d / other.peak.bytes)})")
         t.add_row(Text(r.variant, style=color(lesson, r.variant)), peak_text(r),
                   peak_text(other) if other else Text("—", style="dim"), diff)
-    return t
+    return titled(t)
 
 
-def history_table(lesson: Lesson, history: list[RunRecord], current: list[RunResult]) -> Table | None:
+def history_table(lesson: Lesson, history: list[RunRecord],
+                  current: list[RunResult]) -> Group | None:
     # earlier runs of this lesson, newest first, compared with the same variant/mode/scale now
     now = {(r.variant, r.mode, r.scale): r for r in current}
     older = list(reversed(history))[:8]
@@ -245,7 +257,7 @@ def history_table(lesson: Lesson, history: list[RunRecord], current: list[RunRes
         t.add_row(h.created.replace("T", " ")[:16], Text(h.variant, style=color(lesson, h.variant)),
                   f"{h.mode}/{h.scale}", status_text(h.status),
                   size(h.peak_bytes) if h.status == "ok" else "—", vs, seconds(h.step_time_s))
-    return t
+    return titled(t)
 
 
 def failure_box(r: RunResult, source: Source) -> Text:
