@@ -140,6 +140,8 @@ async def test_cancel_stops_the_run_and_the_app_keeps_working():
         assert [(r.variant, r.status) for r in screen.results] == [("baseline", "cancelled")]
         assert len(runner.requests) == 1
         assert "Cancelled" in text_of(screen, "#status-text")
+        title = screen.query_one("#timeline").title
+        assert "stopped before a peak was measured" in title and "peak 0" not in title
         assert isinstance(app.screen, LessonScreen)  # Esc cancelled; it did not leave
         # and a new run works
         runner.hold = False

@@ -27,7 +27,8 @@ from ..provenance import RECORDING, version_mismatch
 from ..widgets import CodeView, InspectorView, QuizView, ResultsData, ResultsView, RunControls
 from ..widgets.status import RunStatus
 from ..widgets.tables import ResultSet, variant_index
-from .lesson_run import LessonRunMixin, load_sets
+from .lesson_run import LessonRunMixin
+from .lesson_store import load_sets
 
 TABS = ("text", "experiment", "results", "inspector", "quiz")
 

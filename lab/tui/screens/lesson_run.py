@@ -19,8 +19,6 @@ from textual import work
 from textual.widgets import TabbedContent
 from textual.worker import get_current_worker
 
-from lab.measure.result import RunResult
-from lab.reference import load_reference
 from lab.report.units import SIZE_HELP, parse_size
 from lab.runner.client import failed_result
 from lab.runner.protocol import RunRequest
@@ -34,42 +32,8 @@ from ..widgets.status import RunStatus
 from ..widgets.tables import ResultSet, variant_index
 from ..widgets.timeline import Series
 from .dialogs import ConfirmScreen
+from .lesson_store import save_sets
 from .predict import SKIP, PredictScreen
-
-
-def save_sets(progress, lesson_id: str, lead: ResultSet, beside: ResultSet) -> None:
-    entries = []
-    for role, rs in (("lead", lead), ("beside", beside)):
-        for r in rs.results:
-            entries.append({"set": role, "how": RECORDING, "variant": r.variant}
-                           if rs.how == RECORDING else
-                           {"set": role, "how": LIVE, "result": r.to_dict()})
-    try:
-        progress.save_results(lesson_id, entries)
-    except OSError:
-        pass  # an unwritable data folder costs the restore, never the run
-
-
-def load_sets(progress, lesson_id: str, root) -> tuple[ResultSet, ResultSet, str]:
-    saved, entries = progress.load_results(lesson_id)
-    sets = {"lead": ResultSet(), "beside": ResultSet()}
-    recorded = None
-    for e in entries:
-        rs = sets.get(e.get("set"))
-        if rs is None:
-            continue
-        try:
-            if e.get("how") == RECORDING:
-                recorded = recorded if recorded is not None else load_reference(lesson_id, root)
-                r = recorded.get(e.get("variant"))
-                rs.how = RECORDING
-            else:
-                r = RunResult.from_dict(e["result"])
-        except (KeyError, ValueError, TypeError, AttributeError):
-            continue
-        if r is not None:
-            rs.results.append(r)
-    return sets["lead"], sets["beside"], saved
 
 
 class LessonRunMixin:
@@ -297,9 +261,9 @@ class LessonRunMixin:
                           for r in message.results) or "nothing ran"
         head = "Cancelled" if message.cancelled else (
             "Played back" if plan.recorded else "Done")
-        tail = "  · 3 results · 4 inspector · 1 the lesson's measured story"
+        tail = " · 1 the lesson's story · 4 inspector"
         if self.main_is_recording():
-            tail = "  · y runs it yourself" + tail
+            tail = " · y runs it yourself" + tail
         status.say(Text.assemble((f"{head}: ", "bold"), words, (tail, "dim")))
         self.app.refresh_home()
 
@@ -347,4 +311,4 @@ class LessonRunMixin:
             self.app.action_home()
 
 
-__all__ = ["LessonRunMixin", "load_sets", "save_sets"]
+__all__ = ["LessonRunMixin"]

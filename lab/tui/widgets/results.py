@@ -63,12 +63,13 @@ def series_of(lesson: Lesson, rs: ResultSet) -> list[Series]:
 
 
 def plot_title(rs: ResultSet) -> str:
-    first = rs.results[0]
+    first, short = rs.results[0], rs.source.short
+    where = short if first.scale in short else f"{short}, {first.scale} scale"
     measured = [r for r in rs.results if r.peak.bytes]
-    if not measured:
-        return f"{rs.source.short}, {first.scale} scale · nothing measured"
+    if not measured:  # e.g. cancelled before anything was measured: not "peak 0 GB"
+        return f"{where} · stopped before a peak was measured"
     top = max(measured, key=lambda r: r.peak.bytes)
-    return f"{rs.source.short}, {first.scale} scale · peak {size(top.peak.bytes)} {top.variant}"
+    return f"{where} · peak {size(top.peak.bytes)} {top.variant}"
 
 
 def prediction_text(data: ResultsData) -> Text | None:
