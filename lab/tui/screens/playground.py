@@ -53,9 +53,9 @@ class TradeoffPlot(PlotextPlot):
         p.clear_figure()
         rows = [r for r in self.rows if r.status == "ok" and r.step_time_s is not None]
         if not rows:
-            p.title("peak vs step time (cpu or cuda runs)")
+            p.title("peak vs step time (timed runs)")
             p.xticks([], [])
-            p.yticks([], [])
+            p.yticks([0], ["0"])
         else:
             data.draw_tradeoff(p, rows)
         self.refresh()

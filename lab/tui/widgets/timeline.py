@@ -58,6 +58,18 @@ class Series:
                    oom)
 
 
+def pack(items: list[Text], width: int) -> list[Text]:
+    """Legend items in lines of at most `width` cells, two spaces apart."""
+    lines: list[Text] = []
+    for item in items:
+        if lines and lines[-1].cell_len + 2 + item.cell_len <= width:
+            lines[-1].append("  ")
+            lines[-1].append_text(item)
+        else:
+            lines.append(item.copy())
+    return lines
+
+
 class TimelinePlot(PlotextPlot):
     DEFAULT_CSS = """
     TimelinePlot { height: 12; min-height: 8; }
@@ -126,22 +138,22 @@ class TimelinePlot(PlotextPlot):
         return max(ymax, cap if shown else 0), shown
 
     # ---- the legend (under the plot, never over the data) ----------------------------------
-    def legend(self) -> Text:
-        text = Text()
+    def legend(self) -> list[Text]:
+        """The legend's items; `pack` lays them out in lines, an item never split."""
+        items: list[Text] = []
         self.notes = []
         if not self.series:
-            return text
+            return items
         for s in self.series:
-            text.append("━ ", style=hex_of(s.rgb))
-            text.append(s.label + "  ")
-        text.append("● peak  ", style="dim")
+            items.append(Text.assemble(("━ ", hex_of(s.rgb)), s.label))
+        items.append(Text("● peak", style="dim"))
         if any(s.oom_bytes is not None for s in self.series):
-            text.append("✕ out of memory  ", style="bold red")
+            items.append(Text("✕ out of memory", style="bold red"))
         if self.capacity:
             cap, what = self.capacity
             inside = self._top()[1]
             note = f"─ {what}" if inside else f"{what}: above the top of the plot"
-            text.append(note + "  ", style=hex_of(CAPACITY_RGB))
+            items.append(Text(note, style=hex_of(CAPACITY_RGB)))
             self.notes.append(note)
         top = self._top()[0]
         xs = [self._xs(k, s) for k, s in enumerate(self.series)]
@@ -149,10 +161,10 @@ class TimelinePlot(PlotextPlot):
             for i in range(j):
                 if coincide(xs[i], self.series[i].y, xs[j], self.series[j].y, 0.015 * top):
                     note = f"{self.series[i].label} = {self.series[j].label}, drawn under it"
-                    text.append(note + "  ", style="italic")
+                    items.append(Text(note, style="italic"))
                     self.notes.append(note)
                     break
-        return text
+        return items
 
     # ---- drawing ---------------------------------------------------------------------------
     def _draw(self, height: int) -> None:
@@ -235,8 +247,7 @@ class TimelinePlot(PlotextPlot):
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
         width = max(self.size.width, 20)
-        legend = self.legend()
-        legend_lines = legend.wrap(self.app.console, width) if legend.plain else []
+        legend_lines = pack(self.legend(), width)
         extra = len(legend_lines) + (1 if self.axis is not None else 0)
         height = max(5, self.size.height - extra)
         self._draw(height)
