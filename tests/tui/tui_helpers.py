@@ -89,7 +89,7 @@ def screen_text(app) -> str:
     return console.export_text()
 
 
-NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)\s*(GiB|MiB|KiB|GB|MB|kB|B)?")
+NUMBER = re.compile(r"(\d+(?:,\d{3})*(?:\.\d+)?)\s*(GiB|MiB|KiB|GB|MB|kB|B)?\b")
 UNITS = {None: 1e9, "GB": 1e9, "MB": 1e6, "kB": 1e3, "B": 1, "GiB": 2**30, "MiB": 2**20,
          "KiB": 2**10}
 

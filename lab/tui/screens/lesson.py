@@ -240,7 +240,8 @@ class LessonScreen(LessonRunMixin, Screen):
             return
         self._stale.discard(tab)
         if tab == "inspector":
-            self.query_one(InspectorView).show(self.lesson, self.lead.results)
+            self.query_one(InspectorView).show(
+                self.lesson, self.lead.results, self.lead.source.short if self.lead else "")
         elif tab == "quiz":
             measured = {}
             for rs in (self.beside, self.lead):  # the lead wins

@@ -298,6 +298,10 @@ class LessonRunMixin:
                        None)
         elif cap is None and plan is not None:
             cap = self.lesson.scales.get(plan.scale, {}).get("gpu_memory")
+        if not cap and plan is not None and plan.mode == "cuda" and not plan.recorded:
+            total = getattr(self.app.gpu, "total_bytes", None)  # your GPU's own size
+            if total:
+                return int(total), f"{getattr(self.app.gpu, 'name', 'GPU')} capacity {size(total)}"
         if cap:
             gib = f" ({cap // 2**30} GiB)" if cap % 2**30 == 0 else ""
             return int(cap), f"GPU capped at {size(cap)}{gib}"

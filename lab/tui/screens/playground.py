@@ -134,8 +134,7 @@ class PlaygroundScreen(Screen):
     def on_mount(self) -> None:
         self.title = "GPU Memory Lab"
         self.sub_title = "Playground: compare technique combinations"
-        self.query_one("#results", DataTable).add_columns(
-            "combination", "status", "peak", "Δ vs baseline", "step time", "throughput")
+        self._columns(self.query_one("#results", DataTable))
         self.query_one(TradeoffPlot).replot()
         self.load_catalog()
 
@@ -257,10 +256,18 @@ class PlaygroundScreen(Screen):
     def _set_status(self, text: str) -> None:
         self.query_one("#status", Static).update(text)
 
+    @staticmethod
+    def _columns(table: DataTable) -> None:
+        table.add_columns("combination", "status", "peak", "Δ vs baseline", "step time",
+                          "throughput")
+
     def _add_result(self, res: RunResult) -> None:
         self._results.append(res)
         table = self.query_one("#results", DataTable)
-        table.clear()
+        # columns too: their widths then fit every row now in the table (a plain clear()
+        # keeps the widths of the rows before, and a wider Δ overflowed its column)
+        table.clear(columns=True)
+        self._columns(table)
         for k, r in enumerate(data.rows(self._plan, self.catalog, self._results)):
             delta = "(baseline)" if k == 0 else "—" if r.delta_bytes is None else (
                 size_delta(r.delta_bytes)

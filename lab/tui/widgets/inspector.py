@@ -82,6 +82,7 @@ class InspectorView(Vertical, can_focus=True):
         self.results: dict[str, RunResult] = {}
         self.variant: str | None = None
         self.pos = 0  # position in the variant's timeline (a recorded point)
+        self.source = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="inspector-bar"):
@@ -98,8 +99,9 @@ class InspectorView(Vertical, can_focus=True):
         self._refresh_view()
 
     # ---- data (calls down) -----------------------------------------------------------------
-    def show(self, lesson: Lesson, results: list[RunResult]) -> None:
+    def show(self, lesson: Lesson, results: list[RunResult], source: str = "") -> None:
         self.lesson = lesson
+        self.source = source  # where these results came from ("H200 recording", ...)
         self.results = {r.variant: r for r in results if r.timeline.live}
         select = self.query_one("#inspector-variant", Select)
         options = [(v, v) for v in self.results]
@@ -184,7 +186,8 @@ class InspectorView(Vertical, can_focus=True):
         idx = self.index
         plot.cursor = idx
         plot.set_series([Series.of(r, variant_rgb(variant_index(self.lesson, r.variant)))],
-                        f"{r.variant}: cursor at event {idx}")
+                        f"{r.variant}" + (f" ({self.source})" if self.source else "")
+                        + f": cursor at event {idx}")
         live = r.timeline.live[self.pos]
         blocks = live_blocks(r, idx)
         shown = sum(b.nbytes for b in blocks)

@@ -157,6 +157,7 @@ class ResultsView(VerticalScroll):
         box.set_class(any(r.status in ("oom", "error") for r in failures), "-bad")
         self.query_one("#timeline", TimelinePlot).set_series(
             series_of(lesson, lead), plot_title(lead), capacity_of(lead.results))
+        self.query_one("#bars-title", Static).update(f"What was live at the peak — {src.short}")
         self.query_one("#bars", CategoryBars).set_results(
             [(r.variant, data.color(r.variant), r) for r in lead.results])
         self.query_one("#summary", Static).update(summary_table(lesson, lead))
