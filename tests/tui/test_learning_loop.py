@@ -211,6 +211,27 @@ async def test_keys_work_as_the_footer_says(split_course):
         await pilot.press("4", ".", "4")
         assert app.screen.query_one("#predict-box", Input).value == "4.4"
         assert tabs.active == "quiz"
+        await pilot.press("escape")  # skip it this time...
+        await wait_until(pilot, lambda: screen.finished_runs == 1, tries=500)
+        await app.workers.wait_for_complete()
+        assert app.progress.lessons[lesson.id].prediction_gb is None
+
+
+async def test_typing_a_prediction_on_the_lesson_screen_opens_the_prediction_box(split_course):
+    # Given a learner on the text tab who types "4.4" without opening anything first
+    lesson = split_course.lessons[0]
+    app = make_app(references=REFERENCE_DIR, course=split_course)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        app.open_lesson(lesson)
+        await pilot.pause()
+        screen = app.screen
+        await pilot.press("4", ".", "4")
+        await pilot.pause()
+        # Then "4" did not leave them on the inspector: the prediction box holds 4.4
+        assert isinstance(app.screen, PredictScreen)
+        assert app.screen.query_one("#predict-box", Input).value == "4.4"
+        assert screen.query_one(TabbedContent).active == "text"
         await pilot.press("enter")
         await wait_until(pilot, lambda: screen.finished_runs == 1, tries=500)
         await app.workers.wait_for_complete()

@@ -26,7 +26,7 @@ HELP = """\
 | `s` | lesson | open the H200's recorded allocator snapshot (when this install has it) |
 | `Esc` | lesson | cancel the run; when nothing runs, back to the course map |
 | `n` / `p` | lesson | next / previous lesson |
-| `1`…`5` | lesson | Lesson · Experiment · Results · Inspector · Quiz |
+| `1`…`5` | lesson | Lesson · Experiment · Results · Inspector · Quiz (a number typed with a point, like `4.4`, goes to the prediction box instead) |
 | `←` `→` (shift: ×10), `m`, `v` | inspector | move the cursor, jump to the peak, next variant |
 | `g` | anywhere | the playground: compare technique combinations on a workload |
 | `o` | anywhere | open a memory snapshot (`_dump_snapshot` pickle) or a result JSON |

@@ -9,6 +9,7 @@ the screen out, shows results and moves between tabs and lessons.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from rich.markdown import Markdown as RichMarkdown
@@ -58,6 +59,7 @@ class LessonScreen(LessonRunMixin, Screen):
         Binding("n", "next_lesson", "Next"),
         Binding("p", "prev_lesson", "Prev", show=False),
         Binding("s", "recorded_snapshot", "H200 snapshot", show=False),
+        Binding("full_stop,comma", "typed_number", show=False),
         *[Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False) for i, t in enumerate(TABS)],
     ]
 
@@ -252,7 +254,22 @@ class LessonScreen(LessonRunMixin, Screen):
 
     # ---- navigation --------------------------------------------------------------------------
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        tabs = self.query_one(TabbedContent)
+        self._last_tab_key = (time.monotonic(), TABS.index(tab) + 1, tabs.active)
+        tabs.active = tab
+
+    def action_typed_number(self) -> None:
+        """"4" then "." is someone typing a prediction (4.4), not asking for tab 4: go back to
+        the tab they were on and open the prediction box with "4." in it."""
+        when, digit, before = getattr(self, "_last_tab_key", (0.0, 0, ""))
+        lp = self.app.progress.lessons.get(self.lesson.id)
+        pending = self.predict_question is not None and not (
+            lp and (lp.prediction_gb is not None or lp.revealed_at))
+        if not pending or time.monotonic() - when > 2.0 or self.running:
+            return
+        self.query_one(TabbedContent).active = before
+        self._ask_prediction(self._play_recording if self.main_is_recording() else self._run_live,
+                             prefill=f"{digit}.")
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._refresh_tab(event.pane.id)

@@ -62,7 +62,7 @@ class LessonRunMixin:
             self.notify("A run is already in progress (Esc cancels it).", severity="warning")
         return self.running
 
-    def _ask_prediction(self, then) -> None:
+    def _ask_prediction(self, then, prefill: str = "") -> None:
         q = self.predict_question
         lp = self.app.progress.lessons.get(self.lesson.id)
         if q is None or (lp and (lp.prediction_gb is not None or lp.revealed_at)):
@@ -77,7 +77,7 @@ class LessonRunMixin:
                 self.refresh_prediction()
             then()
 
-        self.app.push_screen(PredictScreen(q, what), done)
+        self.app.push_screen(PredictScreen(q, what, prefill), done)
 
     def _selected(self) -> tuple[str, ...] | None:
         variants = self.query_one(RunControls).selected_variants()

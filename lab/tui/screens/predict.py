@@ -33,16 +33,16 @@ class PredictScreen(ModalScreen[float]):
     """
     BINDINGS = [Binding("escape", "skip", "Skip (run without predicting)")]
 
-    def __init__(self, question: Question, what: str):
+    def __init__(self, question: Question, what: str, prefill: str = ""):
         super().__init__()
-        self.question, self.what = question, what
+        self.question, self.what, self.prefill = question, what, prefill
 
     def compose(self) -> ComposeResult:
         q = self.question
         with Vertical():
             yield Label("Before you run it: predict", id="predict-title")
             yield Static(q.question)
-            yield NumberInput(placeholder="GB, e.g. 3.5", id="predict-box")
+            yield NumberInput(self.prefill, placeholder="GB, e.g. 3.5", id="predict-box")
             yield Static("", id="predict-error")
             yield Static(Text.assemble(
                 ("Enter", "bold"), f" commits your prediction and {self.what}; ",
@@ -51,7 +51,9 @@ class PredictScreen(ModalScreen[float]):
                 "each one was. GB = 10⁹ bytes.", style="dim"))
 
     def on_mount(self) -> None:
-        self.query_one("#predict-box", Input).focus()
+        box = self.query_one("#predict-box", Input)
+        box.focus()
+        box.cursor_position = len(box.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
