@@ -1,0 +1,96 @@
+"""The playground screen's only door into the workload layer (one place to change at a merge).
+
+Today that layer is `lab.playground` (+ the transformers workloads of `lab.experiments`); the
+`workloads` branch replaces both with `lab.workloads`, whose registry metadata is torch-free.
+Until then, listing the workloads imports torch (seconds), so `load_catalog` runs in a thread
+worker and everything else here is called only after it. Nothing here touches Textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from lab.measure.result import RunResult
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    name: str
+    title: str
+    sizes: dict[str, dict[str, Any]]  # scale -> default sizes
+    unit: str  # throughput unit: tokens or samples
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Catalog:
+    workloads: dict[str, WorkloadInfo] = field(default_factory=dict)
+    tokens_help: str = ""
+
+
+def load_catalog() -> Catalog:
+    """Every workload and the combination tokens. Imports torch today: call it off the UI
+    thread."""
+    from lab.playground import all_workloads
+    from lab.playground.techniques import TOKENS_HELP
+
+    infos = {w.name: WorkloadInfo(w.name, w.title, {s: w.default_sizes(s) for s in w.sizes},
+                                  w.unit, tuple(w.notes))
+             for w in all_workloads().values()}
+    return Catalog(infos, TOKENS_HELP)
+
+
+def make_plan(workload: str, mode: str, sizes: dict[str, int], combos: list[str]):
+    """The comparison the form describes. Raises ValueError (incl. ComboError) or KeyError
+    with one line."""
+    from lab.playground import ComparePlan, get_workload, parse_combos
+
+    w = get_workload(workload)
+    scale = "small" if mode == "cpu" else "seed"
+    plan_sizes = w.default_sizes(scale)
+    for key, value in sizes.items():
+        if key not in plan_sizes:
+            raise ValueError(f"workload {w.name!r} has no {key}")
+        if value < 1:
+            raise ValueError(f"{key} must be at least 1")
+        plan_sizes[key] = value
+    techniques = parse_combos(combos or ["baseline"])
+    for t in techniques:
+        w.check(t)
+        if t.accum > 1 and plan_sizes["batch"] % t.accum:
+            raise ValueError(f"batch {plan_sizes['batch']} is not divisible by accum{t.accum}")
+    return ComparePlan(w.name, plan_sizes, techniques, mode, scale)
+
+
+def labels(plan) -> list[str]:
+    return [t.label for t in plan.combos]
+
+
+def run(plan, runner, on_event: Callable[[str, dict], None], cancel,
+        on_result: Callable[[RunResult], None]):
+    """Every combination in turn, each in its own worker; returns the comparison."""
+    from lab.playground.compare import run_compare
+
+    return run_compare(plan, runner, on_event=on_event, cancel=cancel, on_result=on_result)
+
+
+def rows(plan, catalog: Catalog, results: list[RunResult]) -> list:
+    """One row per result: combo, status, peak_bytes, delta_bytes, delta_frac, step_time_s,
+    throughput, unit, error (the compare layer's `Row`)."""
+    from lab.playground.compare import rows_for
+
+    info = catalog.workloads[plan.workload]
+    n = int(plan.sizes.get("batch", 1))
+    items = n * int(plan.sizes.get("seq", 1)) if info.unit == "tokens" else n
+    return rows_for(results, items, info.unit)
+
+
+def draw_tradeoff(plt, rows_) -> None:
+    from lab.export import draw_tradeoff as draw
+
+    draw(plt, rows_)
+
+
+__all__ = ["Catalog", "WorkloadInfo", "draw_tradeoff", "labels", "load_catalog", "make_plan",
+           "rows", "run"]
