@@ -37,7 +37,7 @@ def split_course(tmp_path):
     md = root / "01-linear-baseline" / "lesson.md"
     text = md.read_text()
     if RESULTS_MARKER not in text:
-        head, sep, tail = text.partition("## What the lab measured")
+        head, sep, tail = text.partition("## What the measurement showed")
         assert sep, "lesson 01's text changed: update this fixture"
         md.write_text(head + RESULTS_MARKER + "\n\n" + sep + tail)
     return load_course(root)
@@ -132,7 +132,7 @@ async def test_after_predicting_the_h200_recording_is_the_result_and_run_it_your
         assert "4 GB" in prediction and "committed before the run" in prediction
         assert "H200 recording: 4.40 GB" in prediction and "−400.20 MB (−9%)" in prediction
         # the measured story is in the lesson text now
-        assert "What the lab measured" in text_of(screen, "#lesson-md")
+        assert "What the measurement showed" in text_of(screen, "#lesson-md")
         # and "run it yourself" is one key away, said so in the footer
         assert "Run it yourself" in screen_text(app)
         await run_and_wait(pilot, key="y")
