@@ -17,8 +17,8 @@ from pathlib import Path
 
 from lab.curriculum import Lesson, load_course
 from lab.measure.result import RunResult
+from lab.paths import REFERENCE_DIR
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "assets" / "reference"
 BLOCK_RE = re.compile(r"<!-- h200 -->.*?<!-- /h200 -->", re.S)
 
 

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from lab.commands import COMMANDS, UsageError
+from lab.curriculum import CourseNotFound
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             return _open_app()
         return args.func(args)
-    except UsageError as e:
+    except (UsageError, CourseNotFound) as e:
         print(f"memlab: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

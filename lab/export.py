@@ -15,15 +15,14 @@ still writes the tables where it is missing.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Union
 
+from lab.atomic import atomic_write
 from lab.measure.result import RunResult
 from lab.playground.compare import Comparison
-from lab.playground.fit import FitResult
-from lab.playground.text import comparison_header, comparison_table, fit_table, gb, table
+from lab.playground.text import comparison_header, comparison_table, gb, table
 
 Exportable = Union[RunResult, list, Comparison]
 FORMATS = ("json", "md", "profile")
@@ -186,19 +185,7 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool) -> str
     return "\n".join(out)
 
 
-def fit_markdown(results: list[FitResult], workload: str, sizes: dict, capacity: int) -> str:
-    return "\n".join([f"# Fit: {workload} in {capacity / 2**30:,.2f} GiB", "",
-                      ", ".join(f"{k}={v}" for k, v in sizes.items()), "",
-                      fit_table(results, markdown=True), ""])
-
-
 # ---- writing --------------------------------------------------------------------------------------
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORMATS,
            name: str = "result", title: str | None = None) -> list[Path]:
     """Write the chosen formats into `out_dir` (created if needed); returns the files written."""
@@ -217,11 +204,11 @@ def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORM
     try:
         if "json" in formats:
             p = out / f"{name}.json"
-            _atomic_write(p, json.dumps(to_json(obj), indent=1))
+            atomic_write(p, json.dumps(to_json(obj), indent=1))
             written.append(p)
         if "md" in formats:
             p = out / "report.md"
-            _atomic_write(p, markdown(obj, title))
+            atomic_write(p, markdown(obj, title))
             written.append(p)
         if "profile" in formats:
             results = _results(obj)
@@ -241,5 +228,5 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name) or "variant"
 
 
-__all__ = ["ExportError", "FORMATS", "export", "fit_markdown", "load", "markdown", "to_json",
+__all__ = ["ExportError", "FORMATS", "export", "load", "markdown", "to_json",
            "tradeoff_plot", "timeline_plot"]

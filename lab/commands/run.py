@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from lab.atomic import atomic_write
 from lab.commands import UsageError, gpu_memory_arg
 from lab.curriculum import Course, Lesson, load_course
 from lab.report.units import SIZE_HELP
@@ -217,16 +218,10 @@ def run_tasks(tasks: list, jobs: int, gpus: int, show_progress: bool, quiet: boo
             if save_dir is not None:  # as each finishes: a long --all keeps what it measured
                 out = save_dir / lesson.id / f"{req.variant}.json"
                 out.parent.mkdir(parents=True, exist_ok=True)
-                _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
+                atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
             return res
         finally:
             slots.put(slot)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         return list(pool.map(one, tasks))
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

@@ -136,7 +136,7 @@ def measure_variant(
         snap = recorder.snapshot()
         recorder.stop()
         if profile_path:
-            cuda_mod.save_profile(snap, profile_path)
+            save_snapshot(snap, profile_path)
             result.profile_path = profile_path
 
     result.phases = build_phases(session.phases, trace)
