@@ -4,9 +4,11 @@
     comparison = run_compare(plan, SubprocessRunner())
     comparison.rows    # peak, Δ vs baseline, step time, tokens/s
 
-The first combination is the baseline. Every combination is a RunRequest for the playground's
-generic experiment (lab/playground/experiment.py, variant "combo"), so it gets the same fresh
-process, timeout, cancel and OOM-as-a-result handling as a lesson. Headless: no torch here.
+The first combination is the baseline. Every combination is a RunRequest for the workload
+layer's generic experiment (lab/workloads/experiment.py, variant "combo"), so it gets the same
+fresh process, timeout, cancel and OOM-as-a-result handling as a lesson. Each result's params
+name the combination (`config`) and the optimizer it trained with (`optimizer`: class,
+settings, state bytes per parameter). Headless: no torch here.
 """
 
 from __future__ import annotations
@@ -18,11 +20,8 @@ from typing import Any, Callable
 
 from lab.measure.result import RunResult
 from lab.runner.protocol import RunRequest
+from lab.workloads import EXPERIMENT, VARIANT, TrainConfig, get_workload, optimizer_info
 
-from .techniques import Techniques
-from .workloads import get_workload
-
-EXPERIMENT = str(Path(__file__).with_name("experiment.py"))
 LABEL = "playground"  # the results' `lesson`
 SCHEMA = 1
 
@@ -31,7 +30,7 @@ SCHEMA = 1
 class ComparePlan:
     workload: str
     sizes: dict[str, Any]
-    combos: list[Techniques]
+    combos: list[TrainConfig]
     mode: str = "cpu"  # resolved: cuda | cpu | sim
     scale: str = "small"
     gpu_memory: int | None = None
@@ -42,17 +41,23 @@ class ComparePlan:
     def requests(self) -> list[RunRequest]:
         w = get_workload(self.workload)
         out = []
-        for t in self.combos:
-            w.check(t)
-            params = {**self.sizes, "workload": self.workload, "techniques": t.to_dict()}
-            profile = (str(Path(self.profile_dir) / f"profile-{t.label}.pkl")
+        for cfg in self.combos:
+            w.check(cfg, self.sizes)
+            profile = (str(Path(self.profile_dir) / f"profile-{cfg.label}.pkl")
                        if self.profile_dir else None)
-            out.append(RunRequest(lesson_path=LABEL, variant="combo", mode=self.mode,
+            out.append(RunRequest(lesson_path=LABEL, variant=VARIANT, mode=self.mode,
                                   scale=self.scale, gpu_memory=self.gpu_memory,
                                   profile_path=profile, timing=self.timing and self.mode != "sim",
-                                  overrides=params, timeout_s=self.timeout_s,
+                                  overrides=run_params(self.workload, self.sizes, cfg),
+                                  timeout_s=self.timeout_s,
                                   experiment=EXPERIMENT))
         return out
+
+
+def run_params(workload: str, sizes: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
+    """What the generic experiment reads (run.p), and what its result reports under params."""
+    return {**sizes, "workload": workload, "config": cfg.to_dict(),
+            "optimizer": optimizer_info(cfg)}
 
 
 @dataclass
@@ -125,14 +130,15 @@ def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None]
     worker's messages; `on_result` gets each result as it lands (the app's table fills in)."""
     w = get_workload(plan.workload)
     results: list[RunResult] = []
-    for t, req in zip(plan.combos, plan.requests()):
+    for cfg, req in zip(plan.combos, plan.requests()):
         if cancel is not None and cancel.is_set():
             break
-        label = t.label
+        label = cfg.label
         res = runner.run(req, on_event=(lambda msg, _l=label: on_event(_l, msg)) if on_event
                          else None, cancel=cancel)
         res.variant = label  # the worker ran variant "combo"; the row is the combination
-        res.params.setdefault("techniques", t.to_dict())
+        for key, value in req.overrides.items():  # a failed worker's result has no params
+            res.params.setdefault(key, value)
         results.append(res)
         if on_result:
             on_result(res)
@@ -140,4 +146,4 @@ def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None]
                       rows_for(results, w.items_per_step(plan.sizes), w.unit), results)
 
 
-__all__ = ["ComparePlan", "Comparison", "EXPERIMENT", "Row", "rows_for", "run_compare"]
+__all__ = ["ComparePlan", "Comparison", "LABEL", "Row", "rows_for", "run_compare", "run_params"]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from lab.workloads.fit import FitResult
+
 from .compare import Comparison
-from .fit import FitResult
 
 GB = 1e9
 

@@ -2,7 +2,7 @@
 
 Seed scale: the Qwen2-1.5B layout (1.54 B parameters, fp32: 6.2 GB) on batches of 16 × 256
 tokens, three steps of AdamW. Small scale: a 2-layer byte-level GPT-2 on the bundled corpus.
-The loop is written out here (the same one `lab.experiments.train` runs for other lessons).
+The loop is written out here (the same one `lab.workloads.train` runs for other lessons).
 
 Besides the timeline, the experiment counts the bytes autograd saves for backward with
 `torch.autograd.graph.saved_tensors_hooks`, and compares the measured peak with the estimate
@@ -11,8 +11,10 @@ Besides the timeline, the experiment counts the bytes autograd saves for backwar
 
 import torch
 
-from lab.experiments import get_batch, lm_loss, make_optimizer, setup
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.models import lm_loss
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup
 
 
 class SavedBytes:
@@ -43,13 +45,13 @@ class SavedBytes:
 
 
 def cycle(run, batch):
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig(optimizer="adamw", impl="foreach"))
-    lay, model, opt, _ = setup(run, work)
+    task = LM(run.p.layout, batch, run.p.seq)
+    model, opt, _ = setup(run, task, TrainConfig(optimizer="adamw", impl="foreach"))
     saved = SavedBytes(model)
     P = sum(p.numel() * p.element_size() for p in model.parameters())  # parameter bytes
     first = last = None
     for i in range(run.p.steps):
-        x, y = get_batch(run, lay, work, i)  # (B, T) token ids and next-token targets
+        x, y = get_batch(run, task, i)  # (B, T) token ids and next-token targets
         with run.phase(f"forward {i}"), saved:
             loss = lm_loss(model, x, y)  # activations are saved for backward as we go
         with run.phase(f"backward {i}"):

@@ -1,6 +1,6 @@
 """Lesson 05: mixed precision — fp32 vs autocast bf16 vs autocast fp16 + GradScaler.
 
-The training step (lab/experiments/train.py) does, for bf16 / fp16:
+The training step (lab/workloads/train.py) does, for bf16 / fp16:
 
     with torch.autocast(device_type=run.device.type, dtype=torch.bfloat16):  # or float16
         logits = model(x)                                   # matmuls run in 16 bits
@@ -12,14 +12,16 @@ The weights, their gradients and the optimizer state stay fp32 in all three vari
 casts copies of the weights for each matmul; it does not convert the model.
 """
 
-from lab.experiments import TrainConfig, Workload, train
+from lab.workloads import TrainConfig
+from lab.workloads.tasks import LM
+from lab.workloads.train import train
 
 
 def run_with(run, precision):
     if precision == "fp16" and run.device.type != "cuda":
         run.note("fp16 without a GradScaler here: the scaler is CUDA-only in this lab; memory is "
                  "the same, the loss scaling that keeps small fp16 gradients alive is not shown.")
-    train(run, Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig(precision=precision)),
+    train(run, LM(run.p.layout, run.p.batch, run.p.seq), TrainConfig(precision=precision),
           run.p.steps)
 
 

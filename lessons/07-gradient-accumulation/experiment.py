@@ -12,15 +12,17 @@ their norm and the sum of their absolute values before the first step, so the tw
 
 import torch
 
-from lab.experiments import get_batch, lm_loss, setup
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.models import lm_loss
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup
 
 
 def train_accumulating(run, n):
-    work = Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig())
-    lay, model, opt, _ = setup(run, work)
+    task = LM(run.p.layout, run.p.batch, run.p.seq)
+    model, opt, _ = setup(run, task, TrainConfig())
     for i in range(run.p.steps):
-        x, y = get_batch(run, lay, work, i)  # (B, T): the same data in both variants
+        x, y = get_batch(run, task, i)  # (B, T): the same data in both variants
         for k, (xm, ym) in enumerate(zip(x.chunk(n), y.chunk(n))):  # (B/n, T) each
             tag = f"{i}" if n == 1 else f"{i}.{k}"
             with run.phase(f"forward {tag}"):

@@ -12,7 +12,7 @@ free memory is there in total, but in holes of the wrong size: fragmentation.
 
 import torch
 
-from lab.experiments.gpu import allocator_counters, set_allocator_settings
+from lab.workloads.gpu import allocator_counters, set_allocator_settings
 
 
 def counters(run, when):

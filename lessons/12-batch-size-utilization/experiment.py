@@ -19,10 +19,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from lab.experiments import get_batch, layout, setup, train_step
-from lab.experiments.data import corpus_tokens
-from lab.experiments.gpu import BusySampler
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.data import corpus_tokens
+from lab.workloads.gpu import BusySampler
+from lab.workloads.registry import layout
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup, train_step
 
 
 class SlowTokens(Dataset):
@@ -47,13 +49,13 @@ class SlowTokens(Dataset):
 
 
 def sweep(run, batch):
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
-    lay, model, opt, scaler = setup(run, work)
-    x, y = get_batch(run, lay, work, 0)  # one batch, reused: no data loading in part 1
+    task, cfg = LM(run.p.layout, batch, run.p.seq), TrainConfig()
+    model, opt, scaler = setup(run, task, cfg)
+    x, y = get_batch(run, task, 0)  # one batch, reused: no data loading in part 1
     t0 = time.perf_counter()
     with BusySampler(run.device) as busy:
         for i in range(run.p.steps):
-            train_step(run, model, opt, scaler, x, y, work.config, i)
+            train_step(run, model, opt, scaler, x, y, cfg, i)
         run.sync()
     report(run, batch, time.perf_counter() - t0, busy)
 
@@ -67,10 +69,10 @@ def report(run, batch, seconds, busy):
 
 def loader_loop(run, workers, profile=False):
     batch = run.p.loader_batch
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
-    lay, model, opt, scaler = setup(run, work)
+    task, cfg = LM(run.p.layout, batch, run.p.seq), TrainConfig()
+    model, opt, scaler = setup(run, task, cfg)
     pin = run.is_cuda and workers > 0
-    ds = SlowTokens(lay.vocab_size, run.p.seq, batch * run.p.steps, run.p.load_ms)
+    ds = SlowTokens(layout(run.p.layout).vocab_size, run.p.seq, batch * run.p.steps, run.p.load_ms)
     if run.simulated:  # a DataLoader draws a random seed with .item(): fake tensors have no values
         run.note("simulation: the batches are collated here, without a DataLoader or workers; "
                  "the GPU memory is the same, and time is not simulated")
@@ -94,7 +96,7 @@ def loader_loop(run, workers, profile=False):
                 xb, yb = next(it)
                 x = xb.to(run.device, non_blocking=pin)  # (B, T)
                 y = yb.to(run.device, non_blocking=pin)
-            train_step(run, model, opt, scaler, x, y, work.config, i)
+            train_step(run, model, opt, scaler, x, y, cfg, i)
         run.sync()
     seconds = time.perf_counter() - t0
     if prof is not None:

@@ -23,10 +23,10 @@ from textual.widgets import Button, DataTable, Footer, Input, Label, Select, Sta
 from textual_plotext import PlotextPlot
 
 from lab.measure.result import RunResult
-from lab.playground import ComboError, ComparePlan, Comparison, all_workloads, parse_combos
-from lab.playground.compare import rows_for, run_compare
+from lab.playground import ComparePlan, Comparison, rows_for, run_compare
 from lab.playground.text import gb
 from lab.snapshots.series import max_buckets
+from lab.workloads import ComboError, all_workloads, get_workload, parse_combos
 
 MODES = [("auto", "auto"), ("cpu (real, small)", "cpu"), ("sim (exact bytes)", "sim"),
          ("cuda", "cuda")]
@@ -160,8 +160,6 @@ class PlaygroundScreen(Screen):
     # ---- input -> plan --------------------------------------------------------------------------
     def plan(self) -> ComparePlan:
         """The plan the form describes; raises ValueError/ComboError with one line."""
-        from lab.playground import get_workload
-
         w = get_workload(str(self.query_one("#workload", Select).value))
         mode = str(self.query_one("#mode", Select).value)
         if mode == "auto":
@@ -179,10 +177,8 @@ class PlaygroundScreen(Screen):
                     raise ValueError(f"{key} must be at least 1")
                 sizes[key] = int(text)
         combos = parse_combos(self.query_one("#combos", Input).value.split() or ["baseline"])
-        for t in combos:
-            w.check(t)
-            if t.accum > 1 and sizes["batch"] % t.accum:
-                raise ComboError(f"batch {sizes['batch']} is not divisible by accum{t.accum}")
+        for cfg in combos:
+            w.check(cfg, sizes)
         return ComparePlan(w.name, sizes, combos, mode, scale)
 
     @on(Button.Pressed, "#run")
