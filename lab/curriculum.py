@@ -32,6 +32,7 @@ from typing import Any
 
 from lab.measure.formula import FormulaError, names_in
 from lab.paths import LESSONS_DIR
+
 LESSONS_ENV = "MEMLAB_LESSONS_DIR"  # point the lab at another course folder (tests, authors)
 FOLDER_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
 MODES = ("cuda", "cpu", "sim")

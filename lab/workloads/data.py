@@ -24,10 +24,6 @@ def corpus_tokens() -> np.ndarray:
     return np.frombuffer(CORPUS_FILE.read_bytes(), dtype=np.uint8)
 
 
-def decode(ids) -> str:
-    return bytes(int(i) for i in ids).decode("ascii", errors="replace")
-
-
 def corpus_batch(batch: int, seq: int, step: int, device, seed: int = 0, split: str = "train"):
     """(x, y), each (B, T) int64: windows of the corpus; the last 10% is the eval split."""
     data = corpus_tokens()

@@ -114,9 +114,6 @@ def count_params(model) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def param_bytes(model) -> int:
-    return sum(p.numel() * p.element_size() for p in model.parameters())
-
 
 __all__ = ["LinearModel", "MLPBlock", "MLPStack", "blocks", "build_model", "count_params",
-           "lm_loss", "make_config", "mse_loss", "param_bytes"]
+           "lm_loss", "make_config", "mse_loss"]

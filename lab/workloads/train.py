@@ -17,6 +17,7 @@ Any task of lab/workloads/tasks.py trains here (a language model, the regression
 from __future__ import annotations
 
 from contextlib import nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -25,6 +26,9 @@ from .config import TrainConfig
 from .models import blocks, lm_loss
 from .optim import optimizer_spec
 from .phases import MODEL, phase
+
+if TYPE_CHECKING:
+    from .tasks import Task
 
 
 def param_dtype(cfg: TrainConfig) -> torch.dtype:
@@ -78,7 +82,7 @@ def enable_checkpointing(model, how: str) -> None:
         block.forward = forward  # an instance attribute: nn.Module.__call__ finds it first
 
 
-def setup(run, task, cfg: TrainConfig, *, with_optimizer: bool = True):
+def setup(run, task: Task, cfg: TrainConfig, *, with_optimizer: bool = True):
     """Build model (+ optimizer) in a setup phase; returns (model, optimizer, scaler)."""
     with run.phase(MODEL, setup=True):
         model = task.build(run.device, param_dtype(cfg))
@@ -87,7 +91,7 @@ def setup(run, task, cfg: TrainConfig, *, with_optimizer: bool = True):
     return model, opt, make_scaler(run.device, cfg.precision)
 
 
-def get_batch(run, task, step: int, split: str = "train", dtype: torch.dtype = torch.float32):
+def get_batch(run, task: Task, step: int, split: str = "train", dtype: torch.dtype = torch.float32):
     with run.phase(phase("data", step), category="inputs", setup=True):
         return task.get(step, run.device, dtype, split=split)
 
@@ -118,7 +122,7 @@ def train_step(run, model, opt, scaler, x, y, cfg: TrainConfig, i: int,
     return total
 
 
-def train(run, task, cfg: TrainConfig, steps: int) -> list:
+def train(run, task: Task, cfg: TrainConfig, steps: int) -> list:
     """`steps` optimizer steps; records the first and last loss as metrics (not in sim)."""
     model, opt, scaler = setup(run, task, cfg)
     losses = []
@@ -141,7 +145,7 @@ def eval_step(run, model, x, y, cfg: TrainConfig, i: int, loss_fn=lm_loss,
         return loss_fn(model, x, y)
 
 
-def evaluate(run, task, cfg: TrainConfig, steps: int) -> None:
+def evaluate(run, task: Task, cfg: TrainConfig, steps: int) -> None:
     """`steps` evaluation passes on the eval split (model.eval(), no optimizer)."""
     model, _, _ = setup(run, task, cfg, with_optimizer=False)
     model.eval()
