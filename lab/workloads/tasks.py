@@ -73,7 +73,7 @@ TASKS = {"lm": LM, "linear": Linear, "mlp": MLP}
 Task = LM | Linear | MLP
 
 
-def task_for(workload: Workload, sizes: dict[str, Any]):
+def task_for(workload: Workload, sizes: dict[str, Any]) -> Task:
     """The task a workload names at these sizes (unknown sizes are an error, not ignored)."""
     cls = TASKS[workload.family]
     known = set(cls.__dataclass_fields__)

@@ -180,9 +180,9 @@ def test_confirm_steps_down_on_real_oom():
 
 def test_fit_by_simulation_fits_and_one_more_does_not():
     # Given a capacity, the answer fits and one more sample does not, both simulated.
-    sizes = get_workload("mlp").default_sizes("small")
+    sizes = {**get_workload("linear").default_sizes("small"), "d_in": 64, "d_out": 128}
     cfg = parse_combo("accum2")
-    probe = sim_probe("mlp", sizes, cfg, "small")
+    probe = sim_probe("linear", sizes, cfg, "small")
     cap = probe(8).peak_bytes + 1  # a capacity between batch 8 and the next micro-batch
     r = search(probe, cap, cfg, max_micro=64)
     assert r.status == "ok" and r.batch == 8 and r.micro_batch == 4

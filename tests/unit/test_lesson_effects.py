@@ -29,7 +29,7 @@ HAS_LIGHTNING = importlib.util.find_spec("pytorch_lightning") is not None
 OVERRIDES = {
     # the 1.5B layout: two steps show every effect (step 1 already has the optimizer state)
     ("03", "sim"): {"steps": 2},
-    # the loss going down over 40 steps is tested without the tracker in test_experiments.py
+    # the loss going down over 40 steps is tested without the tracker in test_workloads.py (slow)
     ("03", "cpu"): {"steps": 3},
 }
 # Variants whose memory in sim is the same code path as another variant's (they differ in time,
