@@ -44,8 +44,8 @@ from typing import Any
 
 from lab.claims import Claim, ClaimError, claim_from_toml
 from lab.measure.formula import FormulaError, names_in
+from lab.paths import LESSONS_DIR
 
-LESSONS_DIR = Path(__file__).resolve().parent.parent / "lessons"
 LESSONS_ENV = "MEMLAB_LESSONS_DIR"  # point the lab at another course folder (tests, authors)
 FOLDER_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
 MODES = ("cuda", "cpu", "sim")
@@ -79,6 +79,10 @@ def split_markdown(text: str) -> tuple[str, str]:
     """(before, after) the results marker; without a marker everything is 'before'."""
     before, sep, after = text.partition(RESULTS_MARKER)
     return before.rstrip() + "\n", (after.strip() + "\n") if sep else ""
+
+
+class CourseNotFound(LookupError):
+    """No course folder at all (one line): a broken install, or a wrong MEMLAB_LESSONS_DIR."""
 
 
 class LessonError(Exception):
@@ -193,7 +197,11 @@ class Course:
 
 
 def load_course(root: Path | str | None = None) -> Course:
+    """The course at `root`, $MEMLAB_LESSONS_DIR, or the installed one (lab.paths)."""
     root = Path(root or os.environ.get(LESSONS_ENV) or LESSONS_DIR)
+    if not root.is_dir():  # loud: a course that silently has no lessons looks like a bug
+        raise CourseNotFound(f"no course folder at {root}: reinstall memlab (its wheel ships "
+                             f"lessons/ and assets/) or set {LESSONS_ENV} to a lessons folder")
     course_file = root / "course.toml"
     title, intro, errors = "GPU Memory Lab", "", []
     if course_file.exists():
@@ -203,7 +211,7 @@ def load_course(root: Path | str | None = None) -> Course:
         except tomllib.TOMLDecodeError as e:
             errors.append(LessonError(course_file, "", f"invalid TOML: {e}"))
     course = Course(title, intro, errors=errors)
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         if not FOLDER_RE.match(folder.name):
             continue
         try:

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from lab.atomic import atomic_write
 
 FILE_NAME = "progress.jsonl"
 ENV_VAR = "MEMLAB_HOME"
@@ -315,21 +316,3 @@ class Progress:
                 f.unlink()
             except OSError:
                 pass
-
-
-def atomic_write(path: Path, data: str) -> None:
-    """Write `data` to `path` so that a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

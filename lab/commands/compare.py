@@ -2,15 +2,17 @@
 
     memlab compare mlp --combo baseline --combo bf16 --combo ckpt --combo bf16+ckpt
     memlab compare mlp --mode sim --scale seed --combo baseline --combo accum4 --json
-    memlab compare linear --batch 1024 --dtype bfloat16 --export out/
+    memlab compare linear --batch 1024 --combo baseline --combo pure-bf16 --export out/
 
 The first --combo is the baseline (default: baseline, bf16, ckpt, bf16+ckpt, or the ones the
 workload supports). Prints a table (peak, Δ vs baseline, step time, tokens/s), the overlaid
 timelines and a peak-memory vs step-time chart; --json prints the comparison for scripts.
+`--help` lists every combination token (lab.workloads.config.TOKENS).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -20,9 +22,17 @@ from lab.measure.modes import MODE_HELP, SCALE_HELP
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
 
 
+def workload_parser(sub, name: str, help: str):
+    """A `compare`/`fit` subparser whose --help ends with the table of combination tokens."""
+    from lab.workloads import tokens_help
+
+    return sub.add_parser(name, help=help, epilog=tokens_help(),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_workload_args(p) -> None:
     """Arguments shared by `compare` and `fit`."""
-    p.add_argument("workload", nargs="?", help="linear, mlp, … (`memlab compare --list`)")
+    p.add_argument("workload", nargs="?", help="linear, mlp, gpt2-tiny, … (`memlab compare --list`)")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("--combo", action="append", metavar="C",
                    help="a technique combination such as bf16+ckpt+accum4 (repeatable; the "
@@ -32,8 +42,6 @@ def add_workload_args(p) -> None:
                         " (default: seed, or small with --mode cpu)")
     p.add_argument("--batch", type=int, help="batch size")
     p.add_argument("--seq", type=int, help="sequence length (workloads that have one)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
-                   help="parameter/data dtype (autocast is a technique: bf16, fp16)")
     p.add_argument("--steps", type=int, help="optimizer steps per run (default 2)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                    help="any other size of the workload, e.g. --set layers=8 (repeatable)")
@@ -43,7 +51,7 @@ def add_workload_args(p) -> None:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="compare technique combinations on one workload")
+    p = workload_parser(sub, "compare", "compare technique combinations on one workload")
     add_workload_args(p)
     p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
                    help=MODE_HELP)
@@ -58,7 +66,7 @@ def add_parser(sub) -> None:
 
 
 def list_workloads() -> str:
-    from lab.playground import all_workloads
+    from lab.workloads import all_workloads
 
     lines = []
     for w in all_workloads().values():
@@ -79,7 +87,7 @@ def default_scale(mode: str) -> str:
 
 def resolve(args, default_combos: list[str], check_batch: bool = True):
     """(workload, sizes, combos, scale) from the shared arguments, or a UsageError."""
-    from lab.playground import ComboError, get_workload, parse_combos, parse_sizes
+    from lab.workloads import ComboError, get_workload, parse_combos, parse_sizes
 
     if not args.workload:
         raise UsageError("which workload? e.g. `memlab compare mlp`; --list shows them")
@@ -93,6 +101,10 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
         sizes.update(parse_sizes(args.set))
     except (KeyError, ValueError) as e:
         raise UsageError(f"--set: {str(e).strip(chr(39))}") from None
+    unknown = sorted(set(sizes) - set(w.size_names()))
+    if unknown:
+        raise UsageError(f"--set: workload {w.name!r} has no size {', '.join(unknown)}; its "
+                         f"sizes: {', '.join(w.size_names())}")
     for key in ("batch", "seq", "steps"):
         v = getattr(args, key)
         if v is not None:
@@ -101,22 +113,18 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
             if key == "seq" and "seq" not in sizes:
                 raise UsageError(f"workload {w.name!r} has no sequence length")
             sizes[key] = v
-    if args.dtype:
-        sizes["dtype"] = args.dtype
     wanted = args.combo or [c for c in default_combos if _supported(w, c)]
     try:
         combos = parse_combos(wanted)
-        for t in combos:
-            w.check(t)
-            if check_batch and t.accum > 1 and int(sizes.get("batch", 1)) % t.accum:
-                raise ComboError(f"batch {sizes.get('batch')} is not divisible by accum{t.accum}")
+        for cfg in combos:
+            w.check(cfg, sizes if check_batch else None)
     except ComboError as e:
         raise UsageError(str(e)) from None
     return w, sizes, combos, scale
 
 
 def _supported(w, combo: str) -> bool:
-    from lab.playground import ComboError, parse_combo
+    from lab.workloads import ComboError, parse_combo
 
     try:
         w.check(parse_combo(combo))

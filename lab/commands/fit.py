@@ -14,13 +14,13 @@ import json
 import sys
 
 from lab.commands import UsageError, gpu_memory_arg
-from lab.commands.compare import add_workload_args, list_workloads, resolve
+from lab.commands.compare import add_workload_args, list_workloads, resolve, workload_parser
 
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fit", help="the largest batch that fits a GPU size, per combination")
+    p = workload_parser(sub, "fit", "the largest batch that fits a GPU size, per combination")
     add_workload_args(p)
     p.add_argument("--gpu-memory", metavar="SIZE", help="the GPU size, e.g. 16GiB, 24GB, 80GB")
     p.add_argument("--no-confirm", action="store_true",
@@ -47,7 +47,8 @@ def main(args) -> int:
     w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS, check_batch=False)
 
     from lab.measure.device import cuda_available
-    from lab.playground.fit import confirm, runner_probe, search, sim_probe
+    from lab.playground.fit import runner_probe
+    from lab.workloads.fit import confirm, search, sim_probe
 
     confirm_on_cuda = not args.no_confirm and cuda_available()
     runner = None
@@ -56,15 +57,16 @@ def main(args) -> int:
 
         runner = default_runner()
     results = []
-    for t in combos:
+    for cfg in combos:
         if not args.json:
-            print(f"▶ {w.name} · {t.label}: predicting by simulation …", file=sys.stderr, flush=True)
-        res = search(sim_probe(w.name, sizes, t, scale), capacity, t, max_micro=args.max_batch)
+            print(f"▶ {w.name} · {cfg.label}: predicting by simulation …", file=sys.stderr,
+                  flush=True)
+        res = search(sim_probe(w.name, sizes, cfg, scale), capacity, cfg, max_micro=args.max_batch)
         if runner is not None:
             if not args.json:
                 print(f"    confirming batch {res.batch} on CUDA …", file=sys.stderr, flush=True)
-            res = confirm(res, runner_probe(runner, w.name, sizes, t, "cuda", scale, capacity,
-                                            args.timeout), t)
+            res = confirm(res, runner_probe(runner, w.name, sizes, cfg, "cuda", scale, capacity,
+                                            args.timeout), cfg)
         results.append(res)
     if not confirm_on_cuda:
         note = ("not confirmed on CUDA (--no-confirm)" if args.no_confirm else

@@ -9,7 +9,6 @@ stacks only: C++ stacks make `_snapshot()` slow (torchtitan's profiler says the 
 from __future__ import annotations
 
 import inspect
-import pickle
 from typing import Any, NamedTuple
 
 import torch
@@ -116,9 +115,3 @@ class MemoryRecorder:
         else:
             fn(False)
         self.active = False
-
-
-def save_profile(snapshot: dict, path: str) -> None:
-    """Write the snapshot as pytorch.org/memory_viz expects (pickle protocol 4)."""
-    with open(path, "wb") as f:
-        pickle.dump(snapshot, f, protocol=4)

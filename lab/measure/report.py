@@ -106,10 +106,6 @@ def category_at(trace: Trace, index: int) -> dict[str, int]:
     return trace.by_category(trace.live_at(index)) if index >= 0 else {}
 
 
-def _born_in(trace: Trace, start: int, end: int) -> list[int]:
-    return [e.nbytes for e in trace.events[start:end] if e.kind == ALLOC]
-
-
 def _mib(n: int) -> str:
     return f"{n / 2**20:.2f} MiB"
 

@@ -103,9 +103,3 @@ def pick_indices(ys: list[int], max_points: int) -> list[int]:
             keep.add(max(seg, key=ys.__getitem__))
             keep.add(min(seg, key=ys.__getitem__))
     return sorted(keep)
-
-
-def downsample(xs: list[float], ys: list[int], max_points: int) -> tuple[list[float], list[int]]:
-    """(xs, ys) shrunk to at most max_points with `pick_indices` (2 left for first and last)."""
-    keep = pick_indices(ys, max(2, max_points - 2))
-    return [xs[i] for i in keep], [ys[i] for i in keep]

@@ -35,7 +35,7 @@ import os
 
 import torch
 
-from lab.experiments.gpu import allocator_counters, set_allocator_settings
+from lab.workloads.gpu import allocator_counters, set_allocator_settings
 
 
 def counters(run, when):

@@ -26,10 +26,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from lab.experiments import get_batch, layout, lm_loss, setup, train_step
-from lab.experiments.data import corpus_tokens
-from lab.experiments.gpu import BusySampler
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.data import corpus_tokens
+from lab.workloads.gpu import BusySampler
+from lab.workloads.models import lm_loss
+from lab.workloads.registry import layout
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup, train_step
 
 
 class SlowTokens(Dataset):
@@ -82,12 +85,12 @@ def gpu_busy(run, step):
 
 
 def sweep(run, batch):
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
-    lay, model, opt, scaler = setup(run, work)
-    x, y = get_batch(run, lay, work, 0)  # one batch, reused: no data loading in part 1
+    task, cfg = LM(run.p.layout, batch, run.p.seq), TrainConfig()
+    model, opt, scaler = setup(run, task, cfg)
+    x, y = get_batch(run, task, 0)  # one batch, reused: no data loading in part 1
     t0 = time.perf_counter()
     for i in range(run.p.steps):
-        train_step(run, model, opt, scaler, x, y, work.config, i)
+        train_step(run, model, opt, scaler, x, y, cfg, i)
     run.sync()
     report(run, batch, time.perf_counter() - t0)
     gpu_busy(run, lambda: plain_step(model, opt, x, y))
@@ -101,11 +104,11 @@ def report(run, batch, seconds):
 
 def loader_loop(run, workers, profile=False):
     batch = run.p.loader_batch
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
-    lay, model, opt, scaler = setup(run, work)
+    task, cfg = LM(run.p.layout, batch, run.p.seq), TrainConfig()
+    model, opt, scaler = setup(run, task, cfg)
     pin = run.is_cuda and workers > 0
     # enough windows for the measured steps and the busy-% window after them (made on demand)
-    ds = SlowTokens(lay.vocab_size, run.p.seq, batch * (run.p.steps + 10_000), run.p.load_ms)
+    ds = SlowTokens(layout(run.p.layout).vocab_size, run.p.seq, batch * (run.p.steps + 10_000), run.p.load_ms)
     if run.simulated:  # a DataLoader draws a random seed with .item(): fake tensors have no values
         run.note("simulation: the batches are collated here, without a DataLoader or workers; "
                  "the GPU memory is the same, and time is not simulated")
@@ -128,7 +131,7 @@ def loader_loop(run, workers, profile=False):
             xb, yb = next(it)
             x = xb.to(run.device, non_blocking=pin)  # (B, T)
             y = yb.to(run.device, non_blocking=pin)
-        train_step(run, model, opt, scaler, x, y, work.config, i)
+        train_step(run, model, opt, scaler, x, y, cfg, i)
     run.sync()
     seconds = time.perf_counter() - t0
     if prof is not None:

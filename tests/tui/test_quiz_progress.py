@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from textual.widgets import Input, RadioSet
@@ -233,13 +231,3 @@ def test_replay_runner_streams_events_and_honours_cancel():
     assert runner.run(req, cancel=cancel).status == "cancelled"
     missing = runner.run(RunRequest("lessons/01-linear-baseline", "nope", "cpu", "small"))
     assert missing.status == "error" and "no recording" in missing.error
-
-
-def test_replay_runner_and_reference_stay_headless():
-    # like harlequin's import hygiene test: a fresh interpreter, then look at sys.modules
-    code = ("import sys, lab.runner.replay, lab.reference, lab.progress; "
-            "bad = [m for m in ('textual', 'rich', 'plotext') if m in sys.modules]; "
-            "print(','.join(bad))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": os.getcwd()})
-    assert out.stdout.strip() == ""

@@ -51,7 +51,7 @@ def _module(key):
 def _warm_up():
     # Import transformers' model code once, then freeze the heap: the engine's gc.collect()
     # after every run then scans only the objects the run made (seconds saved per run).
-    from lab.experiments import build_model
+    from lab.workloads.models import build_model
 
     build_model("tiny", "cpu")
     gc.collect()

@@ -1,9 +1,7 @@
-"""The playground screen's only door into the workload layer (one place to change at a merge).
+"""The playground screen's only door into the workload layer (`lab.workloads`).
 
-Today that layer is `lab.playground` (+ the transformers workloads of `lab.experiments`); the
-`workloads` branch replaces both with `lab.workloads`, whose registry metadata is torch-free.
-Until then, listing the workloads imports torch (seconds), so `load_catalog` runs in a thread
-worker and everything else here is called only after it. Nothing here touches Textual.
+Listing the workloads and parsing combinations is torch-free and instant; running them goes
+through the runner (workers import torch, never this process). Nothing here touches Textual.
 """
 
 from __future__ import annotations
@@ -30,21 +28,21 @@ class Catalog:
 
 
 def load_catalog() -> Catalog:
-    """Every workload and the combination tokens. Imports torch today: call it off the UI
-    thread."""
-    from lab.playground import all_workloads
-    from lab.playground.techniques import TOKENS_HELP
+    """Every workload and the combination tokens (torch-free: the registry is metadata)."""
+    from lab.workloads import TOKENS, all_workloads
 
     infos = {w.name: WorkloadInfo(w.name, w.title, {s: w.default_sizes(s) for s in w.sizes},
                                   w.unit, tuple(w.notes))
              for w in all_workloads().values()}
-    return Catalog(infos, TOKENS_HELP)
+    names = ", ".join(t.name for t in TOKENS)
+    return Catalog(infos, f"{names} — joined with '+', e.g. bf16+ckpt+accum4")
 
 
 def make_plan(workload: str, mode: str, sizes: dict[str, int], combos: list[str]):
     """The comparison the form describes. Raises ValueError (incl. ComboError) or KeyError
     with one line."""
-    from lab.playground import ComparePlan, get_workload, parse_combos
+    from lab.playground import ComparePlan
+    from lab.workloads import get_workload, parse_combos
 
     w = get_workload(workload)
     scale = "small" if mode == "cpu" else "seed"
@@ -55,16 +53,14 @@ def make_plan(workload: str, mode: str, sizes: dict[str, int], combos: list[str]
         if value < 1:
             raise ValueError(f"{key} must be at least 1")
         plan_sizes[key] = value
-    techniques = parse_combos(combos or ["baseline"])
-    for t in techniques:
-        w.check(t)
-        if t.accum > 1 and plan_sizes["batch"] % t.accum:
-            raise ValueError(f"batch {plan_sizes['batch']} is not divisible by accum{t.accum}")
-    return ComparePlan(w.name, plan_sizes, techniques, mode, scale)
+    configs = parse_combos(combos or ["baseline"])
+    for cfg in configs:
+        w.check(cfg, plan_sizes)  # ComboError (a ValueError): unsupported, or batch % accum
+    return ComparePlan(w.name, plan_sizes, configs, mode, scale)
 
 
 def labels(plan) -> list[str]:
-    return [t.label for t in plan.combos]
+    return [c.label for c in plan.combos]
 
 
 def run(plan, runner, on_event: Callable[[str, dict], None], cancel,
@@ -79,11 +75,10 @@ def rows(plan, catalog: Catalog, results: list[RunResult]) -> list:
     """One row per result: combo, status, peak_bytes, delta_bytes, delta_frac, step_time_s,
     throughput, unit, error (the compare layer's `Row`)."""
     from lab.playground.compare import rows_for
+    from lab.workloads import get_workload
 
-    info = catalog.workloads[plan.workload]
-    n = int(plan.sizes.get("batch", 1))
-    items = n * int(plan.sizes.get("seq", 1)) if info.unit == "tokens" else n
-    return rows_for(results, items, info.unit)
+    w = get_workload(plan.workload)
+    return rows_for(results, w.items_per_step(plan.sizes), w.unit)
 
 
 def draw_tradeoff(plt, rows_) -> None:

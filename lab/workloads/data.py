@@ -1,4 +1,4 @@
-"""Batches of tokens: windows of the bundled corpus (bytes), or random token ids.
+"""Batches: windows of the bundled corpus (bytes), random token ids, or random tensors.
 
 Like nanoGPT's `get_batch`: the corpus is a numpy array of token ids, a batch is `batch` random
 windows of `seq + 1` tokens, `x` the first `seq` and `y` the last `seq` (the next tokens).
@@ -8,12 +8,13 @@ Batches depend only on (seed, step), so two variants of a lesson see exactly the
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
 
-CORPUS_DIR = Path(__file__).resolve().parents[2] / "assets" / "corpus"
+from lab.paths import ASSETS_DIR
+
+CORPUS_DIR = ASSETS_DIR / "corpus"
 CORPUS_FILE = CORPUS_DIR / "genesis-kjv.txt"
 
 
@@ -21,10 +22,6 @@ CORPUS_FILE = CORPUS_DIR / "genesis-kjv.txt"
 def corpus_tokens() -> np.ndarray:
     """The bundled public-domain text as byte ids (uint8), ~200k tokens."""
     return np.frombuffer(CORPUS_FILE.read_bytes(), dtype=np.uint8)
-
-
-def decode(ids) -> str:
-    return bytes(int(i) for i in ids).decode("ascii", errors="replace")
 
 
 def corpus_batch(batch: int, seq: int, step: int, device, seed: int = 0, split: str = "train"):
@@ -53,3 +50,11 @@ def lm_batch(layout, batch: int, seq: int, step: int, device, seed: int = 0, spl
         return corpus_batch(batch, seq, step, device, seed, split)
     return random_batch(batch, seq, layout.vocab_size, step + (10_000 if split != "train" else 0),
                         device, seed)
+
+
+def tensor_batch(x_shape: tuple[int, ...], y_shape: tuple[int, ...], device, dtype):
+    """(x, y) of standard-normal values for the regression workloads (linear, mlp), drawn on
+    `device` like a lesson does (`torch.randn(B, d_in, device=...)`); memory does not depend on
+    the values, and the engine seeds PyTorch's generator before every run."""
+    return (torch.randn(x_shape, device=device, dtype=dtype),
+            torch.randn(y_shape, device=device, dtype=dtype))
