@@ -183,8 +183,8 @@ def job_sdpa(cpu: bool) -> list:
                     row = {"shape": [b, h, s, d], "kv_heads": hkv, "dtype": str(dt), "mask": m,
                            "grad": grad}
                     try:
-                        row["choice"] = int(torch._fused_sdp_choice(q, k, v, mask, 0.0, m == "causal",
-                                                                      None, hkv != h))
+                        row["choice"] = int(torch._fused_sdp_choice(
+                            q, k, v, mask, 0.0, m == "causal", scale=None, enable_gqa=hkv != h))
                     except Exception as e:  # noqa: BLE001
                         row["choice"] = repr(e)[:200]
                     fwd: list = []
