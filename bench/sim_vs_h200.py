@@ -25,6 +25,23 @@ sys.path.insert(0, str(ROOT))
 
 REFERENCE = ROOT / "assets" / "reference"
 
+# Where the experiment code itself runs differently in sim than on CUDA (the lessons branch owns
+# the code; the simulator cannot and should not paper over it). Shown as the reason for a miss.
+KNOWN = {
+    ("gradient-accumulation", "*"): "experiment: `if not run.simulated` keeps step 0's grads alive on "
+                                    "the GPU only (issue 9; the lead re-records 07)",
+    ("caching-allocator", "empty_cache"): "experiment: calls empty_cache() only `if run.is_cuda` "
+                                          "(run.empty_cache() reaches the model in sim)",
+    ("caching-allocator", "expandable_segments"): "experiment: sets expandable_segments only `if "
+                                                  "run.is_cuda` (run.set_allocator_settings works in sim)",
+    ("frameworks-lightning", "lightning"): "experiment: raises in sim by design (Lightning's "
+                                           "Trainer under FakeTensorMode)",
+}
+
+
+def known(lesson: str, variant: str) -> str:
+    return KNOWN.get((lesson, variant)) or KNOWN.get((lesson, "*"), "")
+
 
 def run_sim(lesson_filter: list[str] | None) -> list[dict]:
     from lab.curriculum import load_course
@@ -105,8 +122,12 @@ def table(rows: list[dict]) -> None:
         for k, v in (("peak", e), ("ratio", ratio), ("alloc", ea), ("resv", er)):
             if v is not None and abs(v) > abs(worst[k]):
                 worst[k] = v
+        why = known(r["lesson"], r["variant"])
+        miss = (r["status"] != ref["status"] or any(v is not None and abs(v) > bar for v, bar in
+                                                      ((e, 1), (ratio, 2), (ea, 2), (er, 5))))
         print(f"{r['key'] + ' ' + r['variant']:34} {hp:>15,} {r['peak']:>15,} {fmt(e)} {fmt(ratio)} "
-              f"{st:>9} {fmt(ea)} {fmt(er)} {r.get('seconds', 0):>6.1f}")
+              f"{st:>9} {fmt(ea)} {fmt(er)} {r.get('seconds', 0):>6.1f}"
+              + (f"  <- {why}" if miss and why else ("  <- MISS" if miss else "")))
     n = counts["n"]
     print(f"\n{n} variants: peak within 1 %: {counts['1%']}, within 3 %: {counts['3%']}; status equal: "
           f"{counts['status']}; allocated within 2 %: {counts['alloc']}; reserved within 5 %: "

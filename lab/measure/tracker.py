@@ -100,8 +100,15 @@ class TensorTracker(TorchDispatchMode):
     past it raises `torch.OutOfMemoryError` instead of returning.
     """
 
-    def __init__(self, capacity: int | None = None, device_type: str | None = None):
+    def __init__(self, capacity: int | None = None, device_type: str | None = None,
+                 policy=None, allocator=None):
         super().__init__()
+        # sim only: `policy` (lab.measure.simulate.SimPolicy) reroutes composite ops CUDA runs
+        # differently and names the allocations CUDA makes beside the tensors (workspaces);
+        # `allocator` (lab.measure.allocator_replay.Replay) places every storage in modelled
+        # segments as it is born, raising out-of-memory where the GPU would
+        self.policy = policy
+        self.allocator = allocator
         self.trace = Trace()
         self.capacity = capacity
         self.device_type = device_type  # only count storages on this device type (None: all)
@@ -255,12 +262,17 @@ class TensorTracker(TorchDispatchMode):
                 old = self._nbytes[sid]
                 if old != nbytes:  # resize_ or an out= that grew/shrank its storage
                     self._emit(FREE, sid, old, "")
+                    if self.allocator is not None:
+                        self.allocator.free(sid)
+                        self.allocator.alloc(sid, nbytes)
                     self._nbytes[sid] = nbytes
                     self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(),
                                _ptr(storage))
                 return
             if self.capacity is not None and self.live_bytes + nbytes > self.capacity:
                 raise VirtualOutOfMemory(oom_message(nbytes, self.capacity, self.live_bytes))
+            if self.allocator is not None:
+                self.allocator.alloc(self._next_sid, nbytes)  # may raise: then nothing is born
             sid = self._next_sid
             self._next_sid += 1
             self._sid_by_cdata[cdata] = sid
@@ -270,6 +282,13 @@ class TensorTracker(TorchDispatchMode):
             self.alloc_threads.add(threading.get_ident())
             self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(), _ptr(storage))
 
+    def extra_alloc(self, key, nbytes: int) -> None:
+        """An allocation that backs no tensor (sim: a cuBLAS workspace), kept to the end."""
+        with self._lock:
+            self.trace.extras.append((len(self.trace.events), "alloc", key, nbytes))
+            if self.allocator is not None:
+                self.allocator.alloc(key, nbytes)
+
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):
             with self._lock:
@@ -278,6 +297,8 @@ class TensorTracker(TorchDispatchMode):
                     del self._sid_by_cdata[cdata]
                 if not self._closed:
                     self._emit(FREE, sid, self._nbytes[sid], "")
+                    if self.allocator is not None:
+                        self.allocator.free(sid)
 
         return on_free
 
@@ -290,6 +311,10 @@ class TensorTracker(TorchDispatchMode):
             self.live_bytes -= nbytes
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        policy = self.policy
+        if policy is not None and func in policy.rerouted:
+            with self:  # the rerouted op's parts are dispatched (and counted) one by one
+                return policy.reroute(func, args, kwargs or {})
         if torch.is_inference_mode_enabled() and _is_composite(func):
             # Only under inference_mode (autograd excluded) does a composite op such as cross_entropy
             # reaches this mode whole, and the tensors it makes and frees inside (its
@@ -303,4 +328,6 @@ class TensorTracker(TorchDispatchMode):
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self._see(t)
+        if policy is not None:
+            policy.after(func, args, kwargs or {}, out, self)
         return out

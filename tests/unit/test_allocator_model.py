@@ -127,3 +127,31 @@ def test_empty_cache_gives_back_whole_free_segments_only():
     a.free(x)
     a.release_cached()
     assert a.stats.reserved == 0
+
+
+def test_replay_of_a_real_h200_trace_makes_the_same_segments():
+    """tests/fixtures/h200_snapshot.pickle: an MLP, three AdamW steps, then torch.empty(10**14)."""
+    import pickle
+    from pathlib import Path
+
+    from lab.measure.allocator_replay import replay
+
+    snap = pickle.loads((Path(__file__).parents[1] / "fixtures" / "h200_snapshot.pickle").read_bytes())
+    events, real, free = [], [], None
+    for t in snap["device_traces"][0]:
+        a = t["action"]
+        if a == "alloc":
+            events.append(("alloc", t["addr"], t["size"]))
+        elif a == "free_completed":
+            events.append(("free", t["addr"]))
+        elif a in ("segment_alloc", "segment_free"):
+            real.append(t["size"] if a == "segment_alloc" else -t["size"])
+        elif a == "oom":
+            events.append(("alloc", "huge", t["size"]))
+            free = t["device_free"]
+    r = replay(events, series=True, device_free=free)
+    made = [b - a for (_, a), (_, b) in zip([(0, 0)] + r.reserved_series, r.reserved_series)]
+    # every cudaMalloc in order, then (in one step) the cached segments given back before the OOM
+    assert made[:-1] == [n for n in real if n > 0]
+    assert made[-1] == sum(n for n in real if n < 0) == -310_378_496
+    assert r.oom is not None and r.oom.index == len(events) - 1 and r.num_alloc_retries == 1
