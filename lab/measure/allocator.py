@@ -140,10 +140,14 @@ class CachingAllocatorModel:
     device_free: int | None = None
     total: int = H200_TOTAL
     stats: Stats = field(default_factory=Stats)
+    # where each new segment starts. Best fit breaks ties between equal free blocks by address,
+    # and cudaMalloc's addresses are not predictable: by default they grow (synthetic); replaying
+    # a real trace, pass the recorded segment addresses to reproduce it to the byte
+    next_address: object = None
 
     def __post_init__(self):
         self.small, self.large = _Pool(True), _Pool(False)
-        self._addr = count(1 << 40, 1 << 44).__next__  # synthetic, far-apart segment bases
+        self._addr = self.next_address or count(1 << 40, 1 << 44).__next__
 
     # ---- public --------------------------------------------------------------------------
     def malloc(self, nbytes: int, stream: int = 0) -> Block:

@@ -64,9 +64,9 @@ class Replay:
     """The allocator model fed one event at a time; keys name live allocations."""
 
     def __init__(self, cap: int | None = None, expandable: bool = False, total: int = H200_TOTAL,
-                 series: bool = False, device_free: int | None = None):
+                 series: bool = False, device_free: int | None = None, next_address=None):
         self.model = CachingAllocatorModel(cap=cap, expandable_segments=expandable, total=total,
-                                           device_free=device_free)
+                                           device_free=device_free, next_address=next_address)
         self.live: dict[Hashable, object] = {}
         self.series = series
         self.index = 0

@@ -155,3 +155,42 @@ def test_replay_of_a_real_h200_trace_makes_the_same_segments():
     assert made[:-1] == [n for n in real if n > 0]
     assert made[-1] == sum(n for n in real if n < 0) == -310_378_496
     assert r.oom is not None and r.oom.index == len(events) - 1 and r.num_alloc_retries == 1
+
+
+def test_replays_of_h200_allocator_traces_match_to_the_byte():
+    """tests/fixtures/h200_allocator_traces.json.gz (bench/probe_cuda.py on the H200, cut by
+    bench/sim_allocator_traces.py --fixture): GPT-2 bf16, lesson 13 at the OOM boundary under a
+    16 GiB cap (batch 9 fails, bf16+ckpt batch 20 fits after a release-and-retry), expandable
+    segments switched on at run time. With the GPU's segment addresses (best fit breaks ties by
+    address), the model's peaks, OOM and retries equal the GPU's exactly."""
+    import gzip
+    import json
+    from itertools import chain, count
+    from pathlib import Path
+
+    from lab.measure.allocator_replay import Replay, SimulatedOutOfMemory
+
+    path = Path(__file__).parents[1] / "fixtures" / "h200_allocator_traces.json.gz"
+    runs = json.loads(gzip.open(path, "rt").read())
+    assert len(runs) == 4
+    for run in runs:
+        evs = run["events"]
+        addrs = chain([a for act, a, _ in evs if act == "segment_alloc"], count(1 << 50, 1 << 44))
+        rp = Replay(cap=run["cap"], next_address=lambda: next(addrs))
+        oom = False
+        for act, addr, size in evs:
+            try:
+                if act == "alloc":
+                    rp.alloc(addr, size)
+                elif act == "free_completed":
+                    rp.free(addr)
+                elif act == "segment_map" and not rp.model.expandable_segments:
+                    rp.set_expandable(True)
+                elif act == "oom":
+                    rp.alloc("oom", size)
+            except SimulatedOutOfMemory:
+                oom = True
+        r, real = rp.finish(), run["real"]
+        got = {"allocated": r.peak_allocated, "reserved": r.peak_reserved, "oom": oom,
+               "retries": r.num_alloc_retries}
+        assert got == real, (run["lesson"], run["variant"], run["overrides"])
