@@ -14,7 +14,14 @@ saves on CUDA:
              out + fp32 logsumexp (B, H, ceil(L/32)*32) when a gradient is needed + seed/offset
   math       anything else (e.g. fp32 with grouped-query attention): matmul, softmax, matmul,
              with k/v repeated per query head; saves the (B, H, L, S) attention weights
-  cudnn      16-bit; first in the order only where torch prefers it (see PRIORITY)
+  cudnn      fp16/bf16 with head dim <= 256 (a multiple of 8), masks and grouped-query ok: out +
+             fp32 logsumexp (B, H, L, 1) + seed/offset; first in the order where torch prefers
+             it: sm90 with cuDNN > 9.15 (sdp_utils.cpp check_prefer_cudnn_attention), as on the
+             H200 that recorded the lessons (torch 2.11+cu130, cuDNN 9.19)
+
+Measured on that H200 (bench/probe_cuda.py, sdpa.json): fp32 -> efficient for every shape and
+mask tried, fp32 + grouped-query -> math, fp16/bf16 -> cudnn for every shape, mask and
+grouped-query case tried (head dims 64-256, sequences 100-1024).
 
 Installed as the AutogradCPU kernel of `aten::scaled_dot_product_attention` (so autograd records
 the chosen op); under inference_mode, where autograd is skipped, the tensor tracker calls
@@ -29,9 +36,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-# torch 2.11 on an H200 (sm90): flash, efficient, math, cudnn (cuDNN is preferred only where
-# sdp_utils.cpp's check_prefer_cudnn_attention says so; see bench/probe_cuda.py's sdpa.json)
-PRIORITY = ("flash", "efficient", "math", "cudnn")
+# torch 2.11 + cuDNN 9.19 on an H200 (sm90): cudnn, flash, efficient, math. (Where torch does not
+# prefer cuDNN - other GPUs, cuDNN <= 9.15 - the order is flash, efficient, math, cudnn.)
+PRIORITY = ("cudnn", "flash", "efficient", "math")
 LOW = (torch.float16, torch.bfloat16)
 
 
@@ -74,11 +81,35 @@ def _efficient_ok(q, k, v, mask, dropout_p, is_causal, gqa) -> bool:
 
 def _cudnn_ok(q, k, v, mask, dropout_p, is_causal, gqa) -> bool:
     d = q.size(-1)
+    heads_ok = q.size(1) == k.size(1) == v.size(1) or (gqa and q.size(1) % k.size(1) == 0)
     return (_dense4(q, k, v) and q.dtype in LOW and d == k.size(-1) == v.size(-1)
-            and d % 8 == 0 and d <= 128 and q.size(1) == k.size(1) == v.size(1))
+            and d % 8 == 0 and d <= 256 and heads_ok)
 
 
 _OK = {"flash": _flash_ok, "efficient": _efficient_ok, "cudnn": _cudnn_ok}
+
+
+# kernel scratch the caching allocator hands out and takes back inside one op (bytes), measured
+# on the H200 (sdpa.json: peak during the op - allocated after it)
+def scratch_bytes(func, args) -> int:
+    name = func.__name__
+    if name.startswith("_scaled_dot_product_cudnn_attention_backward"):
+        q, k = args[1], args[2]  # (grad_out, query, key, value, ...)
+        b, h, l, d = q.shape
+        # fp32 dQ accumulator + fp32 (B, H, L) softmax stats; grouped-query: dK, dV per query head
+        n = b * h * l * d * 4 + b * h * l * 4
+        if k.size(1) != h:
+            n += 2 * b * h * k.size(2) * d * q.element_size()
+        return n
+    if name.startswith("_scaled_dot_product_cudnn_attention"):
+        return 512
+    if name.startswith("_scaled_dot_product_efficient_attention_backward"):
+        q = args[1]
+        b, h, l, d = q.shape
+        lp = -(-l // 64) * 64  # the kernel's padded sequence and head dims (measured: 64 and
+        dp = d if d % 64 == 0 else -(-d // 128) * 128  # 256 exact; 80, 96 within 1 %)
+        return b * h * lp * dp * 4 + 2 * b * h * lp * 4
+    return 0
 
 
 def _bool_to_float(mask, dtype):
@@ -96,6 +127,10 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, en
     need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     aten = torch.ops.aten
     if backend == "cudnn":
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            # convert_boolean_attn_mask_cudnn: where(mask, 0, -inf) in the query's dtype
+            zero = torch.zeros((), dtype=q.dtype, device=q.device)
+            attn_mask = torch.where(attn_mask, zero, -math.inf)
         return aten._scaled_dot_product_cudnn_attention(
             q, k, v, attn_mask, need_lse, dropout_p, is_causal, False, scale=scale)[0]
     attn_mask = _bool_to_float(attn_mask, q.dtype)

@@ -6,7 +6,8 @@ efficient attention); a fake tensor counts as "tracing" for it, so under sim it 
 (B, 1, T, T) mask instead and SDPA would save it in every layer. Sim assumes what the lab's
 workloads feed: no padding, one sequence per row. While `ValueAssumptions` is active:
 
-  transformers.masking_utils.find_packed_sequence_indices(fake)  -> None (not packed)
+  transformers.masking_utils.find_packed_sequence_indices(fake)  -> None (not packed; its ops
+                                                                      still run, as on the GPU)
   transformers.masking_utils._ignore_causal_mask_sdpa(fake, ...)  -> as for no padding mask
   transformers.masking_utils._ignore_bidirectional_mask_sdpa(fake, ...)  -> likewise
 
@@ -41,7 +42,12 @@ class ValueAssumptions:
         find = getattr(mu, "find_packed_sequence_indices", None)
         if find is not None:
             def find_packed(position_ids, *a, **k):
-                return None if _fake(position_ids) else find(position_ids, *a, **k)
+                out = find(position_ids, *a, **k)  # its ops run (and allocate) as on the GPU
+                if not _fake(position_ids):
+                    return out
+                if out is not None:  # the check the GPU makes on values: same ops, answer assumed
+                    (out[:, -1] == 0).all()
+                return None
 
             self._set(mu, "find_packed_sequence_indices", find_packed)
         for name in ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa"):

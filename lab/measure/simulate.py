@@ -8,7 +8,8 @@ so where CUDA and the CPU take different paths that change memory, sim takes CUD
 - autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.cuda_autocast);
 - attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa), and
   no materialised mask where transformers would see real, unpadded data (lab.measure.fake_values);
-- allocations that back no tensor: one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
+- allocations that back no tensor: attention kernels' scratch (taken and given back inside the
+  op, sized as measured on the H200); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
   matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
   (1 MiB) per thread that runs an addmm with a bias (at::cuda::getCurrentCUDABlasHandle,
   getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp);
@@ -30,7 +31,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .allocator_replay import Replay
 from .cuda_autocast import CudaAutocast
-from .cuda_sdpa import CudaSdpa
+from .cuda_sdpa import CudaSdpa, scratch_bytes
 from .fake_values import ValueAssumptions
 
 VALIDATED_TORCH = ("2.11", "2.12", "2.13")  # H200 recordings: 2.11; this emulation's CPU build: 2.13
@@ -50,6 +51,10 @@ _A = torch.ops.aten
 _BLAS = {_A.mm.default, _A.addmm.default, _A.bmm.default, _A.baddbmm.default, _A.addbmm.default,
          _A.addmv.default, _A.mv.default, _A.dot.default, _A.vdot.default,
          _A._addmm_activation.default}
+# ops whose CUDA kernels take scratch memory from the caching allocator (lab.measure.cuda_sdpa)
+_SCRATCH = {_A._scaled_dot_product_cudnn_attention.default,
+            _A._scaled_dot_product_cudnn_attention_backward.default,
+            _A._scaled_dot_product_efficient_attention_backward.default}
 _LT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
@@ -82,6 +87,11 @@ class SimPolicy:
     def after(self, func, args, kwargs, out, tracker) -> None:
         if not self.values.active:
             self.values.maybe_patch()
+        if func in _SCRATCH:
+            n = scratch_bytes(func, args)
+            if n:
+                tracker.extra_transient(("scratch", func.__name__), n)
+            return
         if func not in _BLAS:
             return
         # autograd runs CUDA backward on its own device thread: its own cuBLAS handle/workspace

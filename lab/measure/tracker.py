@@ -61,6 +61,7 @@ def _ptr(storage) -> int:
 
 _COMPOSITE: dict = {}
 _PRIM_DEVICE = torch.ops.prim.device.default
+_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
 def _is_composite(func) -> bool:
@@ -298,6 +299,16 @@ class TensorTracker(TorchDispatchMode):
             if self.allocator is not None:
                 self.allocator.alloc(key, nbytes)
 
+    def extra_transient(self, key, nbytes: int) -> None:
+        """Scratch a kernel takes and gives back inside one op (sim: attention backward)."""
+        with self._lock:
+            n = len(self.trace.events)
+            self.trace.extras.append((n, "alloc", key, nbytes))
+            self.trace.extras.append((n, "free", key, nbytes))
+            if self.allocator is not None:
+                self.allocator.alloc(key, nbytes)
+                self.allocator.free(key)
+
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):
             with self._lock:
@@ -333,9 +344,12 @@ class TensorTracker(TorchDispatchMode):
             # Only under inference_mode (autograd excluded) does a composite op such as cross_entropy
             # reaches this mode whole, and the tensors it makes and frees inside (its
             # log_softmax) would go unseen. Decompose it here, as autograd would have, so each
-            # part is dispatched (and counted) on its own.
+            # part is dispatched (and counted) on its own. The C++ composite kernel, not
+            # `func.decompose`: that prefers a Python decomposition where one is registered, and
+            # those can differ (aten.dropout's clones its input when p == 0 or not training; the
+            # C++ kernel returns the input itself), so the tracker would change the program.
             with self:
-                out = func.decompose(*args, **(kwargs or {}))
+                out = func._op_dk(_CIA, *args, **(kwargs or {}))
             if out is not NotImplemented:
                 return out
         out = func(*args, **(kwargs or {}))
