@@ -20,8 +20,10 @@ changed in 2.x), not copied from it:
   reserved + its size would exceed the cap (`alloc_block`);
 - `expandable_segments:True`: one growing segment per pool and stream, mapped in pages of
   2 MiB (small) / 20 MiB (large); freeing maps nothing back until memory runs short or
-  `empty_cache()` unmaps the whole free pages (`ExpandableSegment`, `try_allocate_expandable_block`,
-  `unmap_block`).
+  `empty_cache()` unmaps the whole free pages (lab.measure.allocator_expandable).
+
+Validated on real H200 allocator traces (bench/sim_allocator_traces.py): given the GPU's segment
+addresses, the model's max allocated / max reserved / OOM / retries equal the GPU's to the byte.
 
 Not modelled: `max_split_size_mb`, `roundup_power2_divisions`, `garbage_collection_threshold`,
 CUDA graph pools, cross-stream uses (`record_stream`): none is set by the lessons.
@@ -32,6 +34,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from itertools import count
+
+from .allocator_expandable import ExpandableSegments
 
 MIN_BLOCK = 512  # kMinBlockSize
 SMALL_SIZE = 1 << 20  # kSmallSize: the largest small request
@@ -112,13 +116,6 @@ class _Pool:
 
 
 @dataclass
-class ExpandableSegment:
-    base: int
-    page: int  # 2 MiB (small pool) or 20 MiB (large pool)
-    size: int  # virtual size: 1 1/8 of the GPU's memory, in whole pages
-
-
-@dataclass
 class Stats:
     allocated: int = 0
     reserved: int = 0
@@ -130,7 +127,7 @@ class Stats:
 
 
 @dataclass
-class CachingAllocatorModel:
+class CachingAllocatorModel(ExpandableSegments):
     """One device's allocator. `cap`: bytes `set_per_process_memory_fraction` allows (None: no
     cap); `device_free`: what cudaMalloc can still get (None: unlimited); `total`: the GPU's
     memory (sizes the virtual range of expandable segments)."""
@@ -144,6 +141,9 @@ class CachingAllocatorModel:
     # and cudaMalloc's addresses are not predictable: by default they grow (synthetic); replaying
     # a real trace, pass the recorded segment addresses to reproduce it to the byte
     next_address: object = None
+
+    Block = Block  # for the expandable-segments mixin (lab.measure.allocator_expandable)
+    SMALL_PAGE, LARGE_PAGE = SMALL_BUFFER, LARGE_BUFFER
 
     def __post_init__(self):
         self.small, self.large = _Pool(True), _Pool(False)
@@ -258,94 +258,6 @@ class CachingAllocatorModel:
         self._add_stat("reserved", alloc)
         self.stats.segments += 1
         return Block(self._addr(), alloc, stream, pool.small)
-
-    def _expandable_block(self, pool: _Pool, size: int, stream: int) -> Block | None:
-        c = self._find_expandable(pool, size, stream)
-        if not c.mapped and not self._map(pool, c, min(c.size, size)):
-            return None
-        while c.size < size:  # free mapped space, then unmapped pages right after it
-            nxt = c.next
-            if not self._map(pool, nxt, min(size - c.size, nxt.size)):
-                return None
-            c = nxt  # the newly mapped block absorbed c
-        pool.remove(c)
-        return c
-
-    def _find_expandable(self, pool: _Pool, size: int, stream: int) -> Block:
-        def free(b):
-            return b is not None and not b.allocated
-
-        i = bisect.bisect_left(pool.unmapped, (stream, 0))
-        for k in pool.unmapped[i:]:
-            if k[0] != stream:
-                break
-            c = pool.unmapped_blocks[k]
-            if free(c.prev):
-                c = c.prev
-            room, b = 0, c
-            while room < size and free(b):
-                room, b = room + b.size, b.next
-            if room >= size:
-                return c
-        page = SMALL_BUFFER if pool.small else LARGE_BUFFER
-        virtual = -(-(self.total + self.total // 8) // page) * page
-        seg = ExpandableSegment(self._addr(), page, virtual)
-        c = Block(seg.base, virtual, stream, pool.small, seg, mapped=False)
-        pool.add_unmapped(c)
-        return c
-
-    def _map(self, pool: _Pool, b: Block, size: int) -> bool:
-        seg = b.seg
-        start = b.addr - seg.base  # unmapped ranges start on a page
-        end = -(-(start + size) // seg.page) * seg.page
-        mapped = end - start
-        if self.device_free is not None and self.stats.reserved + mapped > self.device_free:
-            return False
-        pool.remove_unmapped(b)
-        b.mapped = True
-        if mapped < b.size:
-            rest = Block(b.addr + mapped, b.size - mapped, b.stream, b.small, seg, mapped=False)
-            rest.prev, rest.next = b, b.next
-            if b.next is not None:
-                b.next.prev = rest
-            b.next, b.size = rest, mapped
-            pool.add_unmapped(rest)
-        self._merge(b, b.prev, pool)
-        self._merge(b, b.next, pool)
-        pool.add(b)
-        self._add_stat("reserved", mapped)
-        return True
-
-    def _unmap(self, pool: _Pool, b: Block) -> None:
-        """Give back the whole pages inside free block `b` of an expandable segment."""
-        seg, off = b.seg, b.addr - b.seg.base
-        lo = -(-off // seg.page) * seg.page
-        hi = (off + b.size) // seg.page * seg.page
-        if lo >= hi:
-            return
-        pool.remove(b)
-        before, after = lo - off, off + b.size - hi
-        if before:
-            head = Block(b.addr, before, b.stream, b.small, seg)
-            head.prev, head.next = b.prev, b
-            if b.prev is not None:
-                b.prev.next = head
-            b.prev = head
-            pool.add(head)
-        if after:
-            tail = Block(seg.base + hi, after, b.stream, b.small, seg)
-            tail.prev, tail.next = b, b.next
-            if b.next is not None:
-                b.next.prev = tail
-            b.next = tail
-            pool.add(tail)
-        b.addr, b.size, b.mapped = seg.base + lo, hi - lo, False
-        self._merge(b, b.prev, pool)
-        self._merge(b, b.next, pool)
-        if b.is_split:
-            pool.add_unmapped(b)
-        # else: the whole segment is unmapped and goes away (release_expandable_segment)
-        self._add_stat("reserved", -(hi - lo))
 
     def _add_stat(self, name: str, n: int) -> None:
         s = self.stats

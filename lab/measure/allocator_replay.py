@@ -64,17 +64,23 @@ class Replay:
     """The allocator model fed one event at a time; keys name live allocations."""
 
     def __init__(self, cap: int | None = None, expandable: bool = False, total: int = H200_TOTAL,
-                 series: bool = False, device_free: int | None = None, next_address=None):
+                 series: bool = False, device_free: int | None = None, next_address=None,
+                 record: bool = False):
         self.model = CachingAllocatorModel(cap=cap, expandable_segments=expandable, total=total,
                                            device_free=device_free, next_address=next_address)
         self.live: dict[Hashable, object] = {}
         self.series = series
         self.index = 0
         self.clock = None  # x of the series: a callable (e.g. the tracker's event count), else a count
+        # record=True: every event received, in order, as `replay()` takes them - run sim once
+        # without a cap, then ask `replay(log, cap=...)` about any cap (what `memlab fit` needs)
+        self.log: list[tuple] | None = [] if record else None
         self.result = ReplayResult()
 
     def alloc(self, key: Hashable, nbytes: int) -> None:
         """Raises `SimulatedOutOfMemory` where the GPU would raise torch.OutOfMemoryError."""
+        if self.log is not None:
+            self.log.append(("alloc", key, nbytes))
         try:
             self.live[key] = self.model.malloc(nbytes)
         except AllocatorOutOfMemory as e:
@@ -84,16 +90,22 @@ class Replay:
             self._step()
 
     def free(self, key: Hashable) -> None:
+        if self.log is not None:
+            self.log.append(("free", key))
         block = self.live.pop(key, None)
         if block is not None:
             self.model.free(block)
         self._step()
 
     def empty_cache(self) -> None:
+        if self.log is not None:
+            self.log.append(("empty_cache",))
         self.model.release_cached()
         self._step()
 
     def set_expandable(self, on: bool) -> None:
+        if self.log is not None:
+            self.log.append(("expandable", on))
         self.model.expandable_segments = on
 
     def _step(self) -> None:

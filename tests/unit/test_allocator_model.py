@@ -194,3 +194,42 @@ def test_replays_of_h200_allocator_traces_match_to_the_byte():
         got = {"allocated": r.peak_allocated, "reserved": r.peak_reserved, "oom": oom,
                "retries": r.num_alloc_retries}
         assert got == real, (run["lesson"], run["variant"], run["overrides"])
+
+
+def test_a_recorded_sim_run_replays_offline_under_any_cap():
+    """What `memlab fit` builds on: run sim once without a cap, recording what the allocator model
+    received; replaying the log gives the same peaks, and under a cap the same OOM as a capped run."""
+    import torch
+
+    from lab.experiments.models import Layout
+    from lab.experiments.train import TrainConfig, Workload, train
+    from lab.measure.allocator_replay import Replay, replay
+    from lab.measure.session import Session
+    from lab.measure.simulate import SimPolicy, fake_mode
+    from lab.measure.tracker import TensorTracker
+    import lab.experiments.models as models
+
+    models.LAYOUTS["t-alloc"] = Layout("t-alloc", "gpt2", 512, 2, 4, 256, 128)
+    work = Workload("t-alloc", 4, 128, TrainConfig(precision="bf16"))
+
+    def run(cap=None):
+        alloc = Replay(cap=cap, record=True)
+        policy = SimPolicy(alloc)
+        tr = TensorTracker(policy=policy, allocator=alloc)
+        try:
+            with fake_mode(), policy, tr:
+                train(Session("sim", {}, torch.device("cpu"), tr), work, 2)
+        except torch.OutOfMemoryError:
+            pass
+        return alloc
+
+    full = run()
+    online = full.finish()
+    offline = replay(full.log)
+    assert (offline.peak_allocated, offline.peak_reserved) == (online.peak_allocated, online.peak_reserved)
+    cap = online.peak_reserved - 2 * 2**20
+    capped = run(cap).finish()
+    again = replay(full.log, cap=cap)
+    assert capped.oom is not None and again.oom is not None
+    assert (again.oom.requested, again.oom.allocated) == (capped.oom.requested, capped.oom.allocated)
+    del models.LAYOUTS["t-alloc"]
