@@ -8,7 +8,8 @@ tensors exist and what autograd saves, so they decide the memory.
 
 `install()` registers, for the AutocastCPU dispatch key, a Python kernel for every op that either
 autocast has a kernel for: the kernel applies CUDA's policy (the op lists of
-aten/src/ATen/autocast_mode.h, torch 2.11 and 2.13, identical for these ops):
+aten/src/ATen/autocast_mode.h; which of them CUDA autocast handles is read from the running
+torch's AutocastCUDA registrations - torch 2.13 adds rms_norm, which 2.11 leaves alone):
 
   lower_precision_fp   cast floating args to the autocast dtype; fp32 leaf weights that need a
                        gradient are cast once and the copy is cached until the outermost
@@ -160,15 +161,25 @@ class CudaAutocast:
 
     def __init__(self):
         self.cache = WeightCastCache()
+        self.skipped: list[str] = []  # ops of the table this torch's CUDA autocast leaves alone
         self._lib = None
         self._orig_clear = None
 
     def install(self) -> None:
-        names = set(CUDA_POLICY)
+        names = set()
         for full in torch._C._dispatch_get_all_op_names():
             if full.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(
                     full, "AutocastCPU"):
                 names.add(full[len("aten::"):])
+        for name in CUDA_POLICY:
+            # the running torch's own AutocastCUDA registrations say which ops CUDA autocast casts
+            # in this version (e.g. rms_norm: fp32 from 2.13, untouched in 2.11); CPU-only builds
+            # leave out the named-tensor (Dimname) overloads, which CUDA builds register
+            if "imname" in name or "names_" in name or torch._C._dispatch_has_kernel_for_dispatch_key(
+                    "aten::" + name, "AutocastCUDA"):
+                names.add(name)
+            else:
+                self.skipped.append(name)
         self._lib = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
@@ -176,7 +187,7 @@ class CudaAutocast:
                 op = _overload(name)
                 if op is None:
                     continue
-                policy = CUDA_POLICY.get(name, NONE)
+                policy = CUDA_POLICY.get(name, NONE) if name not in self.skipped else NONE
                 # NONE: a fallthrough, as CUDA autocast has no kernel: the op's parts still
                 # meet autocast (cross_entropy -> log_softmax in fp32, nll_loss in fp32)
                 kernel = (torch.library.fallthrough_kernel if policy == NONE
