@@ -84,6 +84,22 @@ def active_blocks(device: int = 0) -> dict[int, int]:
     return out
 
 
+def set_allocator_settings(settings: str) -> bool:
+    """e.g. "expandable_segments:True" at run time; False when this torch cannot.
+
+    `torch._C._accelerator_setAllocatorSettings` (torch >= 2.9) replaced
+    `torch.cuda.memory._set_allocator_settings` (2.1-2.8, deprecated since)."""
+    for fn in (getattr(torch._C, "_accelerator_setAllocatorSettings", None),
+               getattr(torch.cuda.memory, "_set_allocator_settings", None)):
+        if fn is not None:
+            try:
+                fn(settings)
+                return True
+            except Exception:
+                continue
+    return False
+
+
 class MemoryRecorder:
     """Start/stop the allocator's history and take its snapshot."""
 

@@ -46,6 +46,9 @@ class Trace:
     # phases in the order they started: (name, t_start, t_end)
     phases: list[tuple[str, float, float]] = field(default_factory=list)
     baseline_bytes: int = 0  # bytes live before the first event (tensors that pre-existed)
+    # sim: allocations CUDA makes that back no tensor (cuBLAS workspaces, kernel scratch), as
+    # (position, "alloc" | "free", key, nbytes): made after the first `position` events
+    extras: list[tuple[int, str, object, int]] = field(default_factory=list)
 
     def category(self, sid: int) -> str:
         return self.categories.get(sid, "other")
