@@ -8,6 +8,8 @@ so where CUDA and the CPU take different paths that change memory, sim takes CUD
 - autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.cuda_autocast);
 - attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa), and
   no materialised mask where transformers would see real, unpadded data (lab.measure.fake_values);
+- dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
+  dtype (lab.measure.cuda_dropout);
 - allocations that back no tensor: attention kernels' scratch (taken and given back inside the
   op, sized as measured on the H200); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
   matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
@@ -31,6 +33,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .allocator_replay import Replay
 from .cuda_autocast import CudaAutocast
+from .cuda_dropout import CudaDropout
 from .cuda_sdpa import CudaSdpa, scratch_bytes
 from .fake_values import ValueAssumptions
 
@@ -77,6 +80,7 @@ class SimPolicy:
         self._saved: list[tuple[object, str, object]] = []
         self.sdpa = CudaSdpa()
         self.autocast = CudaAutocast()
+        self.dropout = CudaDropout()
         self.rerouted = {_A.scaled_dot_product_attention.default}
         self.workspaces: set[tuple[str, str]] = set()
         self.values = ValueAssumptions()
@@ -124,6 +128,7 @@ class SimPolicy:
     def __enter__(self):
         self.autocast.install()
         self.sdpa.install()
+        self.dropout.install()
         self.values.maybe_patch()  # now if transformers is imported, else at the first op after
         # code that calls the CUDA allocator's API directly reaches the model instead
         self._patch(torch.cuda, "empty_cache", lambda: self.empty_cache())
@@ -137,6 +142,7 @@ class SimPolicy:
             setattr(owner, name, fn)
         self._saved.clear()
         self.values.restore()
+        self.dropout.uninstall()
         self.sdpa.uninstall()
         self.autocast.uninstall()
 
