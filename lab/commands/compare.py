@@ -3,6 +3,8 @@
     memlab compare mlp --combo baseline --combo bf16 --combo ckpt --combo bf16+ckpt
     memlab compare mlp --mode sim --scale seed --combo baseline --combo accum4 --json
     memlab compare linear --batch 1024 --combo baseline --combo pure-bf16 --export out/
+    memlab compare --model llama-3.2-1b --combo baseline --combo bf16+ckpt   # a shipped config
+    memlab compare --config my/config.json --batch 8 --seq 2048              # your own model
 
 The first --combo is the baseline (default: baseline, bf16, ckpt, bf16+ckpt, or the ones the
 workload supports). Prints a table (peak, Δ vs baseline, step time, tokens/s), the overlaid
@@ -34,6 +36,14 @@ def add_workload_args(p) -> None:
     """Arguments shared by `compare` and `fit`."""
     p.add_argument("workload", nargs="?", help="linear, mlp, gpt2-tiny, … (`memlab compare --list`)")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
+    p.add_argument("--model", metavar="NAME",
+                   help="a causal LM shipped as a config (assets/models: llama-3.2-1b, gpt2, "
+                        "qwen2.5-0.5b, …; `--list` shows them), trained with the plain Hugging "
+                        "Face loop, random weights")
+    p.add_argument("--config", metavar="FILE.json",
+                   help="your causal LM's config.json (Llama, Qwen2, Mistral, Gemma, Phi, GPT-2, "
+                        "…): built with random weights, no download, trained with the plain "
+                        "Hugging Face loop: model(input_ids=ids, labels=ids).loss")
     p.add_argument("--combo", action="append", metavar="C",
                    help="a technique combination such as bf16+ckpt+accum4 (repeatable; the "
                         "first is the baseline)")
@@ -74,7 +84,8 @@ def list_workloads() -> str:
         for scale, sizes in w.sizes.items():
             lines.append(f"      {scale:<6} " + ", ".join(f"{k}={v}" for k, v in sizes.items()))
     return ("workloads, with their default sizes per scale (seed: the sizes of the seed "
-            "tutorials the course was built from; small: seconds on a laptop CPU):\n"
+            "tutorials the course was built from; small: seconds on a laptop CPU); the shipped "
+            "configs (family hf) also take --model NAME, your own --config FILE.json:\n"
             + "\n".join(lines))
 
 
@@ -87,15 +98,13 @@ def default_scale(mode: str) -> str:
 
 def resolve(args, default_combos: list[str], check_batch: bool = True):
     """(workload, sizes, combos, scale) from the shared arguments, or a UsageError."""
-    from lab.workloads import ComboError, get_workload, parse_combos, parse_sizes
+    from lab.workloads import ComboError, parse_combos, parse_sizes
 
-    if not args.workload:
-        raise UsageError("which workload? e.g. `memlab compare mlp`; --list shows them")
-    try:
-        w = get_workload(args.workload)
-    except KeyError as e:
-        raise UsageError(str(e).strip("'\"")) from None
+    w = pick_workload(args)
     scale = args.scale or default_scale(getattr(args, "mode", "sim"))
+    if scale not in w.sizes:
+        raise UsageError(f"{w.name} has no {scale} sizes (it has {', '.join(w.sizes)}): a "
+                         "config's model runs at full size, in sim or on CUDA")
     try:
         sizes = w.default_sizes(scale)
         sizes.update(parse_sizes(args.set))
@@ -121,6 +130,47 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
     except ComboError as e:
         raise UsageError(str(e)) from None
     return w, sizes, combos, scale
+
+
+def pick_workload(args):
+    """The workload the arguments name: a registered one, --model NAME or --config FILE."""
+    from lab.workloads import get_workload
+    from lab.workloads.hf_config import ConfigError, shipped_models
+    from lab.workloads.registry import config_workload
+
+    given = [x for x in (args.workload, args.model, args.config) if x]
+    if len(given) > 1:
+        raise UsageError("name one model: a workload, --model NAME or --config FILE.json")
+    if not given:
+        raise UsageError("which workload? e.g. `memlab compare mlp`, `--model llama-3.2-1b` or "
+                         "`--config config.json`; --list shows them")
+    if args.config:
+        try:
+            return config_workload(args.config)
+        except ConfigError as e:
+            raise UsageError(f"--config {e}") from None
+    if args.model and args.model not in shipped_models():
+        raise UsageError(f"--model: no shipped config {args.model!r}; the shipped ones: "
+                         f"{', '.join(shipped_models())} (or --config FILE.json)")
+    try:
+        return get_workload(args.model or args.workload)
+    except KeyError as e:
+        raise UsageError(str(e).strip("'\"")) from None
+
+
+def check_hf(sizes: dict, simulated: bool) -> None:
+    """A config.json the lab cannot build is a UsageError before anything runs. Reading it is
+    torch-free; asking transformers whether it knows the model_type imports torch (seconds)."""
+    from lab.workloads.hf_config import ConfigError, check_seq, read_config
+
+    try:
+        d = read_config(sizes["model"], simulated=simulated)
+        check_seq(d, int(sizes["seq"]), "--seq")
+        from lab.workloads.models import hf_config_object
+
+        hf_config_object(d)
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
 
 
 def _supported(w, combo: str) -> bool:
@@ -158,6 +208,8 @@ def main(args) -> int:
     w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS)  # bad input fails before torch loads
     choice = pick_mode(args, args.scale)
     mode = choice.mode  # choice.scale == scale: both follow lab.measure.modes
+    if w.family == "hf":
+        check_hf(sizes, simulated=mode == "sim")
     gpu_memory = gpu_memory_arg(args.gpu_memory)
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")

@@ -21,7 +21,8 @@ from typing import Any, Callable
 from lab.measure.result import RunResult
 from lab.report.rows import FIRST, row_of, with_deltas
 from lab.runner.protocol import RunRequest
-from lab.workloads import EXPERIMENT, VARIANT, TrainConfig, get_workload, optimizer_info
+from lab.workloads import EXPERIMENT, VARIANT, TrainConfig, optimizer_info
+from lab.workloads.registry import workload_for
 
 LABEL = "playground"  # the results' `lesson`
 SCHEMA = 1
@@ -40,7 +41,7 @@ class ComparePlan:
     profile_dir: str | None = None  # cuda: one profile-<combo>.pkl per combination
 
     def requests(self) -> list[RunRequest]:
-        w = get_workload(self.workload)
+        w = workload_for(self.workload, self.sizes)  # registered, or a --config file
         out = []
         for cfg in self.combos:
             w.check(cfg, self.sizes)
@@ -130,7 +131,7 @@ def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None]
     in order as it lands (the app's table fills in)."""
     from lab.runner.loop import run_all
 
-    w = get_workload(plan.workload)
+    w = workload_for(plan.workload, plan.sizes)
     labels = [t.label for t in plan.combos]
     requests = plan.requests()
 

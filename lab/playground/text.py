@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 from lab.report import (DASH, FIRST, Row, delta_text, format_bytes, number, peak_text,
                         provenance, provenance_of, status_text, step_text, table, with_deltas)
+from lab.report.units import seconds
 from lab.workloads.fit import FitResult
 
 from .compare import Comparison
@@ -58,9 +59,12 @@ def comparison_header(c: Comparison) -> str:
 
 
 def fit_table(results: list[FitResult], markdown: bool = False) -> str:
+    """Per combination: the largest batch, its predicted max allocated and max reserved (what
+    the limit counts), the margin left, what one more micro-batch would reserve, and the work
+    (sim runs of the batches asked about; the others are replays of the line)."""
     confirmed = any(r.cuda_status is not None for r in results)
-    headers = ["combination", "largest batch", "predicted peak", "margin", "one more needs",
-               "probes"]
+    headers = ["combination", "largest batch", "max allocated", "max reserved", "margin",
+               "one more reserves", "sim runs / batches", "time"]
     if confirmed:
         headers += ["CUDA", "CUDA reserved", "CUDA margin"]
     rows = []
@@ -72,8 +76,9 @@ def fit_table(results: list[FitResult], markdown: bool = False) -> str:
                 batch = "≥ " + batch
         else:
             batch = {"none-fits": "none fits", "error": "error"}.get(r.status, r.status)
-        row = [r.combo, batch, format_bytes(r.peak_bytes), format_bytes(r.margin_bytes),
-               format_bytes(r.next_peak_bytes), str(r.probes)]
+        row = [r.combo, batch, format_bytes(r.peak_bytes), format_bytes(r.reserved_bytes),
+               format_bytes(r.margin_bytes), format_bytes(r.next_peak_bytes),
+               f"{r.sim_runs} / {r.probes}", seconds(r.seconds)]
         if confirmed:
             cuda = DASH if r.cuda_status is None else (
                 f"ok at {r.cuda_micro_batch:,}" if r.cuda_status == "ok" else r.cuda_status)

@@ -44,6 +44,12 @@ def random_batch(batch: int, seq: int, vocab: int, step: int, device, seed: int 
             torch.from_numpy(ids[:, 1:].copy()).to(device))
 
 
+def ids_batch(batch: int, seq: int, vocab: int, step: int, device, seed: int = 0):
+    """(B, T) int64 random token ids: the input and, for the plain HF loop, the labels."""
+    rng = np.random.default_rng([seed, step, 3])
+    return torch.from_numpy(rng.integers(0, vocab, size=(batch, seq), dtype=np.int64)).to(device)
+
+
 def lm_batch(layout, batch: int, seq: int, step: int, device, seed: int = 0, split: str = "train"):
     """The tiny layout reads the corpus; the big layouts get random ids of their vocabulary."""
     if layout.name == "tiny":

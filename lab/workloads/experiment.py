@@ -7,7 +7,7 @@ seq, layout, d_model, ...); `optimizer` is the spec the result reports.
 """
 
 from lab.workloads.config import TrainConfig
-from lab.workloads.registry import get_workload
+from lab.workloads.registry import workload_for
 from lab.workloads.tasks import task_for
 from lab.workloads.train import evaluate, train
 
@@ -15,7 +15,7 @@ NOT_SIZES = ("workload", "config", "optimizer", "steps")  # run.p keys that are 
 
 
 def combo(run):
-    workload = get_workload(run.p.workload)
+    workload = workload_for(run.p.workload, run.params)
     cfg = TrainConfig.from_dict(run.p.config)
     workload.check(cfg, run.params)
     task = task_for(workload, {k: v for k, v in run.params.items() if k not in NOT_SIZES})

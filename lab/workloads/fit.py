@@ -1,20 +1,25 @@
 """The largest batch that fits a GPU of a given size (`memlab fit`, the app, lesson 13's question).
 
-Predicted by simulation, confirmed on CUDA when there is one:
+A batch *fits* when the run does not run out of memory under the cap: on CUDA, the real caching
+allocator capped by `set_per_process_memory_fraction` (or the card's free memory) decides; in a
+prediction, the allocator model replaying the simulated run decides the same way - a new
+segment must fit under the cap after the allocator has released its cached segments and retried.
+So the quantity that matters is the peak *reserved* (segments), not the tensors' bytes, and no
+ad-hoc headroom is added on top.
 
-1. *Predict* (sim): for a fixed sequence length, every activation grows linearly with the batch,
-   so the peak is close to affine in it: peak(b) ≈ fixed + b × per_sample. Two probes (b = 1, 2)
-   give the line; the prediction and its neighbour are probed, and a bisection finishes the job
-   if the line was off (it rarely is: a handful of probes, not a dozen). With gradient
-   accumulation N the search is over the micro-batch; the effective batch is N times that.
+1. *Predict* (lab/workloads/fit_sim.py): sim records the allocations of micro-batches 2 and 3;
+   every allocation's size is affine in the batch, so the log of any micro-batch follows, and
+   replaying a log through the allocator model under the cap answers fit or not in a fraction
+   of a second. The search below then probes few batches: the line through the two (peak
+   reserved is close to affine in the batch) gives a guess, the guess and its neighbour are
+   probed, a bisection finishes if needed. The answer is re-simulated for real before it is
+   reported. With gradient accumulation N the search is over the micro-batch.
 2. *Confirm* (cuda): the predicted batch runs for real in a fresh worker with the GPU capped at
-   the size asked for (`set_per_process_memory_fraction`); if the real allocator (rounding,
-   cuBLAS workspace, fragmentation) says OOM, one smaller micro-batch at a time is tried.
+   the size asked for; if the real allocator says OOM, one smaller micro-batch at a time is tried.
 
-Probes are injected (`ProbeFn`), so tests drive the search with a formula, the CLI with real
-sim runs in this process (`sim_probe`: FakeTensorMode allocates nothing, so no worker is needed
-for isolation), and the confirmation with workers (lab.playground.fit.runner_probe). Torch-free
-until a sim probe runs.
+Probes are injected (`ProbeFn`): tests drive the search with formulas, the CLI with the
+allocator-model probe, the confirmation with workers (lab.playground.fit.runner_probe).
+Torch-free.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ MAX_PROBES = 32
 class Probe:
     batch: int  # the global batch that ran (micro × accum)
     status: str  # ok | oom | error | ...
-    peak_bytes: int = 0
+    peak_bytes: int = 0  # max allocated (as far as it got, when oom)
     error: str | None = None
-    reserved_bytes: int | None = None  # cuda: the allocator's peak reserved
+    reserved_bytes: int | None = None  # max reserved (the segments the cap counts)
+    need_bytes: int | None = None  # max reserved with no cap: what this batch asks for
+    need_allocated: int | None = None  # max allocated with no cap (the least it can reserve)
 
 
 ProbeFn = Callable[[int], Probe]  # global batch -> what a run at that batch measured
@@ -43,16 +50,18 @@ ProbeFn = Callable[[int], Probe]  # global batch -> what a run at that batch mea
 @dataclass
 class FitResult:
     combo: str
-    capacity_bytes: int
+    capacity_bytes: int  # the cap the allocator may reserve up to
     status: str = "ok"  # ok | none-fits | error
     micro_batch: int | None = None  # the largest micro-batch that fits
     batch: int | None = None  # effective batch per optimizer step (micro × accum)
-    peak_bytes: int | None = None  # predicted peak at that batch (sim)
-    margin_bytes: int | None = None  # capacity - predicted peak
-    next_peak_bytes: int | None = None  # the peak one micro-batch more would need
+    peak_bytes: int | None = None  # predicted max allocated at that batch
+    reserved_bytes: int | None = None  # predicted max reserved at that batch (under the cap)
+    margin_bytes: int | None = None  # capacity - predicted max reserved
+    next_peak_bytes: int | None = None  # what one micro-batch more would reserve (no cap)
     fixed_bytes: int | None = None  # the line's intercept: what does not grow with the batch
     per_sample_bytes: float | None = None  # its slope, per micro-batch sample
-    probes: int = 0
+    probes: int = 0  # batches the search asked about
+    sim_runs: int = 0  # of which simulated for real (the rest replayed from the line)
     capped: bool = False  # hit the search's upper bound (the peak barely grows with the batch)
     error: str | None = None
     cuda_status: str | None = None  # None: not confirmed (no GPU, or --no-confirm)
@@ -60,6 +69,7 @@ class FitResult:
     cuda_peak_bytes: int | None = None  # allocator peak allocated at cuda_micro_batch
     cuda_reserved_bytes: int | None = None
     cuda_margin_bytes: int | None = None  # capacity - peak reserved (what the device gave)
+    seconds: float | None = None  # wall time of the prediction
     notes: list[str] = field(default_factory=list)
     optimizer: dict | None = None  # the OptimizerSpec the combination trains with (optim.py)
 
@@ -67,13 +77,27 @@ class FitResult:
         return asdict(self)
 
 
+def _used(p: Probe) -> int:
+    return p.reserved_bytes if p.reserved_bytes is not None else p.peak_bytes
+
+
+def _need(p: Probe) -> int:
+    return p.need_bytes if p.need_bytes is not None else _used(p)
+
+
+def _need_allocated(p: Probe) -> int:
+    return p.need_allocated if p.need_allocated is not None else p.peak_bytes
+
+
 def fits(p: Probe, capacity: int) -> bool:
-    return p.status == "ok" and p.peak_bytes <= capacity
+    return p.status == "ok" and _used(p) <= capacity
 
 
 def search(probe: ProbeFn, capacity: int, cfg: TrainConfig, max_micro: int = 1 << 16,
            label: str | None = None) -> FitResult:
-    """Largest micro-batch m with peak(m × accum) <= capacity (see the module docstring)."""
+    """Largest micro-batch m whose run fits (see the module docstring). Starts at m = 2 (the
+    line's first point; m = 1 is asked only when 2 does not fit), assuming a smaller batch
+    never needs more."""
     res = FitResult(label or cfg.label, capacity, optimizer=optimizer_info(cfg))
     cache: dict[int, Probe] = {}
 
@@ -82,39 +106,58 @@ def search(probe: ProbeFn, capacity: int, cfg: TrainConfig, max_micro: int = 1 <
             cache[m] = probe(m * cfg.micro_batches)
         return cache[m]
 
-    p1 = P(1)
-    if p1.status not in ("ok", "oom"):
-        res.status, res.error, res.probes = "error", p1.error or p1.status, len(cache)
-        return res
-    if not fits(p1, capacity):
-        res.status, res.probes, res.next_peak_bytes = "none-fits", len(cache), p1.peak_bytes
-        res.notes.append("even a micro-batch of 1 does not fit")
-        return res
-    good, bad = 1, None
-    p2 = P(2)
-    if p2.status == "error":
-        res.status, res.error, res.probes = "error", p2.error, len(cache)
-        return res
-    if fits(p2, capacity):
-        good = 2
+    def failed(p: Probe) -> bool:
+        if p.status not in ("ok", "oom"):
+            res.status, res.error = "error", p.error or p.status
+        return res.status == "error"
+
+    first = 2 if max_micro >= 2 else 1
+    good, bad = 0, None
+    if failed(P(first)):
+        return _finish(res, cache, good)
+    if fits(P(first), capacity):
+        good = first
     else:
-        bad = 2
-    slope = p2.peak_bytes - p1.peak_bytes if p2.status == "ok" else None
-    if slope is not None:
-        res.per_sample_bytes = slope / cfg.micro_batches if cfg.micro_batches else slope
-        res.fixed_bytes = p1.peak_bytes - slope
-    if bad is None and slope and slope > 0:  # the line's prediction, and the batch after it
-        guess = max(1, min(max_micro, 1 + (capacity - p1.peak_bytes) // slope))
-        for m in (guess, guess + 1):
-            if m > good and (bad is None or m < bad) and m <= max_micro:
-                if fits(P(m), capacity):
-                    good = m
-                elif P(m).status == "error":
-                    res.status, res.error = "error", P(m).error
-                    break
-                else:
-                    bad = m
-    while res.status == "ok" and len(cache) < MAX_PROBES and (bad is None or bad - good > 1):
+        bad = first
+        if first == 2 and not failed(P(1)) and fits(P(1), capacity):
+            good = 1
+    if good == 0:
+        res.status = "error" if res.status == "error" else "none-fits"
+        if res.status == "none-fits":
+            res.notes.append("even a micro-batch of 1 does not fit")
+        return _finish(res, cache, good)
+    if good == first and first + 1 <= max_micro:
+        nxt = P(first + 1)
+        if failed(nxt):
+            return _finish(res, cache, good)
+        if fits(nxt, capacity):
+            good = first + 1
+        else:
+            bad = first + 1
+        slope = _need(nxt) - _need(P(first))
+        res.per_sample_bytes = slope / cfg.micro_batches
+        res.fixed_bytes = _need(P(first)) - first * slope
+        if bad is None and slope > 0:  # the line's guess, and the batch after it
+            guess = max(good, min(max_micro, first + (capacity - _need(P(first))) // slope))
+            for m in (guess, guess + 1):
+                if m > good and (bad is None or m < bad) and m <= max_micro:
+                    if failed(P(m)):
+                        return _finish(res, cache, good)
+                    if fits(P(m), capacity):
+                        good = m
+                    else:
+                        bad = m
+    good = _bisect(P, failed, capacity, max_micro, res, cache, good, bad)
+    return _finish(res, cache, good)
+
+
+def _bisect(P, failed, capacity, max_micro, res, cache, good, bad) -> int:
+    """Close the gap between the largest batch known to fit and the smallest known not to;
+    then look past the boundary: fragmentation is not monotonic (llama-3.2-1b, bf16 + ckpt
+    under 40 GiB: in the model 12 runs out of memory where 13 fits; the H200 ran 13 and ran out
+    at 14), so the batches whose allocated peak alone still fits are asked too, and the largest
+    that fits wins."""
+    while len(cache) < MAX_PROBES and (bad is None or bad - good > 1):
         if bad is None:
             m = min(max_micro, good * 2)
             if m == good:
@@ -124,20 +167,41 @@ def search(probe: ProbeFn, capacity: int, cfg: TrainConfig, max_micro: int = 1 <
                 break
         else:
             m = (good + bad) // 2
-        p = P(m)
-        if p.status == "error":
-            res.status, res.error = "error", p.error
-            break
-        if fits(p, capacity):
+        if failed(P(m)):
+            return good
+        if fits(P(m), capacity):
             good = m
         else:
             bad = m
+    # past the boundary only when its out-of-memory was not the allocated bytes alone
+    m = (bad or max_micro) + 1
+    while (bad is not None and _need_allocated(cache[bad]) <= capacity and m <= max_micro
+           and len(cache) < 2 * MAX_PROBES):
+        if failed(P(m)) or _need_allocated(P(m)) > capacity:
+            break
+        if fits(P(m), capacity):
+            good = m
+        m += 1
+    below = sorted(k for k in cache if k < good and not fits(cache[k], capacity))
+    if below and res.status == "ok":
+        res.notes.append(f"not every smaller batch fits: {', '.join(map(str, below))} "
+                         "run(s) out of memory (the allocator's segments fall differently)")
+    return good
+
+
+def _finish(res: FitResult, cache: dict[int, Probe], good: int) -> FitResult:
     res.probes = len(cache)
-    res.micro_batch, res.batch = good, good * cfg.micro_batches
-    res.peak_bytes = cache[good].peak_bytes
-    res.margin_bytes = capacity - res.peak_bytes
+    if res.status != "ok":
+        if res.status == "none-fits":
+            smallest = cache[min(cache)]
+            res.next_peak_bytes = _need(smallest)
+        return res
+    p = cache[good]
+    res.micro_batch, res.batch = good, p.batch
+    res.peak_bytes, res.reserved_bytes = p.peak_bytes, _used(p)
+    res.margin_bytes = res.capacity_bytes - _used(p)
     if good + 1 in cache:
-        res.next_peak_bytes = cache[good + 1].peak_bytes
+        res.next_peak_bytes = _need(cache[good + 1])
     return res
 
 
@@ -156,9 +220,8 @@ def confirm(res: FitResult, probe: ProbeFn, cfg: TrainConfig, tries: int = 4) ->
             if p.reserved_bytes is not None:
                 res.cuda_margin_bytes = res.capacity_bytes - p.reserved_bytes
             if m != res.micro_batch:
-                res.notes.append(f"sim predicted micro-batch {res.micro_batch}; on CUDA the "
-                                 f"largest that ran was {m} (allocator rounding, workspaces, "
-                                 "fragmentation)")
+                res.notes.append(f"predicted micro-batch {res.micro_batch}; on CUDA the "
+                                 f"largest that ran was {m}")
             return res
         if p.status != "oom" or m == 1:
             res.notes.append(f"CUDA run at micro-batch {m}: {p.status}: {p.error or ''}".strip())
@@ -168,22 +231,4 @@ def confirm(res: FitResult, probe: ProbeFn, cfg: TrainConfig, tries: int = 4) ->
     return res
 
 
-# ---- probes ------------------------------------------------------------------------------------
-def sim_probe(workload: str, sizes: dict[str, Any], cfg: TrainConfig, scale: str,
-              label: str = "playground") -> ProbeFn:
-    """Probe by simulation in this process (imports torch and the engine on first use)."""
-
-    def probe(batch: int) -> Probe:
-        from lab.measure.measure import measure_variant
-
-        from . import experiment
-
-        params = {**sizes, "batch": batch, "workload": workload, "config": cfg.to_dict()}
-        r = measure_variant(experiment.combo, lesson=label, variant=cfg.label, mode="sim",
-                            scale=scale, params=params, timing=False)
-        return Probe(batch, r.status, r.peak.bytes, r.error)
-
-    return probe
-
-
-__all__ = ["FitResult", "Probe", "ProbeFn", "confirm", "search", "sim_probe"]
+__all__ = ["FitResult", "MAX_PROBES", "Probe", "ProbeFn", "confirm", "fits", "search"]

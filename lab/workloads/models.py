@@ -54,6 +54,53 @@ def build_model(lay: Layout | str, device: torch.device | str, dtype: torch.dtyp
     return model
 
 
+def hf_config_object(d: dict):
+    """The transformers config for a config.json's dict (lab.workloads.hf_config read and
+    checked it), or ConfigError: a model_type transformers does not know, or not a causal LM."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from .hf_config import ConfigError
+
+    d = dict(d)
+    kind = d.pop("model_type")
+    try:
+        cfg = AutoConfig.for_model(kind, **d)
+    except ValueError as e:
+        if "Unrecognized model identifier" in str(e) or kind not in str(e):
+            raise ConfigError(f"model_type {kind!r} is not one transformers knows (transformers "
+                              "defines the architectures the lab builds; a newer transformers "
+                              "may know it)") from None
+        raise ConfigError(f"model_type {kind!r}: {str(e).splitlines()[0]}") from None
+    except (TypeError, KeyError) as e:
+        raise ConfigError(f"model_type {kind!r}: transformers refused the config: "
+                          f"{str(e).splitlines()[0]}") from None
+    if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ConfigError(f"model_type {kind!r} is not a causal language model "
+                          "(AutoModelForCausalLM has no class for it)")
+    cfg.use_cache = False  # training: a KV cache would only cost memory
+    return cfg
+
+
+def build_hf(d: dict, device: torch.device | str, dtype: torch.dtype = torch.float32):
+    """`AutoModelForCausalLM.from_config` with random weights, on `device`, in training mode.
+    The dtype is the combination's (fp32, or bf16 for pure-bf16), not the config's
+    torch_dtype: transformers 5 would build a bf16 config in bf16 otherwise."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = hf_config_object(d)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    model.train()
+    return model
+
+
+def hf_loss(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The plain loop's loss: transformers shifts the labels and takes the cross-entropy
+    (ForCausalLMLoss: logits upcast to fp32, ignore_index -100)."""
+    return model(input_ids=x, labels=y).loss
+
+
 def lm_loss(model, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     logits = model(input_ids=x).logits  # (B, T, V)
     return F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1))  # scalar, fp32
@@ -115,5 +162,5 @@ def count_params(model) -> int:
 
 
 
-__all__ = ["LinearModel", "MLPBlock", "MLPStack", "blocks", "build_model", "count_params",
-           "lm_loss", "make_config", "mse_loss"]
+__all__ = ["LinearModel", "MLPBlock", "MLPStack", "blocks", "build_hf", "build_model",
+           "count_params", "hf_config_object", "hf_loss", "lm_loss", "make_config", "mse_loss"]

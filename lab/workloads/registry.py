@@ -9,11 +9,14 @@ lab/workloads/tasks.py builds them (torch, transformers) when a worker runs one.
     gpt2-tiny   lm      the 2-layer byte-level GPT-2 on the bundled corpus    tokens
     gpt2-small  lm      GPT-2 124M                                            tokens
     qwen2-1.5b  lm      the Qwen2-1.5B layout                                 tokens
+    llama-3.2-1b, gpt2, ...  hf   a shipped config.json (assets/models), batch 4 x 1024   tokens
 
-Language models are `transformers` configs with random weights (no hub). Extension point for a
-causal LM from any user `config.json` (issue 14): register a Workload of family "lm" whose sizes
-name the file (`{"config": "path/config.json", "batch": .., "seq": ..}`) and teach
-`tasks.LM.build` to read it with `AutoConfig` (local path, no hub); nothing else changes.
+Language models are `transformers` configs with random weights (no hub). Family "lm" trains
+the lab's layouts with the lab's step (logits, then cross_entropy); family "hf" is a causal LM
+from a config.json - a shipped one, registered here under its file's name, or a user's file
+(`config_workload`) - trained with the plain loop a user writes, `model(input_ids=ids,
+labels=ids).loss` (lab/workloads/tasks.py `HFModel`). Its size `model` names the config:
+`{"model": "llama-3.2-1b" or "/path/config.json", "batch": 4, "seq": 1024}`.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ COMMON = {"steps": 2}  # every workload: optimizer steps (or evaluation passes) 
 class Workload:
     name: str
     title: str
-    family: str  # "linear" | "mlp" | "lm": which task in lab/workloads/tasks.py builds it
+    family: str  # "linear" | "mlp" | "lm" | "hf": which task in lab/workloads/tasks.py builds it
     sizes: dict[str, dict[str, Any]]  # scale ("small" | "seed") -> default sizes
     unit: str = "samples"  # throughput unit: "tokens" (batch × seq) or "samples" (batch)
     supports: frozenset = frozenset(KINDS)  # which token kinds make sense here
@@ -148,6 +151,53 @@ register(Workload(
 ))
 
 
+# ---- causal LMs from a config.json (family "hf") ------------------------------------------------
+HF_NOTES = ("the plain Hugging Face loop: model(input_ids=ids, labels=ids).loss, backward(), "
+            "step(), zero_grad(set_to_none=True); ckpt is transformers' gradient checkpointing "
+            "(use_reentrant=False); the weights are fp32 (pure-bf16: bf16) whatever the config's "
+            "torch_dtype says",
+            "seed sizes only: sim at full size in seconds, or cuda")
+
+
+def hf_workload(name: str, title: str, model: str, seq: int) -> Workload:
+    from .hf_config import DEFAULT_BATCH
+
+    return Workload(name=name, family="hf", unit="tokens", title=title,
+                    sizes={"seed": {"model": model, "batch": DEFAULT_BATCH, "seq": seq}},
+                    notes=HF_NOTES)
+
+
+def config_workload(path: str) -> Workload:
+    """A user's config.json as a workload (not registered: it lives as long as the command).
+    Raises ConfigError (hf_config) when the lab cannot build it."""
+    from .hf_config import default_seq, read_config
+
+    d = read_config(path)
+    resolved = str(Path(path).expanduser().resolve())
+    return hf_workload(Path(path).stem, f"{d['model_type']} config from {path}: the plain "
+                       "Hugging Face training loop, random weights", resolved, default_seq(d))
+
+
+def _register_shipped() -> None:
+    from .hf_config import DEFAULT_SEQ, shipped_models
+
+    for m in shipped_models().values():
+        seq = min(DEFAULT_SEQ, m.max_positions) if m.max_positions else DEFAULT_SEQ
+        register(hf_workload(m.name, m.title, m.name, seq))
+
+
+_register_shipped()
+
+
+def workload_for(name: str, sizes: dict[str, Any]) -> Workload:
+    """What a worker runs: a registered workload, or the config.json its sizes name."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if "model" in sizes:
+        return config_workload(str(sizes["model"]))
+    return get_workload(name)
+
+
 def all_workloads() -> dict[str, Workload]:
     return dict(_REGISTRY)
 
@@ -176,5 +226,6 @@ def parse_sizes(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["COMMON", "EXPERIMENT", "LAYOUTS", "Layout", "VARIANT", "Workload", "all_workloads",
-           "get_workload", "layout", "parse_sizes", "register"]
+__all__ = ["COMMON", "EXPERIMENT", "HF_NOTES", "LAYOUTS", "Layout", "VARIANT", "Workload",
+           "all_workloads", "config_workload", "get_workload", "hf_workload", "layout",
+           "parse_sizes", "register", "workload_for"]

@@ -3,6 +3,7 @@
     LM("gpt2-124m", batch=8, seq=1024)        a causal LM; batches of token ids (B, T)
     Linear(batch=5000, d_in=10_000, d_out=50_000)       MSE regression through one nn.Linear
     MLP(batch=16, seq=1024, d_model=2048, hidden_mult=4, layers=24)   MSE through MLP blocks
+    HFModel("llama-3.2-1b", batch=4, seq=1024)  a config.json; the plain HF loop's loss
 
 `task_for(workload, sizes)` makes the task a registered workload names. The train and eval steps
 (lab/workloads/train.py) take any task: building, batches and the loss are all a task knows.
@@ -15,8 +16,8 @@ from typing import Any
 
 import torch
 
-from .data import lm_batch, tensor_batch
-from .models import LinearModel, MLPStack, build_model, lm_loss, mse_loss
+from .data import ids_batch, lm_batch, tensor_batch
+from .models import LinearModel, MLPStack, build_hf, build_model, hf_loss, lm_loss, mse_loss
 from .registry import Workload, layout
 
 
@@ -34,6 +35,44 @@ class LM:
         return lm_batch(layout(self.layout), self.batch, self.seq, step, device, split=split)
 
     loss = staticmethod(lm_loss)
+
+
+@dataclass
+class HFModel:
+    """A causal LM from a config.json (a shipped name or a path), trained as a user would:
+    `model(input_ids=ids, labels=ids).loss` (transformers shifts the labels itself)."""
+
+    model: str = "llama-3.2-1b"  # a shipped name or a path (lab.workloads.hf_config.config_path)
+    batch: int = 4  # B
+    seq: int = 1024  # T
+    checkpointing = "hf"  # what the ckpt token means here: transformers' gradient checkpointing
+
+    def _dict(self) -> dict:
+        from .hf_config import check_seq, read_config
+
+        d = read_config(self.model, simulated=_simulated())
+        check_seq(d, self.seq, self.model)
+        return d
+
+    def build(self, device, dtype: torch.dtype = torch.float32):
+        return build_hf(self._dict(), device, dtype)
+
+    def get(self, step: int, device, dtype=None, split: str = "train"):
+        """(ids, ids), each (B, T): random token ids of the config's vocabulary."""
+        vocab = int(self._dict()["vocab_size"])
+        ids = ids_batch(self.batch, self.seq, vocab, step + (10_000 if split != "train" else 0),
+                        device)
+        return ids, ids
+
+    loss = staticmethod(hf_loss)
+
+
+def _simulated() -> bool:
+    """Is this running under FakeTensorMode (sim)? Mixture-of-experts configs are refused there."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
 
 
 @dataclass
@@ -69,8 +108,8 @@ class MLP:
     loss = staticmethod(mse_loss)
 
 
-TASKS = {"lm": LM, "linear": Linear, "mlp": MLP}
-Task = LM | Linear | MLP
+TASKS = {"lm": LM, "linear": Linear, "mlp": MLP, "hf": HFModel}
+Task = LM | Linear | MLP | HFModel
 
 
 def task_for(workload: Workload, sizes: dict[str, Any]) -> Task:
@@ -85,4 +124,4 @@ def task_for(workload: Workload, sizes: dict[str, Any]) -> Task:
     return cls(**wanted)
 
 
-__all__ = ["LM", "Linear", "MLP", "TASKS", "Task", "task_for"]
+__all__ = ["HFModel", "LM", "Linear", "MLP", "TASKS", "Task", "task_for"]

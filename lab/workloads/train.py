@@ -86,7 +86,10 @@ def setup(run, task: Task, cfg: TrainConfig, *, with_optimizer: bool = True):
     """Build model (+ optimizer) in a setup phase; returns (model, optimizer, scaler)."""
     with run.phase(MODEL, setup=True):
         model = task.build(run.device, param_dtype(cfg))
-        enable_checkpointing(model, cfg.checkpointing)
+        how = cfg.checkpointing
+        if how == "blocks":  # the ckpt token: the task says how (HFModel: transformers' own)
+            how = getattr(task, "checkpointing", "blocks")
+        enable_checkpointing(model, how)
         opt = make_optimizer(model, cfg) if with_optimizer else None
     return model, opt, make_scaler(run.device, cfg.precision)
 

@@ -1,4 +1,4 @@
-"""Combinations, the optimizer factory, the workload registry, phases and the fit search."""
+"""Combinations, the optimizer factory, the workload registry and phases (the fit: test_fit.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import torch
 
 from lab.workloads import (TOKENS, ComboError, TrainConfig, all_workloads, get_workload,
                            optimizer_spec, parse_combo, parse_combos, tokens_help)
-from lab.workloads.fit import Probe, confirm, search, sim_probe
 from lab.workloads.phases import parse_phase, phase
 
 
@@ -95,7 +94,11 @@ def test_the_built_optimizer_is_the_spec_and_keeps_that_state(text):
 
 # ---- the registry ---------------------------------------------------------------------------------
 def test_registry_lists_the_workloads_with_sizes_and_units():
-    assert list(all_workloads()) == ["linear", "mlp", "gpt2-tiny", "gpt2-small", "qwen2-1.5b"]
+    from lab.workloads.hf_config import shipped_models
+
+    # the lab's own, then one per shipped config.json (family hf: the plain HF loop)
+    assert list(all_workloads()) == ["linear", "mlp", "gpt2-tiny", "gpt2-small", "qwen2-1.5b",
+                                     *shipped_models()]
     assert get_workload("mlp").items_per_step({"batch": 4, "seq": 64}) == 256  # tokens
     assert get_workload("linear").items_per_step({"batch": 4}) == 4  # samples
     assert get_workload("gpt2-small").default_sizes("seed") == {
@@ -120,73 +123,6 @@ def test_phase_names_round_trip():
     assert parse_phase("model") is None and parse_phase("optimizer 1") is None
     with pytest.raises(ValueError):
         phase("optimizer", 1)
-
-
-# ---- fit: the search, driven by formulas -------------------------------------------------------------
-def affine(fixed, per_sample, error_at=None):
-    def probe(batch):
-        if error_at is not None and batch >= error_at:
-            return Probe(batch, "error", 0, "boom")
-        return Probe(batch, "ok", fixed + per_sample * batch)
-
-    return probe
-
-
-def test_fit_affine_needs_few_probes():
-    r = search(affine(1000, 100), 5000, TrainConfig())
-    assert r.status == "ok" and r.batch == 40 and r.peak_bytes == 5000 and r.margin_bytes == 0
-    assert r.next_peak_bytes == 5100 and r.fixed_bytes == 1000 and r.per_sample_bytes == 100
-    assert r.probes <= 4
-    assert r.optimizer["cls"] == "AdamW" and r.optimizer["state_bytes_per_param"] == 8
-
-
-def test_fit_with_accumulation_searches_the_micro_batch():
-    r = search(affine(1000, 100), 5000, parse_combo("accum4"))
-    assert r.micro_batch == 10 and r.batch == 40
-
-
-def test_fit_nonlinear_still_exact():
-    def probe(batch):  # attention-like: grows with batch², the line underestimates
-        return Probe(batch, "ok", 500 + 10 * batch + batch * batch)
-
-    r = search(probe, 20_000, TrainConfig())
-    best = max(b for b in range(1, 1000) if 500 + 10 * b + b * b <= 20_000)
-    assert r.batch == best and r.probes < 20
-
-
-def test_fit_none_fits_and_errors():
-    assert search(affine(10_000, 1), 5000, TrainConfig()).status == "none-fits"
-    r = search(affine(1000, 100, error_at=2), 5000, TrainConfig())
-    assert r.status == "error" and r.error == "boom"
-
-
-def test_fit_capped_when_the_peak_does_not_grow():
-    r = search(affine(1000, 0), 5000, TrainConfig(), max_micro=64)
-    assert r.capped and r.batch == 64
-
-
-def test_confirm_steps_down_on_real_oom():
-    r = search(affine(1000, 100), 5000, TrainConfig())
-
-    def cuda(batch):  # the real allocator needs 5 % more than the prediction
-        need = int((1000 + 100 * batch) * 1.05)
-        return Probe(batch, "ok" if need <= 5000 else "oom", need, None, need + 64)
-
-    r = confirm(r, cuda, TrainConfig())
-    assert r.cuda_status == "ok" and r.cuda_micro_batch == 37  # 1.05 × 4800 > 5000
-    assert r.cuda_margin_bytes == 5000 - (int((1000 + 3700) * 1.05) + 64)
-    assert any("largest that ran was 37" in n for n in r.notes)
-
-
-def test_fit_by_simulation_fits_and_one_more_does_not():
-    # Given a capacity, the answer fits and one more sample does not, both simulated.
-    sizes = {**get_workload("linear").default_sizes("small"), "d_in": 64, "d_out": 128}
-    cfg = parse_combo("accum2")
-    probe = sim_probe("linear", sizes, cfg, "small")
-    cap = probe(8).peak_bytes + 1  # a capacity between batch 8 and the next micro-batch
-    r = search(probe, cap, cfg, max_micro=64)
-    assert r.status == "ok" and r.batch == 8 and r.micro_batch == 4
-    assert r.next_peak_bytes > cap >= r.peak_bytes
 
 
 def test_the_docs_hold_the_current_token_table():

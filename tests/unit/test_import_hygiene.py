@@ -22,7 +22,9 @@ TORCH = ("torch", "transformers")
 TORCH_FREE = [
     "lab.report", "lab.paths", "lab.atomic", "lab.curriculum", "lab.reference", "lab.progress",
     "lab.workloads", "lab.workloads.config", "lab.workloads.optim", "lab.workloads.registry",
-    "lab.workloads.phases", "lab.workloads.fit",
+    "lab.workloads.phases", "lab.workloads.fit", "lab.workloads.fit_sim",
+    "lab.workloads.hf_config", "import lab.workloads.hf_config as h; h.shipped_models()",
+    "lab.measure.gpus",
     "lab.playground", "lab.playground.text", "lab.export",
     "lab.snapshots", "lab.snapshots.text", "lab.measure.snapshot", "lab.measure.result",
     "lab.runner.client", "lab.runner.replay",
@@ -35,7 +37,7 @@ CLI_STARTUP = "import lab.cli; lab.cli.build_parser()"
 CORE_WITH_TORCH = [
     "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda",
     "lab.measure.simulate", "lab.runner.worker", "lab.workloads.train", "lab.workloads.tasks",
-    "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run",
+    "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run", "lab.measure.sim_record",
 ]
 
 _PROBE = """

@@ -111,7 +111,7 @@ def _cli(capsys, *argv):
     (["compare", "mlp", "--set", "layers"], "KEY=VALUE"),
     (["compare", "mlp", "--set", "dtype=bfloat16"], "has no size dtype"),
     (["compare", "mlp", "--batch", "6", "--combo", "accum4"], "not divisible"),
-    (["fit", "mlp"], "--gpu-memory is required"),
+    (["fit", "mlp"], "give --gpu-memory SIZE"),
     (["fit", "mlp", "--gpu-memory", "16 parsecs"], "--gpu-memory"),
     (["fit", "mlp", "--gpu-memory", "0GB"], "--gpu-memory"),
 ])

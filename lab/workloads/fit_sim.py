@@ -1,0 +1,180 @@
+"""`memlab fit`'s prediction: few sim runs, many allocator replays (lab/workloads/fit.py says why).
+
+    res = predict(sim_recorder("gpt2-small", sizes, cfg), capacity, cfg)
+
+A sim run of the training step records what the allocator model receives (lab.measure.sim_record:
+`("alloc", key, nbytes)` / `("free", key)` events). For the same program at another batch size
+the events are the same, in the same order; only the sizes of the allocations that hold
+per-sample data change, each affine in the batch (numel is a product of dims, one of them the
+batch). So two recorded logs, at micro-batches 2 and 3, give the log at any micro-batch m >= 2
+(`extrapolate`); micro-batch 1 is recorded for real when asked (size-1 dims take other paths:
+e.g. GPT-2 at batch 1 makes 8 allocations fewer). Replaying a log under the cap
+(`allocator_replay.replay`) is the allocator's own decision, retry included.
+
+Never over-promise: the answer is simulated for real before it is reported; if its log is not
+the extrapolated one, the line is not trusted and the search runs again on real sim runs only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from .config import TrainConfig
+from .fit import FitResult, Probe, search
+
+BASE = (2, 3)  # the micro-batches whose logs give the line
+
+
+def extrapolate(log_a: list[tuple], a: int, log_b: list[tuple], b: int, m: int) -> list[tuple] | None:
+    """The log at micro-batch m from the logs at a and b; None when they are not the same
+    program (other events, other order) or a size is not affine in the batch."""
+    if len(log_a) != len(log_b):
+        return None
+    out = []
+    for ea, eb in zip(log_a, log_b):
+        if ea[0] != eb[0] or ea[1:2] != eb[1:2]:
+            return None
+        if ea[0] == "alloc":
+            step, rest = divmod(eb[2] - ea[2], b - a)
+            size = ea[2] + (m - a) * step
+            if rest or size < 0:
+                return None
+            out.append(("alloc", ea[1], size))
+        elif ea != eb:
+            return None
+        else:
+            out.append(ea)
+    return out
+
+
+class LogProbe:
+    """A ProbeFn on recorded sim logs: replays the recorded or extrapolated log under the cap.
+
+    `record(global_batch)` runs sim once (lab.measure.sim_record.SimRecord-like: status, log,
+    error). Micro-batches come from the search as global batches (micro × accum)."""
+
+    def __init__(self, record: Callable[[int], Any], capacity: int, accum: int = 1):
+        self.record, self.capacity, self.accum = record, capacity, accum
+        self.recs: dict[int, Any] = {}  # micro-batch -> SimRecord (real sim runs)
+        self.extrapolating = True
+        self.replays = 0
+
+    @property
+    def sim_runs(self) -> int:
+        return len(self.recs)
+
+    def real(self, m: int):
+        if m not in self.recs:
+            self.recs[m] = self.record(m * self.accum)
+        return self.recs[m]
+
+    def log(self, m: int) -> tuple[list[tuple] | None, Any]:
+        """(log, the failed record or None): recorded, or extrapolated from BASE."""
+        if m in self.recs or not self.extrapolating or m < BASE[0]:
+            rec = self.real(m)
+            return (rec.log, None) if rec.status == "ok" else (None, rec)
+        if not all(k in self.recs for k in BASE):
+            self.recs.update(zip(BASE, record_pair(self.record, [k * self.accum for k in BASE])))
+        base = [self.recs[k] for k in BASE]
+        bad = next((r for r in base if r.status != "ok"), None)
+        if bad is not None:
+            return None, bad
+        log = extrapolate(base[0].log, BASE[0], base[1].log, BASE[1], m)
+        if log is None:  # batch-dependent program: every batch is simulated
+            self.extrapolating = False
+            return self.log(m)
+        return log, None
+
+    def __call__(self, batch: int) -> Probe:
+        from lab.measure.allocator_replay import replay
+
+        m = batch // self.accum
+        log, failed = self.log(m)
+        if failed is not None:
+            return Probe(batch, failed.status, 0, failed.error)
+        capped = replay(log, cap=self.capacity)
+        free = replay(log) if capped.oom is not None or capped.num_alloc_retries else capped
+        self.replays += 1 + (free is not capped)
+        status = "oom" if capped.oom is not None else "ok"
+        return Probe(batch, status, capped.peak_allocated, None, capped.peak_reserved,
+                     need_bytes=free.peak_reserved, need_allocated=free.peak_allocated)
+
+    def verify(self, m: int) -> bool:
+        """Simulate micro-batch m for real: is its log the extrapolated one?"""
+        if m in self.recs or m < BASE[0]:
+            return True
+        guess, _ = self.log(m)
+        rec = self.real(m)
+        return rec.status == "ok" and rec.log == guess
+
+
+def record_pair(record: Callable[[int], Any], batches: list[int]) -> list[Any]:
+    """Record two batches at once on two cores: the first in a forked child of this (warm)
+    process, the second here; one after the other where fork is not available (Windows) or
+    not safe (CUDA initialised in this process). A child that fails is redone here."""
+    import os
+    import pickle
+
+    if len(batches) != 2 or not hasattr(os, "fork") or _cuda_initialised():
+        return [record(b) for b in batches]
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: record, send, leave without running the parent's exit handlers
+        code = 0
+        try:
+            os.close(rd)
+            data = pickle.dumps(record(batches[0]))
+            with os.fdopen(wr, "wb") as f:
+                f.write(data)
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(wr)
+    mine = record(batches[1])
+    with os.fdopen(rd, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    theirs = pickle.loads(data) if status == 0 and data else record(batches[0])
+    return [theirs, mine]
+
+
+def _cuda_initialised() -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def predict(record: Callable[[int], Any], capacity: int, cfg: TrainConfig,
+            max_micro: int = 1 << 16, label: str | None = None) -> FitResult:
+    """The largest batch under `capacity` by the allocator model (module docstring)."""
+    t0 = time.perf_counter()
+    probe = LogProbe(record, capacity, cfg.micro_batches)
+    res = search(probe, capacity, cfg, max_micro, label)
+    if res.status == "ok" and not probe.verify(res.micro_batch):
+        probe.extrapolating = False
+        res = search(probe, capacity, cfg, max_micro, label)
+        res.notes.append("the allocations did not follow the line between micro-batches 2 and "
+                         "3; every batch was simulated")
+    res.sim_runs = probe.sim_runs
+    res.seconds = round(time.perf_counter() - t0, 2)
+    return res
+
+
+def sim_recorder(workload: str, sizes: dict[str, Any], cfg: TrainConfig) -> Callable[[int], Any]:
+    """record(global batch) -> SimRecord: the workload's training step in sim, in this process
+    (FakeTensorMode allocates nothing, so no worker is needed for isolation)."""
+
+    def record(batch: int):
+        from lab.measure.sim_record import record_sim
+
+        from . import experiment
+
+        params = {**sizes, "batch": batch, "workload": workload, "config": cfg.to_dict()}
+        return record_sim(experiment.combo, params)
+
+    return record
+
+
+__all__ = ["BASE", "LogProbe", "extrapolate", "predict", "record_pair", "sim_recorder"]
