@@ -49,13 +49,13 @@ def _smi(mib: int) -> int:
 
 
 GPUS: dict[str, Gpu] = {g.key: g for g in (
-    Gpu("t4", "NVIDIA T4 16 GB", 15_843_721_216, "deviceQuery: 15110 MiB (ECC on)"),
+    Gpu("t4", "NVIDIA T4 16 GB", 15_843_721_216, "deviceQuery: 15110 MiB, ECC on"),
     Gpu("l4", "NVIDIA L4 24 GB", _smi(23034), "nvidia-smi 23034 MiB minus 871 MiB"),
     Gpu("rtx4090", "NVIDIA GeForce RTX 4090 24 GB", _smi(24564),
         "nvidia-smi 24564 MiB minus 871 MiB"),
     Gpu("a100-40gb", "NVIDIA A100 40 GB", 42_298_834_944,
-        "deviceQuery: 40339 MiB (the lowest of the totals seen)"),
-    Gpu("a100-80gb", "NVIDIA A100 80 GB", 81049 * MiB, "CUDA: 81049 MiB (PCIe)"),
+        "deviceQuery: 40339 MiB, the lowest total seen"),
+    Gpu("a100-80gb", "NVIDIA A100 80 GB", 81049 * MiB, "CUDA: 81049 MiB, PCIe card"),
     Gpu("h100", "NVIDIA H100 80 GB", _smi(81559), "nvidia-smi 81559 MiB minus 871 MiB"),
     Gpu("h200", "NVIDIA H200 141 GB", H200_TOTAL, "measured on the lab's H200"),
 )}

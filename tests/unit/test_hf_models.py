@@ -197,3 +197,21 @@ def test_every_ground_truth_peak_within_3_percent(case):
     r = _sim(case["model"], case["combo"].replace("fp32", "baseline"), case["batch"], case["seq"])
     err = r.allocator.peak_allocated_bytes / case["max_allocated"] - 1
     assert abs(err) < 0.03, f"{err:+.2%}"
+
+
+@pytest.mark.slow
+def test_compare_a_user_config_through_real_workers(tmp_path):
+    # Given a config file that is not shipped, each combination runs in a worker that finds the
+    # model through the sizes (a worker knows nothing of this process's registry).
+    from lab.playground import ComparePlan, run_compare
+    from lab.runner.client import SubprocessRunner
+    from lab.workloads import parse_combos
+    from lab.workloads.registry import config_workload
+
+    w = config_workload(_two_layers("llama-3.2-1b", tmp_path))
+    sizes = {**w.default_sizes("seed"), "batch": 2, "seq": 128}
+    plan = ComparePlan(w.name, sizes, parse_combos(["baseline", "bf16+ckpt"]), "sim", "seed",
+                       timeout_s=180)
+    c = run_compare(plan, SubprocessRunner())
+    assert [r.status for r in c.rows] == ["ok", "ok"], [r.error for r in c.rows]
+    assert c.results[0].params["model"] == sizes["model"] and c.rows[0].allocator_peak_bytes > 0
