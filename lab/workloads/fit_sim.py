@@ -109,14 +109,20 @@ class LogProbe:
         return rec.status == "ok" and rec.log == guess
 
 
-def record_pair(record: Callable[[int], Any], batches: list[int]) -> list[Any]:
+def record_pair(record: Callable[[int], Any], batches: list[int],
+                timeout_s: float = 600.0) -> list[Any]:
     """Record two batches at once on two cores: the first in a forked child of this (warm)
     process, the second here; one after the other where fork is not available (Windows) or
-    not safe (CUDA initialised in this process). A child that fails is redone here."""
+    not safe (CUDA initialised here, or other threads that could hold a lock in the child). A
+    child that fails or hangs past `timeout_s` is killed and its batch recorded here."""
     import os
     import pickle
+    import select
+    import signal
+    import threading
 
-    if len(batches) != 2 or not hasattr(os, "fork") or _cuda_initialised():
+    if (len(batches) != 2 or not hasattr(os, "fork") or _cuda_initialised()
+            or threading.active_count() > 1):
         return [record(b) for b in batches]
     rd, wr = os.pipe()
     pid = os.fork()
@@ -132,9 +138,20 @@ def record_pair(record: Callable[[int], Any], batches: list[int]) -> list[Any]:
         os._exit(code)
     os.close(wr)
     mine = record(batches[1])
-    with os.fdopen(rd, "rb") as f:
-        data = f.read()
+    chunks, deadline = [], time.monotonic() + timeout_s
+    with os.fdopen(rd, "rb", buffering=0) as f:
+        while True:
+            ready, _, _ = select.select([f], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:  # hung: give up on the child
+                os.kill(pid, signal.SIGKILL)
+                chunks = []
+                break
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
     _, status = os.waitpid(pid, 0)
+    data = b"".join(chunks)
     theirs = pickle.loads(data) if status == 0 and data else record(batches[0])
     return [theirs, mine]
 

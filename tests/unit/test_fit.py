@@ -167,8 +167,37 @@ def test_log_probe_reports_a_failed_run():
 
 
 def test_record_pair_forks_and_returns_both_in_order():
-    out = record_pair(lambda b: Rec(program(b)), [2, 3])
+    import os
+    import threading
+
+    def record(b):
+        r = Rec(program(b))
+        r.pid = os.getpid()
+        return r
+
+    out = record_pair(record, [2, 3])
     assert [r.log for r in out] == [program(2), program(3)]
+    if threading.active_count() == 1:  # fork is used only without other threads
+        assert out[0].pid != os.getpid() == out[1].pid
+
+
+def test_record_pair_redoes_a_hung_child_here():
+    import os
+    import threading
+    import time
+
+    if threading.active_count() > 1:
+        pytest.skip("other threads in this process: record_pair does not fork")
+    parent = os.getpid()
+
+    def record(b):
+        if os.getpid() != parent:
+            time.sleep(60)  # the child hangs
+        return Rec(program(b))
+
+    t = time.monotonic()
+    out = record_pair(record, [2, 3], timeout_s=1.0)
+    assert [r.log for r in out] == [program(2), program(3)] and time.monotonic() - t < 30
 
 
 # ---- real sim, small ----------------------------------------------------------------------------
