@@ -3,11 +3,13 @@
     config      TrainConfig from a combination string (`bf16+ckpt+accum4`); TOKENS, the one
                 table of what each token means                                    (torch-free)
     optim       the optimizer factory: TrainConfig -> OptimizerSpec -> torch.optim  (torch-free)
-    registry    the workloads (linear, mlp, gpt2-tiny, gpt2-small, qwen2-1.5b), their default
-                sizes and units; the LM layouts                                   (torch-free)
+    registry    the workloads (linear, mlp, gpt2-tiny, gpt2-small, qwen2-1.5b, and one per
+                shipped config.json), their default sizes and units; the LM layouts (torch-free)
+    hf_config   the shipped config.json files; reading and refusing a user's one  (torch-free)
     phases      the phase vocabulary, 0-based: model, data 0, forward 0, step 0  (torch-free)
     fit         the one largest-batch search, probes injected                     (torch-free)
-    tasks       LM / Linear / MLP: build a model, draw batches, compute the loss        (torch)
+    fit_sim     fit's probe: sim logs along the batch, replayed under the cap     (torch-free)
+    tasks       LM / HFModel / Linear / MLP: build a model, draw batches, the loss      (torch)
     models      the nn.Modules; LMs from transformers configs, random weights, no hub   (torch)
     data        corpus, token and tensor batches                                        (torch)
     train       setup, train_step, train, eval_step, evaluate                           (torch)
