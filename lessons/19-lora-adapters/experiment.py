@@ -1,7 +1,8 @@
 """Lesson 19: LoRA — what freezing the base weights saves, and what it does not.
 
 The Qwen2-1.5B layout (random weights, fp32, dropout off), the course's training step
-(lab.experiments.train_step: forward, backward, AdamW step, zero_grad), `steps` steps:
+(lab.experiments.train_step: forward, backward, AdamW step, zero_grad) with AdamW(fused=True)
+over the trainable parameters, `steps` steps:
 
   baseline        full fine-tune: every weight trains, so every weight has a gradient (4 B per
                   parameter) and AdamW's exp_avg + exp_avg_sq (8 B per parameter)
@@ -75,7 +76,7 @@ def add_lora(model, run):
 
 def train_with(run, lora: bool, checkpointing: bool):
     lay = model_layout(run)
-    cfg = TrainConfig()  # fp32, AdamW (foreach), set_to_none
+    cfg = TrainConfig()  # fp32, set_to_none; the AdamW below is built here (trainable parameters only)
     with run.phase("model", setup=True):
         model = build_model(lay, run.device)
         if checkpointing:
@@ -83,7 +84,9 @@ def train_with(run, lora: bool, checkpointing: bool):
         if lora:
             model = add_lora(model, run)
         trainable = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.1, foreach=True)
+        # fused: one kernel per step, no weight-sized temporaries (lesson 11), and its step
+        # counters live beside the parameters, so the checks are exact in every mode
+        opt = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=0.1, fused=True)
     n_all = sum(p.numel() for p in model.parameters())
     n_train = sum(p.numel() for p in trainable)
     run.metric("parameters", n_all)
