@@ -234,6 +234,13 @@ def adamw_8bit(run):
     run.note("torchao's update ran eagerly (torch.compile is off under the lab's tracker, and in "
              "the timed pass too): the state is the compiled version's, the step's temporaries "
              "and time are not.")
+    if run.is_cuda:
+        run.note("Measured by the CUDA allocator alone: state_bytes_allocator is "
+                 "memory_allocated() after step 0 minus before forward 0 (the gradients and "
+                 "activations are freed again by then); step_untracked_bytes is how far the "
+                 "allocator rose during the last step beyond the tensors the tracker saw: the "
+                 "quantize/dequantize intermediates torchao makes inside its tensor subclass's "
+                 "__torch_dispatch__, below the tracker.")
 
 
 def adafactor(run):
