@@ -60,12 +60,18 @@ def no_op_moves_for_fake_parameters():
         torch.nn.Module.to = plain
 
 
-def add_lora(model, run):
-    """Wrap every linear layer of every block in a LoRA adapter (peft); freezes the rest."""
+def require_peft():
     try:
-        from peft import LoraConfig, get_peft_model
+        import peft
     except ImportError:
         raise RuntimeError("needs peft, an optional extra: pip install 'memlab[peft]'") from None
+    return peft
+
+
+def add_lora(model, run):
+    """Wrap every linear layer of every block in a LoRA adapter (peft); freezes the rest."""
+    from peft import LoraConfig, get_peft_model
+
     cfg = LoraConfig(r=run.p.rank, lora_alpha=2 * run.p.rank, lora_dropout=0.0,
                      target_modules=LORA_TARGETS, bias="none", task_type="CAUSAL_LM")
     # adapters are born on the model's device (no CPU copy first), in fp32 like the base
@@ -75,6 +81,8 @@ def add_lora(model, run):
 
 
 def train_with(run, lora: bool, checkpointing: bool):
+    if lora:
+        require_peft()  # before building anything: say what is missing at once
     lay = model_layout(run)
     cfg = TrainConfig()  # fp32, set_to_none; the AdamW below is built here (trainable parameters only)
     with run.phase("model", setup=True):

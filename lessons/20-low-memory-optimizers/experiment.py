@@ -101,12 +101,17 @@ class EagerStep:
         self.opt.zero_grad(set_to_none=set_to_none)
 
 
-def adamw_8bit_optimizer(run, params):
+def require_torchao():
     try:
-        from torchao.optim import AdamW8bit
-        from torchao.optim import subclass_8bit
+        import torchao.optim
     except ImportError:
         raise RuntimeError("needs torchao, an optional extra: pip install 'memlab[torchao]'") from None
+    return torchao.optim
+
+
+def adamw_8bit_optimizer(run, params):
+    from torchao.optim import AdamW8bit, subclass_8bit
+
     if run.simulated:
         # The quantization map (256 values) is computed once, with .tolist(): it needs values,
         # which fake tensors do not have. Compute it for real; it is a constant.
@@ -230,6 +235,7 @@ def baseline(run):
 
 
 def adamw_8bit(run):
+    require_torchao()  # before building anything: say what is missing at once
     train(run, lambda params: adamw_8bit_optimizer(run, params))
     run.note("torchao's update ran eagerly (torch.compile is off under the lab's tracker, and in "
              "the timed pass too): the state is the compiled version's, the step's temporaries "
