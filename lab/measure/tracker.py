@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
 from .trace import ALLOC, FREE, Event, Trace
@@ -59,6 +59,17 @@ def _short_path(path: str) -> str:
 def _ptr(storage) -> int:
     """Device address of a real CUDA storage (0 elsewhere: fake and CPU storages need none)."""
     return storage.data_ptr() if storage.device.type == "cuda" else 0
+
+
+def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors that hold a wrapper subclass's memory (torchao's 8-bit optimizer state:
+    uint8 codes, fp32 scales and a lookup table). The wrapper itself owns none: its storage
+    reports the appearance size (numel × the dtype it poses as) and has no data pointer."""
+    out = []
+    for name in t.__tensor_flatten__()[0]:
+        inner = getattr(t, name)
+        out += _inner_tensors(inner) if is_traceable_wrapper_subclass(inner) else [inner]
+    return out
 
 
 _COMPOSITE: dict = {}
@@ -201,6 +212,10 @@ class TensorTracker(TorchDispatchMode):
             self._mark(t, category)
 
     def _mark(self, t: torch.Tensor, category: str) -> None:
+        if is_traceable_wrapper_subclass(t):
+            for inner in _inner_tensors(t):
+                self._mark(inner, category)
+            return
         sid = self._sid_of(t)
         if sid is not None:
             # a gradient or optimizer buffer never becomes a "parameter" again; first role wins
@@ -260,6 +275,10 @@ class TensorTracker(TorchDispatchMode):
             self._mark(t, category)
 
     def _see(self, t: torch.Tensor, stack: str | None = None) -> None:
+        if is_traceable_wrapper_subclass(t):  # count what it wraps, not its phantom storage
+            for inner in _inner_tensors(t):
+                self._see(inner, stack)
+            return
         if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):
             return
         try:
