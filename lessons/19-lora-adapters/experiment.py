@@ -1,7 +1,7 @@
 """Lesson 19: LoRA — what freezing the base weights saves, and what it does not.
 
 The Qwen2-1.5B layout (random weights, fp32, dropout off), the course's training step
-(lab.experiments.train_step: forward, backward, AdamW step, zero_grad) with AdamW(fused=True)
+(lab.workloads.train.train_step: forward, backward, AdamW step, zero_grad) with AdamW(fused=True)
 over the trainable parameters, `steps` steps:
 
   baseline        full fine-tune: every weight trains, so every weight has a gradient (4 B per
@@ -21,7 +21,11 @@ from dataclasses import replace
 
 import torch
 
-from lab.experiments import TrainConfig, build_model, enable_checkpointing, layout, lm_batch, train_step
+from lab.workloads import TrainConfig
+from lab.workloads.data import lm_batch
+from lab.workloads.models import build_model
+from lab.workloads.registry import layout
+from lab.workloads.train import enable_checkpointing, train_step
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 

@@ -25,7 +25,9 @@ from dataclasses import replace
 
 import torch
 
-from lab.experiments import build_model, layout, lm_batch, lm_loss
+from lab.workloads.data import lm_batch
+from lab.workloads.models import build_model, lm_loss
+from lab.workloads.registry import layout
 
 
 def model_layout(run):

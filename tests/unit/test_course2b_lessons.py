@@ -228,7 +228,8 @@ def test_21_preallocated_cache_attends_like_the_dynamic_one():
 
     from transformers import DynamicCache
 
-    from lab.experiments import build_model, layout
+    from lab.workloads.models import build_model
+    from lab.workloads.registry import layout
 
     mod = _module("21")
     lay = replace(layout("qwen2-1.5b"), n_layer=2, n_embd=64, d_ff=128, n_head=4, n_kv_head=2,
