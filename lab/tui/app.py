@@ -21,6 +21,7 @@ from lab.curriculum import Course, Lesson, load_course
 from lab.measure.result import RunResult
 from lab.progress import NOT_STARTED, QUIZ_PASSED, Progress
 from lab.reference import REFERENCE_DIR, load_reference
+from lab.serve.policy import served
 
 from .screens import (ConfirmScreen, HelpScreen, HomeScreen, LessonScreen, PathPromptScreen,
                       TooSmallScreen)
@@ -73,6 +74,9 @@ class MemLabApp(App):
             self.notify(self.progress.recovered, title="Progress recovered", severity="warning",
                         timeout=10)
         self._check_size()
+        from .classroom import install  # a served workshop: the class, the test hook
+
+        install(self)
 
     @work(thread=True, exit_on_error=False, group="device")
     def detect_gpu(self) -> None:
@@ -193,6 +197,11 @@ class MemLabApp(App):
 
     def action_open_snapshot(self) -> None:
         """Read a memory snapshot (torch.cuda.memory._dump_snapshot) or a result JSON."""
+        if served():
+            self.notify("Opening a file by its path is off in a lab served to a browser: it "
+                        "would read files on the server.", severity="warning")
+            return
+
         def chosen(path: str | None) -> None:
             if path:
                 self.load_snapshot(path)
@@ -220,6 +229,9 @@ class MemLabApp(App):
 
     def action_save_svg(self) -> None:
         """Export what is on screen (e.g. the results) as an SVG, in the current folder."""
+        if served():  # to the browser, as a download: nothing is written on the server
+            self.deliver_screenshot()
+            return
         path = self.save_screenshot()
         self.notify(f"saved {path}", title="Screenshot")
 

@@ -26,6 +26,7 @@ from lab.runner.loop import run_all
 from lab.runner.protocol import RunRequest
 
 from ..look import STATUS_LABEL, gb, variant_color
+from ..classroom import play_class_run
 from ..messages import RunFinished, RunPlan, RunProgress, RunStarted, VariantFinished
 from ..widgets import CodeView, InspectorView, QuizView, ResultsData, ResultsView, RunControls
 from ..widgets.quiz import parse_gb
@@ -188,6 +189,8 @@ class LessonScreen(Screen):
                 return
             self.app.progress.set_prediction(self.lesson.id, value)
             self.query_one(QuizView).prefill_prediction(value)
+        if play_class_run(self):  # a served workshop: the instructor's run is the result
+            return
         self.running = True
         self._cancel = threading.Event()
         self._spark = []
