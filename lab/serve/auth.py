@@ -67,10 +67,11 @@ class Guard:
         if self._token_ok(given):
             if request.method == "GET" and request.path != "/ws":
                 # keep the token out of the address bar, history and screen shares
-                clean = request.rel_url.without_query("token")
+                clean = request.rel_url.with_query(
+                    [(k, v) for k, v in request.query.items() if k != "token"])
                 response = web.HTTPSeeOther(location=str(clean))
                 self._set_cookie(response, request)
-                return response
+                raise response
             return await handler(request)
         if self._token_ok(request.cookies.get(TOKEN_COOKIE)):
             return await handler(request)

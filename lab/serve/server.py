@@ -99,7 +99,7 @@ class LabServer(Server):
         response = web.HTTPSeeOther(location="/")
         response.set_cookie(LEARNER_COOKIE, name, max_age=30 * 24 * 3600, httponly=True,
                             samesite="Lax", path="/")
-        return response
+        raise response
 
     async def on_startup(self, app: web.Application) -> None:
         self.say(startup_text(self.host, self.port, self.token, self.explicit_url, self.root))
