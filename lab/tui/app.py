@@ -48,10 +48,10 @@ class MemLabApp(App):
                  progress: Progress | None = None, gpu: Any = DETECT,
                  reference_root: Path | str | None = None):
         super().__init__()
-        if runner is None:
-            from lab.runner.client import SubprocessRunner
+        if runner is None:  # the machine's runner service: one queue per GPU for every tab,
+            from lab.runner.client import default_runner  # terminal and shell on the machine
 
-            runner = SubprocessRunner()
+            runner = default_runner()
         self.runner = runner
         self.course = course if course is not None else load_course()
         self.progress = progress if progress is not None else Progress.load()

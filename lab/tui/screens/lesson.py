@@ -256,6 +256,9 @@ class LessonScreen(Screen):
         phase = self._last.get("phase") if kind != "queued" else None
         if kind == "queued":
             text.append(" · starting worker…", style="dim")
+        if kind == "status" and ev.get("text"):  # the runner service: "waiting for GPU 0 —
+            waiting = ev.get("stage") == "waiting"  # 2 ahead", "starting worker", …
+            text.append(f" · {ev['text']}", style="bold yellow" if waiting else "dim")
         if phase:
             text.append(" · phase ", style="dim")
             text.append(str(phase), style="bold")
