@@ -170,8 +170,11 @@ class StateWriter:
 
 def describe(app) -> dict:
     screen = app.screen
+    focused = app.focused
     state = {"screen": type(screen).__name__, "learner": policy.learner(),
-             "served": policy.served(), "lesson": None, "tab": None, "running": False,
+             "served": policy.served(), "focus": focused.id if focused is not None else None,
+             "focus_type": type(focused).__name__ if focused is not None else None,
+             "lesson": None, "tab": None, "running": False, "scale": None, "mode": None,
              "results": [], "class_run": None}
     if lesson_screen(app) is not None:
         state["lesson"] = screen.lesson.id
@@ -179,6 +182,8 @@ def describe(app) -> dict:
         state["class_run"] = getattr(screen, "class_run_label", None)
         try:
             state["tab"] = screen.query_one("#tabs").active
+            controls = screen.query_one("#controls")
+            state["mode"], state["scale"] = controls.mode, controls.scale
         except Exception:  # not composed yet
             pass
         state["results"] = [{"variant": r.variant, "status": r.status, "mode": r.mode,

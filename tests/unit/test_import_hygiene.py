@@ -9,6 +9,9 @@ CORE = [
     "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda",
     "lab.measure.snapshot", "lab.runner.client", "lab.runner.worker", "lab.curriculum",
     "lab.experiments", "lab.cli", "lab.commands.run",
+    # workshops (the serve branch): the class state, the instructor's view, progress merging
+    "lab.progress", "lab.serve.policy", "lab.serve.workshop", "lab.serve.classroom",
+    "lab.serve.classview", "lab.commands.serve_cmd", "lab.commands.class_cmd",
 ]
 UI = ["textual", "plotext", "textual_plotext", "rich"]
 

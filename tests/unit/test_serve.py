@@ -137,6 +137,13 @@ def test_served_mode_opens_paths_only_inside_the_data_folder(tmp_path, monkeypat
         policy.refuse_if_served("profile")
 
 
+def test_the_server_imports_no_textual():
+    # the server process only serves pages and starts tabs; each tab's process has the app
+    code = ("import sys, lab.serve.server; "
+            "sys.exit(1 if 'textual' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
 # ---- the real command ------------------------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as s:
