@@ -80,10 +80,12 @@ class MemLabApp(App):
 
     @work(thread=True, exit_on_error=False, group="device")
     def detect_gpu(self) -> None:
-        from lab.measure.device import gpu_info  # imports torch: keep it off the UI thread
+        from lab.measure.device import GpuInfo, gpu_info  # may import torch: off the UI thread
+        from lab.runner.gpus import describe_first
 
-        try:
-            info = gpu_info()
+        try:  # nvidia-smi first: no CUDA context (and no torch) in the app's own process
+            seen = describe_first()
+            info = GpuInfo(*seen) if seen else gpu_info()
         except Exception:
             info = None
         self.call_from_thread(self._set_gpu, info)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,20 @@ def test_memlab_class_push_and_goto(workshop, capsys, tmp_path):
     assert main(["class", "--data", str(workshop), "goto", "99"]) == 2
     assert main(["class", "--data", str(workshop), "push", "02", "--results", str(out)]) == 2
     assert "holds runs of linear-baseline" in capsys.readouterr().err
+
+
+def test_the_app_learns_its_gpu_from_nvidia_smi_without_a_cuda_context(tmp_path, monkeypatch):
+    # forty served tabs on one GPU box must not hold forty CUDA contexts just to say "H200"
+    from lab.runner.gpus import describe_first
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '0, GPU-aaaa, NVIDIA H200, 143771, 143000'\n"
+                   "echo '1, GPU-bbbb, NVIDIA H100, 81559, 80000'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert describe_first() == ("NVIDIA H200", 143771 * 2**20, 143000 * 2**20)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbbb")
+    assert describe_first()[0] == "NVIDIA H100"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert describe_first() is None  # no GPU visible
