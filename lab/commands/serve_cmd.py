@@ -49,7 +49,8 @@ def main(args) -> int:
 
     root = workshop_dir(args.data)
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    if token is None and not is_loopback(args.host):
+    # off loopback, or behind a proxy that others reach: the token is not optional
+    if token is None and (not is_loopback(args.host) or args.public_url):
         from lab.serve.workshop import load_or_create_token
 
         token = load_or_create_token(root)
