@@ -24,6 +24,7 @@ from pathlib import Path
 from aiohttp import web
 from textual_serve.server import Server
 
+from lab.runner.paths import RUNNER_HOME_ENV, runner_home
 from lab.serve import policy
 from lab.serve.auth import Guard, refused
 from lab.serve.workshop import NAME_HELP, learner_home, sanitize_name
@@ -56,7 +57,9 @@ class LabServer(Server):
 
     def tab_command(self, name: str) -> str:
         env = {"MEMLAB_HOME": str(learner_home(self.root, name)), policy.LEARNER_ENV: name,
-               policy.SERVED_ENV: "1", policy.CLASS_ENV: str(self.root)}
+               policy.SERVED_ENV: "1", policy.CLASS_ENV: str(self.root),
+               # the machine's one runner service (the server's), not one per learner's folder
+               RUNNER_HOME_ENV: runner_home() or ""}
         return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + self._base_command
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:

@@ -4,6 +4,7 @@ one app process per tab in the learner's own folder, and the served-mode path po
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -120,6 +121,19 @@ def test_each_tab_runs_in_its_learners_folder_in_served_mode(tmp_path):
     assert f"MEMLAB_HOME={tmp_path / 'learners' / 'ada'}" in cmd
     assert "MEMLAB_SERVED=1" in cmd and "MEMLAB_LEARNER=ada" in cmd
     assert cmd.endswith("-m lab") and server.command.endswith("-m lab")
+    assert "MEMLAB_RUNNER_HOME=" in cmd  # every tab: the machine's one runner service
+
+
+def test_every_tab_finds_the_servers_runner_service(tmp_path, monkeypatch):
+    from lab.runner.paths import socket_path
+
+    monkeypatch.setenv("MEMLAB_HOME", str(tmp_path / "server"))
+    server_socket = socket_path()
+    cmd = LabServer(tmp_path / "ws", say=lambda text: None).tab_command("ada")
+    env = dict(part.split("=", 1) for part in shlex.split(cmd)[:-3])  # the VAR=value prefix
+    monkeypatch.setenv("MEMLAB_HOME", env["MEMLAB_HOME"])  # the learner's folder ...
+    monkeypatch.setenv("MEMLAB_RUNNER_HOME", env["MEMLAB_RUNNER_HOME"])
+    assert socket_path() == server_socket  # ... and still the server's service
     with pytest.raises(ValueError):
         learner_home(tmp_path, "../x")
 
