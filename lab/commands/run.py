@@ -50,6 +50,9 @@ def add_parser(sub) -> None:
                    help="save each result as DIR/<lesson-id>/<variant>.json (DIR is created)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
+    p.add_argument("--exclusive", action="store_true",
+                   help="cuda: every run gets a GPU of its own (step times and whole-GPU NVML "
+                        "numbers undisturbed; how the H200 reference runs are recorded)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="run at most N variants at once (default: as many as the machine's runner "
                         "service admits: sim/cpu by cores, cuda runs share a GPU only when their "
@@ -197,7 +200,7 @@ def main(args) -> int:
             tasks.append((lesson, RunRequest(
                 lesson_path=str(lesson.path), variant=variant, mode=mode, scale=scale,
                 gpu_memory=gpu_memory, profile_path=profile, timing=not args.no_timing,
-                timeout_s=args.timeout or lesson.timeout_s,
+                timeout_s=args.timeout or lesson.timeout_s, exclusive=args.exclusive,
             )))
 
     started = time.perf_counter()
