@@ -52,7 +52,7 @@ benches() {
   say "benches: start"
   (
     export CUDA_VISIBLE_DEVICES=0
-    timeout 300 python3 bench/course_cuda.py --lessons 01 02 03 04 05 06 07 08 09 10 11 12 13 14 15 \
+    timeout 300 python3 bench/course_cuda.py --lessons 01 02 03 07 08 09 10 11 12 13 17 18 19 20 21 \
       --out "$DIR/course_cuda.json" > "$DIR/logs/course_cuda.txt" 2>&1
     say "course on one H200: $(grep -iE 'total|variants in' "$DIR/logs/course_cuda.txt" | tail -n 2 | tr '\n' ' ')"
     timeout 240 python3 bench/queue_h200.py --lesson 03 --variant baseline --runs 8 --gpu 0 \

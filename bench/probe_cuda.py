@@ -273,12 +273,12 @@ OPS_JOBS = ["linear_threads", "gpt2_fp32", "gpt2_bf16", "gpt2_fp16", "gpt2_bf16-
             "gpt2_eval-infer-fp32", "gpt2_eval-grad-fp32"]
 
 # (lesson key, variant, param overrides): seed scale, as `memlab run` would, plus fit boundaries
-TRACE_JOBS = [("05", "baseline", {}), ("05", "bf16", {}), ("13", "bf16", {}),
-              ("13", "bf16_checkpointing", {}), ("10", "baseline", {}),
-              ("10", "expandable_segments", {}), ("01", "baseline", {}), ("06", "checkpoint_blocks", {}),
-              ("07", "accumulate", {}), ("05", "fp16", {}), ("04", "no_grad", {}), ("02", "baseline", {}),
-              ("13", "baseline", {"batch": 8}), ("13", "baseline", {"batch": 9}),
-              ("13", "bf16_checkpointing", {"batch": 20}), ("13", "bf16_checkpointing", {"batch": 21}),
+TRACE_JOBS = [("08", "baseline", {}), ("08", "bf16", {}), ("18", "bf16", {}),
+              ("18", "bf16_checkpointing", {}), ("17", "baseline", {}),
+              ("17", "expandable_segments", {}), ("01", "baseline", {}), ("09", "checkpoint_blocks", {}),
+              ("10", "accumulate", {}), ("08", "fp16", {}), ("07", "no_grad", {}), ("02", "baseline", {}),
+              ("18", "baseline", {"batch": 8}), ("18", "baseline", {"batch": 9}),
+              ("18", "bf16_checkpointing", {"batch": 20}), ("18", "bf16_checkpointing", {"batch": 21}),
               ("03", "small_batch", {})]
 
 

@@ -176,12 +176,23 @@ class Lesson:
         return dict(self.scales[scale])
 
 
+@dataclass(frozen=True)
+class Part:
+    title: str
+    short: str  # for the course map's narrow column
+    lessons: tuple[str, ...]  # lesson ids, in teaching order
+
+
 @dataclass
 class Course:
     title: str
     intro: str
-    lessons: list[Lesson] = field(default_factory=list)
+    lessons: list[Lesson] = field(default_factory=list)  # in teaching order (the parts')
     errors: list[LessonError] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+
+    def part_of(self, lesson: Lesson) -> Part | None:
+        return next((p for p in self.parts if lesson.id in p.lessons), None)
 
     def find(self, ref: str) -> Lesson:
         """By number ("01", "1"), id ("linear-baseline") or folder ("01-linear-baseline")."""
@@ -203,7 +214,7 @@ def load_course(root: Path | str | None = None) -> Course:
         raise CourseNotFound(f"no course folder at {root}: reinstall memlab (its wheel ships "
                              f"lessons/ and assets/) or set {LESSONS_ENV} to a lessons folder")
     course_file = root / "course.toml"
-    title, intro, errors = "GPU Memory Lab", "", []
+    title, intro, errors, data = "GPU Memory Lab", "", [], {}
     if course_file.exists():
         try:
             data = tomllib.loads(course_file.read_text(encoding="utf-8"))
@@ -211,6 +222,11 @@ def load_course(root: Path | str | None = None) -> Course:
         except tomllib.TOMLDecodeError as e:
             errors.append(LessonError(course_file, "", f"invalid TOML: {e}"))
     course = Course(title, intro, errors=errors)
+    for i, p in enumerate(data.get("parts", [])):
+        if not (isinstance(p.get("title"), str) and isinstance(p.get("lessons"), list)):
+            errors.append(LessonError(course_file, f"parts[{i}]", "needs a title and a list of lessons"))
+            continue
+        course.parts.append(Part(p["title"], str(p.get("short", p["title"])), tuple(p["lessons"])))
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         if not FOLDER_RE.match(folder.name):
             continue
@@ -222,6 +238,13 @@ def load_course(root: Path | str | None = None) -> Course:
     for l in course.lessons:
         if ids.count(l.id) > 1:
             course.errors.append(LessonError(l.path / "lesson.toml", "id", f"{l.id!r} is used twice"))
+    listed = [lid for part in course.parts for lid in part.lessons]
+    for lid in listed:
+        if lid not in ids:
+            course.errors.append(LessonError(course_file, "parts", f"{lid!r} is no lesson's id"))
+    # teaching order: the parts', then any lesson in no part, by number
+    rank = {lid: i for i, lid in enumerate(listed)}
+    course.lessons.sort(key=lambda l: (rank.get(l.id, len(rank)), l.number))
     return course
 
 

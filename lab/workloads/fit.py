@@ -1,4 +1,4 @@
-"""The largest batch that fits a GPU of a given size (`memlab fit`, the app, lesson 13's question).
+"""The largest batch that fits a GPU of a given size (`memlab fit`, the app, lesson 18's question).
 
 Predicted by simulation, confirmed on CUDA when there is one:
 

@@ -88,7 +88,7 @@ def test_a_wrapper_subclass_is_counted_by_what_it_wraps_and_classified_with_it()
 
 @pytest.mark.skipif(not HAS_TORCHAO, reason="needs torchao (pip install 'memlab[torchao]')")
 def test_torchao_8bit_state_is_optimizer_state_at_about_2_bytes_per_parameter():
-    eager = _module("20").eager_torch_compile
+    eager = _module("14").eager_torch_compile
     from torchao.optim import AdamW8bit
 
     tr = TensorTracker()
@@ -109,14 +109,14 @@ def test_torchao_8bit_state_is_optimizer_state_at_about_2_bytes_per_parameter():
     assert cats.get("activations", 0) < 1024 * 4  # the input only, none of the state
 
 
-# ---- lesson 19: LoRA ---------------------------------------------------------------------------
+# ---- lesson 15: LoRA ---------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_PEFT, reason="needs peft (pip install 'memlab[peft]')")
 @pytest.mark.parametrize("mode", ["cpu", "sim"])
 def test_19_lora_saves_gradients_and_state_not_activations(mode):
-    base, lora, ckpt = (measured("19", v, mode) for v in ("baseline", "lora", "lora_checkpoint"))
+    base, lora, ckpt = (measured("15", v, mode) for v in ("baseline", "lora", "lora_checkpoint"))
     assert base.status == lora.status == ckpt.status == "ok", (base.error, lora.error, ckpt.error)
-    p = LESSONS["19"].params("small")
+    p = LESSONS["15"].params("small")
     for res in (base, lora, ckpt):
         c = checks(res)
         params, grads, state = (v for k, v in c.items() if "parameters" in k), \
@@ -143,7 +143,7 @@ def test_19_fake_parameters_move_as_a_no_op():
     # peft's adapter move is a no-op for real tensors and must stay one for fake ones
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    no_op = _module("19").no_op_moves_for_fake_parameters
+    no_op = _module("15").no_op_moves_for_fake_parameters
     with FakeTensorMode(allow_non_fake_inputs=True):
         lin = torch.nn.Linear(4, 4)
         with pytest.raises(RuntimeError):
@@ -153,9 +153,9 @@ def test_19_fake_parameters_move_as_a_no_op():
         assert torch.nn.Module.to is not None
 
 
-# ---- lesson 20: optimizers -----------------------------------------------------------------------
+# ---- lesson 14: optimizers -----------------------------------------------------------------------
 def test_20_bf16_state_is_adamw_within_bf16_rounding():
-    AdamWBf16State = _module("20").AdamWBf16State
+    AdamWBf16State = _module("14").AdamWBf16State
     torch.manual_seed(0)
     a, b = torch.nn.Linear(32, 32), torch.nn.Linear(32, 32)
     b.load_state_dict(a.state_dict())
@@ -180,7 +180,7 @@ LESSON20 = ["baseline", "adamw_8bit", "adafactor", "bf16_state", "fused_backward
 def test_20_state_matches_its_formula_in_cpu(variant):
     if variant == "adamw_8bit" and not HAS_TORCHAO:
         pytest.skip("needs torchao")
-    res = measured("20", variant)
+    res = measured("14", variant)
     assert res.status == "ok", res.error
     (expected, got), = checks(res).values()
     assert got == expected  # step counters included: exact off CUDA (lesson.toml says why)
@@ -189,7 +189,7 @@ def test_20_state_matches_its_formula_in_cpu(variant):
 
 @pytest.mark.slow
 def test_20_stepping_inside_backward_never_holds_every_gradient():
-    base, fused = measured("20", "baseline"), measured("20", "fused_backward")
+    base, fused = measured("14", "baseline"), measured("14", "fused_backward")
     assert base.status == fused.status == "ok"
     assert fused.peak.bytes < base.peak.bytes
     assert fused.peak.by_category.get("gradients", 0) < base.peak.by_category["gradients"]
@@ -199,22 +199,22 @@ def test_20_stepping_inside_backward_never_holds_every_gradient():
 
 @pytest.mark.slow
 def test_20_adafactor_says_why_it_cannot_run_in_sim():
-    res = measured("20", "adafactor", "sim", "small")
+    res = measured("14", "adafactor", "sim", "small")
     assert res.status == "error" and "not in sim" in res.error
 
 
-# ---- lesson 21: the KV cache ---------------------------------------------------------------------
+# ---- lesson 16: the KV cache ---------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["cpu", "sim"])
 def test_21_the_cache_is_the_formula_and_static_does_not_churn(mode):
-    base, static, mha = (measured("21", v, mode) for v in ("baseline", "static", "mha"))
+    base, static, mha = (measured("16", v, mode) for v in ("baseline", "static", "mha"))
     assert base.status == static.status == mha.status == "ok", (base.error, static.error, mha.error)
     for res in (base, static, mha):
         for expected, got in checks(res).values():
             assert got == expected
         assert res.metrics["kv_cache_bytes"] == next(
             got for name, (_, got) in checks(res).items() if name.startswith("KV cache"))
-    p = LESSONS["21"].params("small")
+    p = LESSONS["16"].params("small")
     assert mha.metrics["kv_cache_bytes"] == base.metrics["kv_cache_bytes"] * p["heads"] // p["kv_heads"]
     assert static.metrics["decode_allocated_bytes"] < base.metrics["decode_allocated_bytes"]
     assert static.peak.bytes > base.peak.bytes  # room for every generated token from the start
@@ -231,7 +231,7 @@ def test_21_preallocated_cache_attends_like_the_dynamic_one():
     from lab.workloads.models import build_model
     from lab.workloads.registry import layout
 
-    mod = _module("21")
+    mod = _module("16")
     lay = replace(layout("qwen2-1.5b"), n_layer=2, n_embd=64, d_ff=128, n_head=4, n_kv_head=2,
                   vocab_size=128)
     torch.manual_seed(0)

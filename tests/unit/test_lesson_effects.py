@@ -203,7 +203,7 @@ def with_env(run):
 
 @pytest.mark.slow
 def test_a_variant_env_reaches_its_process_before_torch(tmp_path, monkeypatch):
-    # Given a lesson whose variant sets an environment variable (lesson 10 sets
+    # Given a lesson whose variant sets an environment variable (lesson 17 sets
     # PYTORCH_CUDA_ALLOC_CONF this way), when the worker runs it, then the experiment sees the
     # variable at import time, before torch is imported, and the other variant does not
     from lab.runner.client import SubprocessRunner

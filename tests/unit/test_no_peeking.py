@@ -69,7 +69,7 @@ def watch_opens():
 _installed: list = []
 
 
-@pytest.mark.parametrize("key,variant", [("01", "baseline"), ("13", "bf16"), ("10", "expandable_segments")])
+@pytest.mark.parametrize("key,variant", [("01", "baseline"), ("18", "bf16"), ("17", "expandable_segments")])
 def test_simulating_a_lesson_opens_no_recording(watch_opens, key, variant):
     from lab.curriculum import load_course
     from lab.measure.measure import measure_variant
@@ -77,7 +77,7 @@ def test_simulating_a_lesson_opens_no_recording(watch_opens, key, variant):
 
     lesson = load_course().find(key)
     params = dict(lesson.params("seed"))
-    if key == "13":
+    if key == "18":
         params.update(batch=1, seq=128)  # the same code paths, a fraction of the work
     fn = getattr(load_experiment(str(lesson.experiment_path)), variant)
     r = measure_variant(fn, lesson=lesson.id, variant=variant, mode="sim", scale="seed",

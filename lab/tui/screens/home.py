@@ -56,6 +56,7 @@ class HomeScreen(Screen):
         self.title = self.app.course.title
         self.sub_title = "course map"
         table = self.query_one("#lessons", DataTable)
+        table.add_column("part", key="part")  # the course's parts (course.toml), on their first row
         table.add_column("#", key="n")
         # status before the title: long titles may be cut at 80 columns, the status never
         table.add_column("status", key="status")
@@ -74,15 +75,18 @@ class HomeScreen(Screen):
         app, table = self.app, self.query_one("#lessons", DataTable)
         row = table.cursor_row
         table.clear()
-        done = 0
+        done, part = 0, None
         for lesson in app.course.lessons:
+            mine = app.course.part_of(lesson)
+            part_label = Text(mine.short if mine else "", style="bold") if mine is not part else Text("")
+            part = mine
             status = app.progress.status(lesson.id)
             done += status == QUIZ_PASSED
             label, style = STATUS_TEXT[status]
             if status == QUIZ_DONE:
                 right, total = app.progress.lessons[lesson.id].quiz_score
                 label = f"◐ quiz {right}/{total}"
-            table.add_row(lesson.key, Text(label, style=style),
+            table.add_row(part_label, lesson.key, Text(label, style=style),
                           guess_text(app.progress.lessons.get(lesson.id)), lesson.title,
                           key=lesson.id)
         if app.course.lessons:
