@@ -10,6 +10,11 @@ What a storage *is* (parameter, gradient, optimizer state, ...) is usually not k
 (`nn.Linear` calls `torch.empty` before wrapping the result in a Parameter), so categories are
 decided later, by `classify()`, from roots found through PyTorch's global hooks: every module
 parameter/buffer registered and every optimizer that stepped while the tracker was on.
+
+torch.distributed (lab/measure/distributed.py): a DTensor (FSDP2's sharded parameters, their
+gradients and optimizer state) is a wrapper with no memory of its own; its local shard is what is
+counted. FSDP2 frees and re-allocates its all-gather buffers with `UntypedStorage.resize_`, which
+no dispatcher op sees; while a tracker is on, that method reports to it (`_resized`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
 from .trace import ALLOC, FREE, Event, Trace
@@ -72,6 +77,46 @@ def _is_composite(func) -> bool:
             hit = False
         _COMPOSITE[func] = hit
     return hit
+
+
+_WRAPPER_TYPES: dict[type, bool] = {torch.Tensor: False, torch.nn.Parameter: False}
+
+
+def _is_wrapper(t: torch.Tensor) -> bool:
+    """A tensor subclass that wraps others (DTensor); FakeTensor and plain tensors are not.
+    Decided once per type: this runs on every output of every op."""
+    hit = _WRAPPER_TYPES.get(type(t))
+    if hit is None:
+        hit = _WRAPPER_TYPES[type(t)] = is_traceable_wrapper_subclass(t)
+    return hit
+
+
+def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
+    names, _ = t.__tensor_flatten__()
+    inner = (getattr(t, n) for n in names)  # DTensor also names its device mesh here
+    return [x for x in inner if isinstance(x, torch.Tensor)]
+
+
+class _ResizeHook:
+    """While a tracker is on, `UntypedStorage.resize_` tells it (see the module docstring).
+    Removed like the other hooks (`remove()`); nested trackers chain in order."""
+
+    def __init__(self, tracker: "TensorTracker"):
+        self.original = torch.UntypedStorage.resize_
+        ref = weakref.ref(tracker)
+        original = self.original
+
+        def resize_(storage, size):
+            out = original(storage, size)
+            tr = ref()
+            if tr is not None:
+                tr._resized(storage)
+            return out
+
+        torch.UntypedStorage.resize_ = resize_
+
+    def remove(self) -> None:
+        torch.UntypedStorage.resize_ = self.original
 
 
 class VirtualOutOfMemory(torch.OutOfMemoryError):
@@ -154,6 +199,7 @@ class TensorTracker(TorchDispatchMode):
         self._hooks.append(mod.register_module_parameter_registration_hook(self._on_param))
         self._hooks.append(mod.register_module_buffer_registration_hook(self._on_param))
         self._hooks.append(register_optimizer_step_post_hook(self._on_step))
+        self._hooks.append(_ResizeHook(self))
 
     def _on_param(self, module, name, tensor):
         if isinstance(tensor, torch.Tensor):
@@ -181,7 +227,24 @@ class TensorTracker(TorchDispatchMode):
         for t in tensors:
             self._mark(t, category)
 
+    def label_live_since(self, index: int, category: str) -> int:
+        """Give `category` to every storage born since event `index` that is still live and has
+        no category yet: the buffers a C++ component made inside one call (DDP's gradient
+        buckets). Returns their bytes."""
+        with self._lock:
+            sids = {e.sid for e in self.trace.events[index:] if e.kind == ALLOC}
+            total = 0
+            for sid in sorted(sids):
+                if sid in self._refs and sid not in self._roles and self._nbytes[sid]:
+                    self._roles[sid] = category
+                    total += self._nbytes[sid]
+            return total
+
     def _mark(self, t: torch.Tensor, category: str) -> None:
+        if _is_wrapper(t):  # a DTensor: its local shard holds the memory
+            for inner in _inner_tensors(t):
+                self._mark(inner, category)
+            return
         sid = self._sid_of(t)
         if sid is not None:
             # a gradient or optimizer buffer never becomes a "parameter" again; first role wins
@@ -241,6 +304,10 @@ class TensorTracker(TorchDispatchMode):
             self._mark(t, category)
 
     def _see(self, t: torch.Tensor, stack: str | None = None) -> None:
+        if _is_wrapper(t):  # a DTensor: count its local shard, never the wrapper's global size
+            for inner in _inner_tensors(t):
+                self._see(inner, stack)
+            return
         if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):
             return
         try:
@@ -269,6 +336,24 @@ class TensorTracker(TorchDispatchMode):
             self._refs[sid] = weakref.ref(storage, self._freer(sid, cdata))
             self.alloc_threads.add(threading.get_ident())
             self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(), _ptr(storage))
+
+    def _resized(self, storage) -> None:
+        """`storage.resize_(n)` happened: a known storage's bytes were freed and/or allocated
+        again (FSDP2's all-gather buffers: resized to 0 after use, back before the next
+        all-gather). Storages never seen are left alone (nothing of theirs was counted)."""
+        try:
+            cdata, nbytes = storage._cdata, storage.nbytes()
+        except Exception:
+            return
+        with self._lock:
+            sid = self._sid_by_cdata.get(cdata)
+            if sid is None or self._closed or self._nbytes[sid] == nbytes:
+                return
+            old, self._nbytes[sid] = self._nbytes[sid], nbytes
+            if old:
+                self._emit(FREE, sid, old, "")
+            if nbytes:
+                self._emit(ALLOC, sid, nbytes, user_frame(), _ptr(storage))
 
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):
