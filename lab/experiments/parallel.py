@@ -33,7 +33,7 @@ import torch
 from lab.measure import distributed
 
 from .data import lm_batch
-from .models import build_model, layout, transformer_blocks
+from .models import Layout, build_model, layout, transformer_blocks
 from .train import TrainConfig, Workload, enable_checkpointing, make_optimizer, train_step
 
 STRATEGIES = ("ddp", "zero1", "fsdp")
@@ -94,7 +94,7 @@ def train_parallel(run, work: Workload, strategy: str, steps: int) -> list:
     """`steps` optimizer steps of `work` on `run.p.world_size` ranks under `strategy`."""
     cfg = work.config
     check(strategy, cfg)
-    lay = layout(work.layout)
+    lay = work.layout if isinstance(work.layout, Layout) else layout(work.layout)
     # fsdp's bf16 is its MixedPrecisionPolicy, not autocast
     step_cfg = replace(cfg, precision="fp32") if strategy == "fsdp" else cfg
     losses = []
