@@ -2,6 +2,7 @@
 
     memlab fit mlp --gpu-memory 16GiB --combo baseline --combo bf16+ckpt --combo ckpt+accum4
     memlab fit linear --gpu-memory 24GB --json
+    memlab fit qwen2-1.5b --gpus 8 --gpu-memory 80GB --combo ddp --combo fsdp   (per-GPU batch)
 
 Predicted by simulation (exact tensor bytes, a few sim runs per combination in this process),
 then confirmed by a real run on CUDA when a GPU is visible (--no-confirm skips it): the margin
@@ -50,23 +51,33 @@ def main(args) -> int:
     from lab.playground.fit import confirm, runner_probe, search, sim_probe
 
     confirm_on_cuda = not args.no_confirm and cuda_available()
+    if confirm_on_cuda and args.gpus > 1:
+        import torch
+
+        if torch.cuda.device_count() < args.gpus:  # the prediction stands; say why not confirmed
+            confirm_on_cuda = False
+            args.no_confirm_reason = (f"not confirmed on CUDA: --gpus {args.gpus} and this "
+                                      f"machine has {torch.cuda.device_count()} GPU(s)")
     runner = None
     if confirm_on_cuda:
         from lab.runner.client import default_runner
 
-        runner = default_runner()
+        runner = default_runner(gpus=args.gpus if args.gpus > 1 else 0)
     results = []
     for t in combos:
         if not args.json:
             print(f"▶ {w.name} · {t.label}: predicting by simulation …", file=sys.stderr, flush=True)
-        res = search(sim_probe(w.name, sizes, t, scale), capacity, t, max_micro=args.max_batch)
+        res = search(sim_probe(w.name, sizes, t, scale, args.gpus), capacity, t,
+                     max_micro=args.max_batch)
         if runner is not None:
             if not args.json:
                 print(f"    confirming batch {res.batch} on CUDA …", file=sys.stderr, flush=True)
             res = confirm(res, runner_probe(runner, w.name, sizes, t, "cuda", scale, capacity,
-                                            args.timeout), t)
+                                            args.timeout, args.gpus), t)
         results.append(res)
-    if not confirm_on_cuda:
+    if not confirm_on_cuda and getattr(args, "no_confirm_reason", None):
+        note = args.no_confirm_reason
+    elif not confirm_on_cuda:
         note = ("not confirmed on CUDA (--no-confirm)" if args.no_confirm else
                 "not confirmed: no CUDA GPU here; the real allocator adds 512-byte rounding, "
                 "the cuBLAS workspace and fragmentation on top of these predictions")
@@ -75,7 +86,7 @@ def main(args) -> int:
                 "(torch.cuda.set_per_process_memory_fraction; the CUDA context is outside it)")
     if args.json:
         print(json.dumps({"schema": 1, "kind": "fit", "workload": w.name, "sizes": sizes,
-                          "capacity_bytes": capacity, "confirmed_on_cuda": confirm_on_cuda,
+                          "capacity_bytes": capacity, "gpus": args.gpus, "confirmed_on_cuda": confirm_on_cuda,
                           "note": note, "results": [r.to_dict() for r in results]}, indent=1))
     else:
         from types import SimpleNamespace
@@ -87,7 +98,9 @@ def main(args) -> int:
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
         sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None,
                                          torch_version=installed_versions()[0] or ""))
-        print(f"\n{w.name} in {cap_text(capacity)} · {sz}")
+        per = (f" per GPU, ddp/zero1/fsdp on {args.gpus} GPUs (batch per GPU)"
+               if args.gpus > 1 else "")
+        print(f"\n{w.name} in {cap_text(capacity)}{per} · {sz}")
         print(f"predicted peaks: {sim}" + ("; CUDA columns: your GPU" if confirm_on_cuda else "")
               + "\n")
         print(fit_table(results))

@@ -30,6 +30,11 @@ def lm_step(run, t) -> None:
     work = Work(layout=run.p.layout, batch=run.p.batch, seq=run.p.seq, config=_config(t))
     if t.optimizer == "adam":
         run.note("adam runs as AdamW on the language models: the same state (exp_avg, exp_avg_sq)")
+    if getattr(t, "parallel", "none") != "none":  # ddp | zero1 | fsdp on run.p.world_size ranks
+        from .parallel import train_parallel
+
+        train_parallel(run, work, t.parallel, run.p.steps)
+        return
     if t.eval:
         lay, model, _, _ = setup(run, work, with_optimizer=False)
         for i in range(run.p.steps):

@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterable
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .trace import ALLOC, FREE, Event, Trace
+from .tracker_hooks import ResizeHook, inner_tensors, is_wrapper
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
@@ -77,46 +78,6 @@ def _is_composite(func) -> bool:
             hit = False
         _COMPOSITE[func] = hit
     return hit
-
-
-_WRAPPER_TYPES: dict[type, bool] = {torch.Tensor: False, torch.nn.Parameter: False}
-
-
-def _is_wrapper(t: torch.Tensor) -> bool:
-    """A tensor subclass that wraps others (DTensor); FakeTensor and plain tensors are not.
-    Decided once per type: this runs on every output of every op."""
-    hit = _WRAPPER_TYPES.get(type(t))
-    if hit is None:
-        hit = _WRAPPER_TYPES[type(t)] = is_traceable_wrapper_subclass(t)
-    return hit
-
-
-def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
-    names, _ = t.__tensor_flatten__()
-    inner = (getattr(t, n) for n in names)  # DTensor also names its device mesh here
-    return [x for x in inner if isinstance(x, torch.Tensor)]
-
-
-class _ResizeHook:
-    """While a tracker is on, `UntypedStorage.resize_` tells it (see the module docstring).
-    Removed like the other hooks (`remove()`); nested trackers chain in order."""
-
-    def __init__(self, tracker: "TensorTracker"):
-        self.original = torch.UntypedStorage.resize_
-        ref = weakref.ref(tracker)
-        original = self.original
-
-        def resize_(storage, size):
-            out = original(storage, size)
-            tr = ref()
-            if tr is not None:
-                tr._resized(storage)
-            return out
-
-        torch.UntypedStorage.resize_ = resize_
-
-    def remove(self) -> None:
-        torch.UntypedStorage.resize_ = self.original
 
 
 class VirtualOutOfMemory(torch.OutOfMemoryError):
@@ -199,7 +160,7 @@ class TensorTracker(TorchDispatchMode):
         self._hooks.append(mod.register_module_parameter_registration_hook(self._on_param))
         self._hooks.append(mod.register_module_buffer_registration_hook(self._on_param))
         self._hooks.append(register_optimizer_step_post_hook(self._on_step))
-        self._hooks.append(_ResizeHook(self))
+        self._hooks.append(ResizeHook(self))
 
     def _on_param(self, module, name, tensor):
         if isinstance(tensor, torch.Tensor):
@@ -241,8 +202,8 @@ class TensorTracker(TorchDispatchMode):
             return total
 
     def _mark(self, t: torch.Tensor, category: str) -> None:
-        if _is_wrapper(t):  # a DTensor: its local shard holds the memory
-            for inner in _inner_tensors(t):
+        if is_wrapper(t):  # a DTensor: its local shard holds the memory
+            for inner in inner_tensors(t):
                 self._mark(inner, category)
             return
         sid = self._sid_of(t)
@@ -304,8 +265,8 @@ class TensorTracker(TorchDispatchMode):
             self._mark(t, category)
 
     def _see(self, t: torch.Tensor, stack: str | None = None) -> None:
-        if _is_wrapper(t):  # a DTensor: count its local shard, never the wrapper's global size
-            for inner in _inner_tensors(t):
+        if is_wrapper(t):  # a DTensor: count its local shard, never the wrapper's global size
+            for inner in inner_tensors(t):
                 self._see(inner, stack)
             return
         if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):

@@ -39,6 +39,9 @@ class ComparePlan:
     timing: bool = True
     timeout_s: float = 600.0
     profile_dir: str | None = None  # cuda: one profile-<combo>.pkl per combination
+    # ranks for the data-parallel combinations (ddp, zero1, fsdp): one GPU each on cuda, one
+    # process each on cpu (gloo), simulated in one process in sim; the others run on one GPU
+    gpus: int = 1
 
     def requests(self) -> list[RunRequest]:
         w = get_workload(self.workload)
@@ -46,13 +49,17 @@ class ComparePlan:
         for t in self.combos:
             w.check(t)
             params = {**self.sizes, "workload": self.workload, "techniques": t.to_dict()}
+            ranks = 1
+            if t.parallel != "none":
+                params["world_size"] = self.gpus
+                ranks = 1 if self.mode == "sim" else self.gpus
             profile = (str(Path(self.profile_dir) / f"profile-{t.label}.pkl")
                        if self.profile_dir else None)
             out.append(RunRequest(lesson_path=LABEL, variant="combo", mode=self.mode,
                                   scale=self.scale, gpu_memory=self.gpu_memory,
                                   profile_path=profile, timing=self.timing and self.mode != "sim",
                                   overrides=params, timeout_s=self.timeout_s,
-                                  experiment=EXPERIMENT))
+                                  experiment=EXPERIMENT, ranks=ranks))
         return out
 
 
@@ -80,6 +87,7 @@ class Comparison:
     unit: str
     rows: list[Row] = field(default_factory=list)
     results: list[RunResult] = field(default_factory=list)
+    gpus: int = 1  # ranks of the data-parallel combinations (peaks are per GPU: rank 0's)
     schema: int = SCHEMA
 
     @property
@@ -89,7 +97,7 @@ class Comparison:
     def to_dict(self, results: bool = True) -> dict[str, Any]:
         d = {"schema": self.schema, "kind": "comparison", "workload": self.workload,
              "sizes": self.sizes, "mode": self.mode, "scale": self.scale, "unit": self.unit,
-             "rows": [asdict(r) for r in self.rows]}
+             "gpus": self.gpus, "rows": [asdict(r) for r in self.rows]}
         if results:
             d["results"] = [r.to_dict() for r in self.results]
         return d
@@ -100,6 +108,7 @@ class Comparison:
             raise ValueError("not a comparison (expected kind: comparison)")
         return cls(workload=d["workload"], sizes=d["sizes"], mode=d["mode"], scale=d["scale"],
                    unit=d.get("unit", "samples"), rows=[Row(**r) for r in d["rows"]],
+                   gpus=int(d.get("gpus", 1)),
                    results=[RunResult.from_dict(r) for r in d.get("results", [])])
 
 
@@ -137,7 +146,8 @@ def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None]
     results = run_all(runner, plan.requests(), cancel=cancel, on_result=landed,
                       on_event=(lambda i, msg: on_event(labels[i], msg)) if on_event else None)
     return Comparison(plan.workload, dict(plan.sizes), plan.mode, plan.scale, w.unit,
-                      rows_for(results, w.items_per_step(plan.sizes), w.unit), results)
+                      rows_for(results, w.items_per_step(plan.sizes), w.unit), results,
+                      gpus=plan.gpus)
 
 
 __all__ = ["ComparePlan", "Comparison", "EXPERIMENT", "Row", "rows_for", "run_compare"]

@@ -167,15 +167,23 @@ def confirm(res: FitResult, probe: ProbeFn, t: Techniques, tries: int = 4) -> Fi
 
 
 # ---- probes ------------------------------------------------------------------------------------
-def sim_probe(workload: str, sizes: dict[str, Any], t: Techniques, scale: str) -> ProbeFn:
-    """Probe by simulation in this process (imports torch on first use)."""
+def _ranks(t: Techniques, gpus: int) -> dict[str, Any]:
+    """The data-parallel combinations run on `gpus` ranks (a per-rank batch); the others on one."""
+    return {"world_size": gpus} if t.parallel != "none" else {}
+
+
+def sim_probe(workload: str, sizes: dict[str, Any], t: Techniques, scale: str,
+              gpus: int = 1) -> ProbeFn:
+    """Probe by simulation in this process (imports torch on first use); ddp/zero1/fsdp on
+    `gpus` simulated ranks (rank 0 measured)."""
     from . import experiment
     from .compare import LABEL
 
     def probe(batch: int) -> Probe:
         from lab.measure.measure import measure_variant
 
-        params = {**sizes, "batch": batch, "workload": workload, "techniques": t.to_dict()}
+        params = {**sizes, "batch": batch, "workload": workload, "techniques": t.to_dict(),
+                  **_ranks(t, gpus)}
         r = measure_variant(experiment.combo, lesson=LABEL, variant=t.label, mode="sim",
                             scale=scale, params=params, timing=False)
         return Probe(batch, r.status, r.peak.bytes, r.error)
@@ -184,20 +192,27 @@ def sim_probe(workload: str, sizes: dict[str, Any], t: Techniques, scale: str) -
 
 
 def runner_probe(runner, workload: str, sizes: dict[str, Any], t: Techniques, mode: str,
-                 scale: str, capacity: int | None, timeout_s: float = 600.0) -> ProbeFn:
-    """Probe with a real run in a fresh worker (cuda: capped at `capacity`)."""
+                 scale: str, capacity: int | None, timeout_s: float = 600.0,
+                 gpus: int = 1) -> ProbeFn:
+    """Probe with a real run in a fresh worker (cuda: capped at `capacity`; ddp/zero1/fsdp on
+    `gpus` ranks, one GPU each, every one capped)."""
     from lab.runner.protocol import RunRequest
 
     from .compare import EXPERIMENT, LABEL
 
     def probe(batch: int) -> Probe:
-        params = {**sizes, "batch": batch, "workload": workload, "techniques": t.to_dict()}
+        ranks = _ranks(t, gpus)
+        params = {**sizes, "batch": batch, "workload": workload, "techniques": t.to_dict(),
+                  **ranks}
         req = RunRequest(lesson_path=LABEL, variant="combo", mode=mode, scale=scale,
                          gpu_memory=capacity, timing=False, overrides=params,
-                         timeout_s=timeout_s, experiment=EXPERIMENT)
+                         timeout_s=timeout_s, experiment=EXPERIMENT,
+                         ranks=1 if mode == "sim" else ranks.get("world_size", 1))
         r = runner.run(req)
-        a = r.allocator
-        peak = a.peak_allocated_bytes if a else r.peak.bytes
+        # several ranks: the fullest GPU decides whether it fits
+        every = r.ranks or [r]
+        a = max(every, key=lambda x: x.allocator.peak_allocated_bytes if x.allocator else 0).allocator
+        peak = a.peak_allocated_bytes if a else max(x.peak.bytes for x in every)
         return Probe(batch, r.status, peak, r.error, a.peak_reserved_bytes if a else None)
 
     return probe

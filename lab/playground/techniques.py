@@ -13,6 +13,11 @@ implementation, `zero_grad(set_to_none=True)` (PyTorch's default since 2.0).
     foreach|fused|forloop   its implementation (default: PyTorch's choice)
     zero_grads     zero_grad(set_to_none=False): gradients stay allocated between steps
     eval           evaluation only: forward under torch.no_grad(), no backward, no optimizer
+    ddp|zero1|fsdp data parallel on --gpus N ranks (lab/experiments/parallel.py): DDP;
+                   DDP + ZeroRedundancyOptimizer; FSDP2 fully_shard per block. With fsdp, bf16
+                   is FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) — the
+                   same bf16 compute over fp32 weights, done by the all-gather instead of
+                   autocast. (These move to lab/workloads' token table with the workloads merge.)
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ from typing import Any
 
 AMP = ("bf16", "fp16")
 OPTIMIZERS = ("adamw", "adam", "sgd")
+PARALLEL = ("ddp", "zero1", "fsdp")
 IMPLS = ("default", "foreach", "fused", "forloop")
 TOKENS_HELP = ("baseline, bf16, fp16, ckpt, accumN (e.g. accum4), sgd, adam, adamw, foreach, "
-               "fused, forloop, zero_grads, eval — joined with '+', e.g. bf16+ckpt+accum4")
+               "fused, forloop, zero_grads, eval, ddp, zero1, fsdp — joined with '+', e.g. "
+               "bf16+ckpt+accum4 or fsdp+bf16")
 _ACCUM = re.compile(r"^accum(?:[=:]?)(\d+)$")
 
 # what each kind of technique needs from a workload (Workload.supports)
-KINDS = ("amp", "ckpt", "accum", "optimizer", "set_to_none", "eval")
+KINDS = ("amp", "ckpt", "accum", "optimizer", "set_to_none", "eval", "parallel")
 
 
 class ComboError(ValueError):
@@ -45,10 +52,13 @@ class Techniques:
     impl: str = "default"
     set_to_none: bool = True
     eval: bool = False
+    parallel: str = "none"  # "ddp" | "zero1" | "fsdp": on --gpus N ranks
 
     @property
     def label(self) -> str:
         parts: list[str] = []
+        if self.parallel != "none":
+            parts.append(self.parallel)
         if self.eval:
             parts.append("eval")
         if self.amp:
@@ -80,6 +90,8 @@ class Techniques:
             used.add("set_to_none")
         if self.eval:
             used.add("eval")
+        if self.parallel != "none":
+            used.add("parallel")
         return used
 
     def to_dict(self) -> dict[str, Any]:
@@ -102,7 +114,7 @@ def parse_combo(text: str) -> Techniques:
             continue
         m = _ACCUM.match(tok)
         kind = ("accum" if m else "amp" if tok in AMP else "optimizer" if tok in OPTIMIZERS
-                else "impl" if tok in IMPLS else tok)
+                else "impl" if tok in IMPLS else "parallel" if tok in PARALLEL else tok)
         if kind in seen:
             raise ComboError(f"{text!r}: {tok!r} repeats a choice already made in this combination")
         seen.add(kind)
@@ -125,12 +137,19 @@ def parse_combo(text: str) -> Techniques:
             t = replace(t, set_to_none=True)
         elif tok in ("eval", "no_grad", "no-grad"):
             t = replace(t, eval=True)
+        elif tok in PARALLEL:
+            t = replace(t, parallel=tok)
         else:
             raise ComboError(f"{text!r}: unknown technique {tok!r}; use {TOKENS_HELP}")
     if t.eval and (t.accum > 1 or t.optimizer != "adamw" or t.impl != "default"
                    or not t.set_to_none or t.ckpt):
         raise ComboError(f"{text!r}: eval runs no backward and no optimizer; combine it only "
                          "with bf16/fp16")
+    if t.parallel != "none" and (t.eval or t.accum > 1):
+        raise ComboError(f"{text!r}: {t.parallel} trains; it does not combine with "
+                         + ("eval" if t.eval else "gradient accumulation (not supported yet)"))
+    if t.parallel == "fsdp" and t.amp == "fp16":
+        raise ComboError(f"{text!r}: fsdp+fp16 needs a sharded GradScaler; use fsdp+bf16")
     return t
 
 
@@ -144,5 +163,5 @@ def parse_combos(texts: list[str]) -> list[Techniques]:
     return combos
 
 
-__all__ = ["AMP", "ComboError", "IMPLS", "KINDS", "OPTIMIZERS", "TOKENS_HELP", "Techniques",
+__all__ = ["AMP", "ComboError", "IMPLS", "KINDS", "OPTIMIZERS", "PARALLEL", "TOKENS_HELP", "Techniques",
            "parse_combo", "parse_combos"]

@@ -73,7 +73,7 @@ register(Workload(
     sizes={"small": {"batch": 256, "d_in": 512, "d_out": 2048},
            "seed": {"batch": 5000, "d_in": 10_000, "d_out": 50_000}},
     step="lab.playground.models:linear_step",
-    supports=frozenset(KINDS) - {"ckpt"},  # one layer: nothing to recompute
+    supports=frozenset(KINDS) - {"ckpt", "parallel"},  # one layer: nothing to recompute
     unit="samples",
 ))
 register(Workload(
@@ -82,6 +82,7 @@ register(Workload(
     sizes={"small": {"batch": 4, "seq": 64, "d_model": 128, "hidden_mult": 4, "layers": 4},
            "seed": {"batch": 16, "seq": 1024, "d_model": 2048, "hidden_mult": 4, "layers": 24}},
     step="lab.playground.models:mlp_step",
+    supports=frozenset(KINDS) - {"parallel"},  # data parallel: the language models only
     unit="tokens",
 ))
 
