@@ -13,6 +13,7 @@ import os
 import sys
 
 from lab.commands import COMMANDS, UsageError
+from lab.curriculum import CourseNotFound
 
 
 class _Parser(argparse.ArgumentParser):
@@ -53,7 +54,7 @@ def _main(argv: list[str] | None) -> int:
         if args.command is None:
             return _open_app()
         return args.func(args)
-    except UsageError as e:
+    except (UsageError, CourseNotFound) as e:
         print(f"memlab: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

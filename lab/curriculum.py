@@ -9,7 +9,12 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
   modes = ["cuda", "cpu", "sim"]             which modes make sense (default: all three)
   timeout_s = 600                            per variant
   requires = ["pytorch_lightning"]           optional Python packages; missing -> lesson explains
+  gpu = "exclusive"                          cuda runs get a GPU of their own (the lesson reads
+                                             whole-GPU numbers: NVML memory, utilisation)
   [[variants]] name, title, description      the first one is "baseline"
+               env = { NAME = "value" }      optional: environment variables the worker sets
+                                             before torch is imported (e.g.
+                                             PYTORCH_CUDA_ALLOC_CONF, read once per process)
   [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools);
                                              `gpu_memory` (bytes), if set, is the virtual GPU
                                              the lesson runs on unless --gpu-memory is given;
@@ -42,8 +47,8 @@ from typing import Any
 
 from lab.claims import Claim, ClaimError, claim_from_toml
 from lab.measure.formula import FormulaError, names_in
+from lab.paths import LESSONS_DIR
 
-LESSONS_DIR = Path(__file__).resolve().parent.parent / "lessons"
 LESSONS_ENV = "MEMLAB_LESSONS_DIR"  # point the lab at another course folder (tests, authors)
 FOLDER_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
 MODES = ("cuda", "cpu", "sim")
@@ -79,6 +84,10 @@ def split_markdown(text: str) -> tuple[str, str]:
     return before.rstrip() + "\n", (after.strip() + "\n") if sep else ""
 
 
+class CourseNotFound(LookupError):
+    """No course folder at all (one line): a broken install, or a wrong MEMLAB_LESSONS_DIR."""
+
+
 class LessonError(Exception):
     def __init__(self, path: Path | str, field: str, message: str):
         self.path, self.field, self.message = Path(path), field, message
@@ -90,6 +99,7 @@ class Variant:
     name: str
     title: str
     description: str = ""
+    env: tuple[tuple[str, str], ...] = ()  # (NAME, value) pairs the worker sets before torch
 
 
 @dataclass(frozen=True)
@@ -197,7 +207,11 @@ class Course:
 
 
 def load_course(root: Path | str | None = None) -> Course:
+    """The course at `root`, $MEMLAB_LESSONS_DIR, or the installed one (lab.paths)."""
     root = Path(root or os.environ.get(LESSONS_ENV) or LESSONS_DIR)
+    if not root.is_dir():  # loud: a course that silently has no lessons looks like a bug
+        raise CourseNotFound(f"no course folder at {root}: reinstall memlab (its wheel ships "
+                             f"lessons/ and assets/) or set {LESSONS_ENV} to a lessons folder")
     course_file = root / "course.toml"
     title, intro, errors = "GPU Memory Lab", "", []
     if course_file.exists():
@@ -207,7 +221,7 @@ def load_course(root: Path | str | None = None) -> Course:
         except tomllib.TOMLDecodeError as e:
             errors.append(LessonError(course_file, "", f"invalid TOML: {e}"))
     course = Course(title, intro, errors=errors)
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         if not FOLDER_RE.match(folder.name):
             continue
         try:
@@ -270,8 +284,13 @@ def load_lesson(folder: Path) -> Lesson:
     variants = []
     for i, v in enumerate(variants_raw):
         where = f"variants[{i}]."
+        env = v.get("env", {})
+        if not isinstance(env, dict) or not all(
+                isinstance(k, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", k) and isinstance(x, str)
+                for k, x in env.items()):
+            raise LessonError(path, where + "env", "a table of NAME = \"value\" strings")
         variants.append(Variant(_req(v, "name", str, path, where), _req(v, "title", str, path, where),
-                                v.get("description", "")))
+                                v.get("description", ""), tuple(env.items())))
     names = [v.name for v in variants]
     if names[0] != "baseline":
         raise LessonError(path, "variants[0].name", f"the first variant must be 'baseline', got {names[0]!r}")
@@ -328,6 +347,8 @@ def load_lesson(folder: Path) -> Lesson:
         claims.append(claim)
     by_id = {c.id: c for c in claims}
 
+    if data.get("gpu", "shared") not in ("shared", "exclusive"):
+        raise LessonError(path, "gpu", f"{data['gpu']!r}: use shared (the default) or exclusive")
     pending_raw = data.get("pending", ())
     pending = tuple(names) if pending_raw is True else tuple(pending_raw or ())
     for v in pending:

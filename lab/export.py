@@ -20,11 +20,11 @@ still writes the tables where it is missing.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any, Union
 
+from lab.atomic import atomic_write
 from lab.measure.result import RunResult
 from lab.playground.compare import Comparison
 from lab.playground.text import comparison_header, comparison_table
@@ -211,12 +211,6 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool,
 
 
 # ---- writing --------------------------------------------------------------------------------------
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORMATS,
            name: str = "result", title: str | None = None, recorded: bool = False) -> list[Path]:
     """Write the chosen formats into `out_dir` (created if needed); returns the files written.
@@ -236,11 +230,11 @@ def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORM
     try:
         if "json" in formats:
             p = out / f"{name}.json"
-            _atomic_write(p, json.dumps(to_json(obj), indent=1))
+            atomic_write(p, json.dumps(to_json(obj), indent=1))
             written.append(p)
         if "md" in formats:
             p = out / "report.md"
-            _atomic_write(p, markdown(obj, title, recorded=recorded))
+            atomic_write(p, markdown(obj, title, recorded=recorded))
             written.append(p)
         if "profile" in formats:
             with_profile = _with_profile(_results(obj))

@@ -7,6 +7,13 @@ platformdirs' user data dir for "memlab". The file is JSON Lines, one record per
     {"kind": "lesson", "id": "linear-baseline", "runs": 2, "quiz": {"0": {...}}, ...}
     {"kind": "run", "lesson": "linear-baseline", "variant": "baseline", "peak_bytes": ..., ...}
 
+Beside it, `results/<lesson-id>.json` keeps the last results shown for each lesson (full
+`RunResult` dicts, or a pointer to a recording), so the Results tab survives a restart.
+
+The learning loop's rules live here, not in the screens: a prediction is committed once and
+never changed (one made after a result was on screen is kept but marked `late`, and does not
+count in the calibration record); a quiz answer is final (no retry after the answer is shown).
+
 Every save rewrites the whole file atomically (a temp file in the same folder, fsync, then
 `os.replace`), so a crash mid-write leaves the previous file intact. A file damaged some other
 way is recovered line by line: every record that parses is kept, the damaged original is kept
@@ -17,18 +24,20 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from lab.atomic import atomic_write
 
 FILE_NAME = "progress.jsonl"
 ENV_VAR = "MEMLAB_HOME"
 VERSION = 1
 HISTORY_LIMIT = 500  # run records kept; the oldest go first
 
-NOT_STARTED, RUN, QUIZ_PASSED = "not started", "run", "quiz passed"
+NOT_STARTED, RUN, QUIZ_DONE, QUIZ_PASSED = "not started", "run", "quiz done", "quiz passed"
+RESULTS_DIR = "results"
 
 
 def data_dir() -> Path:
@@ -60,20 +69,40 @@ class LessonProgress:
     runs: int = 0
     quiz: dict[str, Answer] = field(default_factory=dict)  # question index (as str) -> answer
     quiz_total: int = 0  # questions the lesson had when last answered
-    prediction_gb: float | None = None  # predicted peak, made before running
+    prediction_gb: float | None = None  # predicted peak, committed once
     last_run: str = ""
+    prediction_at: str = ""  # when it was committed
+    prediction_late: bool = False  # committed after a result was on screen: not calibration
+    revealed_at: str = ""  # when a result (which holds the answer) was first shown
+    truth_gb: float | None = None  # the peak the prediction is compared with
+    truth_source: str = ""  # where that number came from ("H200 recording", "simulated", ...)
+
+    @property
+    def quiz_answered(self) -> bool:
+        return self.quiz_total > 0 and all(str(i) in self.quiz for i in range(self.quiz_total))
 
     @property
     def quiz_passed(self) -> bool:
-        return self.quiz_total > 0 and all(
-            self.quiz.get(str(i)) is not None and self.quiz[str(i)].correct
-            for i in range(self.quiz_total))
+        return self.quiz_answered and all(self.quiz[str(i)].correct for i in range(self.quiz_total))
+
+    @property
+    def quiz_score(self) -> tuple[int, int]:
+        return sum(a.correct for a in self.quiz.values()), self.quiz_total
 
     @property
     def status(self) -> str:
         if self.quiz_passed:
             return QUIZ_PASSED
+        if self.quiz_answered:
+            return QUIZ_DONE
         return RUN if self.runs else NOT_STARTED
+
+    @property
+    def calibration_error(self) -> float | None:
+        """(prediction − truth) / truth, for a prediction committed before the answer was shown."""
+        if self.prediction_gb is None or self.prediction_late or not self.truth_gb:
+            return None
+        return (self.prediction_gb - self.truth_gb) / self.truth_gb
 
     def to_record(self) -> dict[str, Any]:
         d = asdict(self)
@@ -86,11 +115,16 @@ class LessonProgress:
         quiz = {}
         for k, v in (d.get("quiz") or {}).items():
             quiz[str(k)] = Answer(v["answer"], bool(v["correct"]))
-        pred = d.get("prediction_gb")
+        pred, truth = d.get("prediction_gb"), d.get("truth_gb")
         return cls(id=d["id"], runs=int(d.get("runs", 0)), quiz=quiz,
                    quiz_total=int(d.get("quiz_total", 0)),
                    prediction_gb=None if pred is None else float(pred),
-                   last_run=str(d.get("last_run", "")))
+                   last_run=str(d.get("last_run", "")),
+                   prediction_at=str(d.get("prediction_at", "")),
+                   prediction_late=bool(d.get("prediction_late", False)),
+                   revealed_at=str(d.get("revealed_at", "")),
+                   truth_gb=None if truth is None else float(truth),
+                   truth_source=str(d.get("truth_source", "")))
 
 
 @dataclass
@@ -214,36 +248,71 @@ class Progress:
         return rec
 
     def record_answer(self, lesson_id: str, index: int, answer: Any, correct: bool,
-                      total: int) -> None:
+                      total: int) -> bool:
+        """Keep the first answer to a question; False (nothing saved) if it was answered."""
         lp = self.lesson(lesson_id)
-        lp.quiz[str(index)] = Answer(answer, bool(correct))
         lp.quiz_total = total
+        if str(index) in lp.quiz:
+            return False
+        lp.quiz[str(index)] = Answer(answer, bool(correct))
         self.save()
+        return True
 
-    def set_prediction(self, lesson_id: str, gb: float | None) -> None:
-        self.lesson(lesson_id).prediction_gb = gb
+    def commit_prediction(self, lesson_id: str, gb: float) -> bool:
+        """Commit the predicted peak once; False (nothing changed) if one was committed."""
+        lp = self.lesson(lesson_id)
+        if lp.prediction_gb is not None:
+            return False
+        lp.prediction_gb = float(gb)
+        lp.prediction_at = _now()
+        lp.prediction_late = bool(lp.revealed_at)
         self.save()
+        return True
+
+    def reveal(self, lesson_id: str, truth_gb: float | None = None, source: str = "") -> None:
+        """A result holding the answer is on screen: from now on a prediction is late. The
+        first truth seen for the predicted variant is what the calibration compares with."""
+        lp = self.lesson(lesson_id)
+        changed = False
+        if not lp.revealed_at:
+            lp.revealed_at, changed = _now(), True
+        if truth_gb is not None and lp.truth_gb is None:
+            lp.truth_gb, lp.truth_source, changed = float(truth_gb), source, True
+        if changed:
+            self.save()
+
+    def calibration(self) -> list[LessonProgress]:
+        """Lessons with a prediction, in the order they were made."""
+        made = [lp for lp in self.lessons.values() if lp.prediction_gb is not None]
+        return sorted(made, key=lambda lp: lp.prediction_at)
+
+    # ---- the last results shown, per lesson (a file each; atomic) ---------------------------
+    def results_path(self, lesson_id: str) -> Path:
+        return self.path.parent / RESULTS_DIR / f"{lesson_id}.json"
+
+    def save_results(self, lesson_id: str, entries: list[dict[str, Any]]) -> None:
+        """entries: {"how": "live", "result": RunResult.to_dict()} or {"how": "recording",
+        "variant": name} (a recording is read again from the install, not copied)."""
+        data = {"version": VERSION, "saved": _now(), "entries": entries}
+        atomic_write(self.results_path(lesson_id), json.dumps(data, separators=(",", ":")))
+
+    def load_results(self, lesson_id: str) -> tuple[str, list[dict[str, Any]]]:
+        """(when they were saved, entries); ("", []) when none or unreadable."""
+        try:
+            data = json.loads(self.results_path(lesson_id).read_text(encoding="utf-8"))
+            entries = [e for e in data["entries"] if isinstance(e, dict)]
+            return str(data.get("saved", "")), entries
+        except (OSError, ValueError, KeyError, TypeError):
+            return "", []
 
     def reset(self) -> None:
         self.last_lesson = None
         self.lessons.clear()
         self.history.clear()
         self.save()
-
-
-def atomic_write(path: Path, data: str) -> None:
-    """Write `data` to `path` so that a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        folder = self.path.parent / RESULTS_DIR
+        for f in folder.glob("*.json") if folder.is_dir() else []:
+            try:
+                f.unlink()
+            except OSError:
+                pass

@@ -12,8 +12,7 @@ import json
 from pathlib import Path
 
 from lab.measure.result import RunResult
-
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "assets" / "reference"
+from lab.paths import REFERENCE_DIR
 
 
 def load_reference(lesson_id: str, root: Path | str | None = None) -> dict[str, RunResult]:
@@ -29,3 +28,6 @@ def load_reference(lesson_id: str, root: Path | str | None = None) -> dict[str, 
             continue  # a broken or newer-schema file: leave it out, keep the others
         out[result.variant or path.stem] = result
     return out
+
+
+__all__ = ["REFERENCE_DIR", "load_reference"]

@@ -19,8 +19,8 @@ def gpu_memory_arg(text: str | None) -> int | None:
         raise UsageError(f"--gpu-memory: {e}") from None
 
 
-from . import compare, dev_cmd, doctor, export_cmd, fit, list_cmd, run, view  # noqa: E402  (UsageError first)
+from . import compare, dev_cmd, diff, doctor, export_cmd, fit, list_cmd, profile, run, view  # noqa: E402  (UsageError first)
 
-COMMANDS = [list_cmd, run, doctor, view, compare, fit, export_cmd, dev_cmd]
+COMMANDS = [list_cmd, run, doctor, view, diff, profile, compare, fit, export_cmd, dev_cmd]
 
 __all__ = ["COMMANDS", "UsageError"]

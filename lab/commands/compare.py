@@ -2,15 +2,18 @@
 
     memlab compare mlp --combo baseline --combo bf16 --combo ckpt --combo bf16+ckpt
     memlab compare mlp --mode sim --scale seed --combo baseline --combo accum4 --json
-    memlab compare linear --batch 1024 --dtype bfloat16 --export out/
+    memlab compare linear --batch 1024 --combo baseline --combo pure-bf16 --export out/
+    memlab compare qwen2-1.5b --mode sim --gpus 1024 --combo ddp --combo zero1 --combo fsdp
 
 The first --combo is the baseline (default: baseline, bf16, ckpt, bf16+ckpt, or the ones the
 workload supports). Prints a table (peak, Δ vs baseline, step time, tokens/s), the overlaid
 timelines and a peak-memory vs step-time chart; --json prints the comparison for scripts.
+`--help` lists every combination token (lab.workloads.config.TOKENS).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -21,9 +24,17 @@ DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
 PARALLEL_COMBOS = ["ddp", "zero1", "fsdp", "fsdp+bf16", "fsdp+ckpt"]  # the default with --gpus
 
 
+def workload_parser(sub, name: str, help: str):
+    """A `compare`/`fit` subparser whose --help ends with the table of combination tokens."""
+    from lab.workloads import tokens_help
+
+    return sub.add_parser(name, help=help, epilog=tokens_help(),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_workload_args(p) -> None:
     """Arguments shared by `compare` and `fit`."""
-    p.add_argument("workload", nargs="?", help="linear, mlp, … (`memlab compare --list`)")
+    p.add_argument("workload", nargs="?", help="linear, mlp, gpt2-tiny, … (`memlab compare --list`)")
     p.add_argument("--list", action="store_true", help="list the workloads and exit")
     p.add_argument("--combo", action="append", metavar="C",
                    help="a technique combination such as bf16+ckpt+accum4 (repeatable; the "
@@ -33,22 +44,20 @@ def add_workload_args(p) -> None:
                         " (default: seed, or small with --mode cpu)")
     p.add_argument("--batch", type=int, help="batch size")
     p.add_argument("--seq", type=int, help="sequence length (workloads that have one)")
-    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"],
-                   help="parameter/data dtype (autocast is a technique: bf16, fp16)")
     p.add_argument("--steps", type=int, help="optimizer steps per run (default 2)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                    help="any other size of the workload, e.g. --set layers=8 (repeatable)")
     p.add_argument("--gpus", type=int, default=1, metavar="N",
-                   help="ranks for the data-parallel combinations (ddp, zero1, fsdp): one GPU "
-                        "each on cuda, one process each on cpu, simulated in one process in sim "
-                        "(any N, e.g. 1024); default 1")
+                   help="ranks for the data-parallel combinations (ddp, zero1, fsdp; their batch "
+                        "is per rank): one GPU each on cuda, one process each on cpu, simulated "
+                        "in one process in sim (any N, e.g. 1024); default 1")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--timeout", type=float, metavar="S", default=600.0,
                    help="seconds per worker (default 600)")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="compare technique combinations on one workload")
+    p = workload_parser(sub, "compare", "compare technique combinations on one workload")
     add_workload_args(p)
     p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
                    help=MODE_HELP)
@@ -63,7 +72,7 @@ def add_parser(sub) -> None:
 
 
 def list_workloads() -> str:
-    from lab.playground import all_workloads
+    from lab.workloads import all_workloads
 
     lines = []
     for w in all_workloads().values():
@@ -84,7 +93,7 @@ def default_scale(mode: str) -> str:
 
 def resolve(args, default_combos: list[str], check_batch: bool = True):
     """(workload, sizes, combos, scale) from the shared arguments, or a UsageError."""
-    from lab.playground import ComboError, get_workload, parse_combos, parse_sizes
+    from lab.workloads import ComboError, get_workload, parse_combos, parse_sizes
 
     if not args.workload:
         raise UsageError("which workload? e.g. `memlab compare mlp`; --list shows them")
@@ -98,6 +107,10 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
         sizes.update(parse_sizes(args.set))
     except (KeyError, ValueError) as e:
         raise UsageError(f"--set: {str(e).strip(chr(39))}") from None
+    unknown = sorted(set(sizes) - set(w.size_names()))
+    if unknown:
+        raise UsageError(f"--set: workload {w.name!r} has no size {', '.join(unknown)}; its "
+                         f"sizes: {', '.join(w.size_names())}")
     for key in ("batch", "seq", "steps"):
         v = getattr(args, key)
         if v is not None:
@@ -106,8 +119,6 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
             if key == "seq" and "seq" not in sizes:
                 raise UsageError(f"workload {w.name!r} has no sequence length")
             sizes[key] = v
-    if args.dtype:
-        sizes["dtype"] = args.dtype
     gpus = getattr(args, "gpus", 1)
     if gpus < 1:
         raise UsageError("--gpus must be 1 or more")
@@ -116,20 +127,18 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
     wanted = args.combo or [c for c in default_combos if _supported(w, c)]
     try:
         combos = parse_combos(wanted)
-        if gpus > 1 and not any(t.parallel != "none" for t in combos):
+        if gpus > 1 and not any(cfg.parallel != "none" for cfg in combos):
             raise ComboError(f"--gpus {gpus} is for the data-parallel combinations; add one of "
                              "ddp, zero1, fsdp (e.g. --combo fsdp)")
-        for t in combos:
-            w.check(t)
-            if check_batch and t.accum > 1 and int(sizes.get("batch", 1)) % t.accum:
-                raise ComboError(f"batch {sizes.get('batch')} is not divisible by accum{t.accum}")
+        for cfg in combos:
+            w.check(cfg, sizes if check_batch else None)
     except ComboError as e:
         raise UsageError(str(e)) from None
     return w, sizes, combos, scale
 
 
 def _supported(w, combo: str) -> bool:
-    from lab.playground import ComboError, parse_combo
+    from lab.workloads import ComboError, parse_combo
 
     try:
         w.check(parse_combo(combo))
@@ -153,7 +162,7 @@ def pick_mode(args, scale_asked: str | None):
         raise UsageError(str(e)) from None
 
 
-def _cuda_gpus() -> int:
+def cuda_gpus() -> int:
     import torch
 
     return torch.cuda.device_count()
@@ -184,10 +193,11 @@ def main(args) -> int:
                        gpus=args.gpus)
     from lab.runner.client import default_runner
 
-    gpus_here = _cuda_gpus() if mode == "cuda" else 0
+    gpus_here = cuda_gpus() if mode == "cuda" else 0
     if mode == "cuda" and args.gpus > gpus_here:
         raise UsageError(f"--gpus {args.gpus}: this machine has {gpus_here} CUDA GPU(s); "
-                         f"simulate more with --mode sim")
+                         "simulate more with --mode sim")
+
     if not args.json:
         print(f"memlab: {choice.line()}", file=sys.stderr)
         print(f"memlab: {w.name} · " + ", ".join(c.label for c in combos), file=sys.stderr)

@@ -2,7 +2,7 @@
 
     memlab fit mlp --gpu-memory 16GiB --combo baseline --combo bf16+ckpt --combo ckpt+accum4
     memlab fit linear --gpu-memory 24GB --json
-    memlab fit qwen2-1.5b --gpus 8 --gpu-memory 80GB --combo ddp --combo fsdp   (per-GPU batch)
+    memlab fit qwen2-1.5b --gpus 8 --gpu-memory 80GB --combo ddp --combo fsdp   (batch per GPU)
 
 Predicted by simulation (exact tensor bytes, a few sim runs per combination in this process),
 then confirmed by a real run on CUDA when a GPU is visible (--no-confirm skips it): the margin
@@ -15,13 +15,13 @@ import json
 import sys
 
 from lab.commands import UsageError, gpu_memory_arg
-from lab.commands.compare import add_workload_args, list_workloads, resolve
+from lab.commands.compare import add_workload_args, list_workloads, resolve, workload_parser
 
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fit", help="the largest batch that fits a GPU size, per combination")
+    p = workload_parser(sub, "fit", "the largest batch that fits a GPU size, per combination")
     add_workload_args(p)
     p.add_argument("--gpu-memory", metavar="SIZE", help="the GPU size, e.g. 16GiB, 24GB, 80GB")
     p.add_argument("--no-confirm", action="store_true",
@@ -48,35 +48,38 @@ def main(args) -> int:
     w, sizes, combos, scale = resolve(args, DEFAULT_COMBOS, check_batch=False)
 
     from lab.measure.device import cuda_available
-    from lab.playground.fit import confirm, runner_probe, search, sim_probe
+    from lab.playground.fit import runner_probe
+    from lab.workloads.fit import confirm, search, sim_probe
 
     confirm_on_cuda = not args.no_confirm and cuda_available()
+    unconfirmed = None
     if confirm_on_cuda and args.gpus > 1:
-        import torch
+        from lab.commands.compare import cuda_gpus
 
-        if torch.cuda.device_count() < args.gpus:  # the prediction stands; say why not confirmed
+        if cuda_gpus() < args.gpus:  # the prediction stands; say why it is not confirmed
             confirm_on_cuda = False
-            args.no_confirm_reason = (f"not confirmed on CUDA: --gpus {args.gpus} and this "
-                                      f"machine has {torch.cuda.device_count()} GPU(s)")
+            unconfirmed = (f"not confirmed on CUDA: --gpus {args.gpus} and this machine has "
+                           f"{cuda_gpus()} GPU(s)")
     runner = None
     if confirm_on_cuda:
         from lab.runner.client import default_runner
 
         runner = default_runner(gpus=args.gpus if args.gpus > 1 else 0)
     results = []
-    for t in combos:
+    for cfg in combos:
         if not args.json:
-            print(f"▶ {w.name} · {t.label}: predicting by simulation …", file=sys.stderr, flush=True)
-        res = search(sim_probe(w.name, sizes, t, scale, args.gpus), capacity, t,
+            print(f"▶ {w.name} · {cfg.label}: predicting by simulation …", file=sys.stderr,
+                  flush=True)
+        res = search(sim_probe(w.name, sizes, cfg, scale, gpus=args.gpus), capacity, cfg,
                      max_micro=args.max_batch)
         if runner is not None:
             if not args.json:
                 print(f"    confirming batch {res.batch} on CUDA …", file=sys.stderr, flush=True)
-            res = confirm(res, runner_probe(runner, w.name, sizes, t, "cuda", scale, capacity,
-                                            args.timeout, args.gpus), t)
+            res = confirm(res, runner_probe(runner, w.name, sizes, cfg, "cuda", scale, capacity,
+                                            args.timeout, args.gpus), cfg)
         results.append(res)
-    if not confirm_on_cuda and getattr(args, "no_confirm_reason", None):
-        note = args.no_confirm_reason
+    if unconfirmed:
+        note = unconfirmed
     elif not confirm_on_cuda:
         note = ("not confirmed on CUDA (--no-confirm)" if args.no_confirm else
                 "not confirmed: no CUDA GPU here; the real allocator adds 512-byte rounding, "
@@ -86,7 +89,8 @@ def main(args) -> int:
                 "(torch.cuda.set_per_process_memory_fraction; the CUDA context is outside it)")
     if args.json:
         print(json.dumps({"schema": 1, "kind": "fit", "workload": w.name, "sizes": sizes,
-                          "capacity_bytes": capacity, "gpus": args.gpus, "confirmed_on_cuda": confirm_on_cuda,
+                          "capacity_bytes": capacity, "gpus": args.gpus,
+                          "confirmed_on_cuda": confirm_on_cuda,
                           "note": note, "results": [r.to_dict() for r in results]}, indent=1))
     else:
         from types import SimpleNamespace
@@ -98,7 +102,7 @@ def main(args) -> int:
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
         sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None,
                                          torch_version=installed_versions()[0] or ""))
-        per = (f" per GPU, ddp/zero1/fsdp on {args.gpus} GPUs (batch per GPU)"
+        per = (f" per GPU · ddp/zero1/fsdp on {args.gpus} GPUs, batch per GPU"
                if args.gpus > 1 else "")
         print(f"\n{w.name} in {cap_text(capacity)}{per} · {sz}")
         print(f"predicted peaks: {sim}" + ("; CUDA columns: your GPU" if confirm_on_cuda else "")

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from lab.atomic import atomic_write
 from lab.commands import UsageError, gpu_memory_arg
 from lab.commands.live import Live
 from lab.curriculum import Course, Lesson, load_course
@@ -292,13 +293,7 @@ def run_tasks(tasks: list, jobs: int | None, gpus: int, live: Live,
         if save_dir is not None:  # as each finishes: a long --all keeps what it measured
             out = save_dir / lesson.id / f"{req.variant}.json"
             out.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
+            atomic_write(out, json.dumps(res.to_dict(), separators=(",", ":")))
 
     return run_all(runner, [req for _, req in tasks], jobs=jobs, on_event=on_event,
                    on_result=on_result, announce=True)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

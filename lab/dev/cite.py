@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab.curriculum import Lesson, load_course
 from lab.measure.result import RunResult
-from lab.reference import REFERENCE_DIR
+from lab.paths import REFERENCE_DIR
 from lab.report import exact_bytes, format_bytes, metric, provenance, seconds, table
 
 BLOCK_RE = re.compile(r"<!-- h200 -->.*?<!-- /h200 -->", re.S)

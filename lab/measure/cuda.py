@@ -9,7 +9,6 @@ stacks only: C++ stacks make `_snapshot()` slow (torchtitan's profiler says the 
 from __future__ import annotations
 
 import inspect
-import pickle
 from typing import Any, NamedTuple
 
 import torch
@@ -89,6 +88,22 @@ def active_blocks(device: int = 0) -> dict[int, int]:
     return out
 
 
+def set_allocator_settings(settings: str) -> bool:
+    """e.g. "expandable_segments:True" at run time; False when this torch cannot.
+
+    `torch._C._accelerator_setAllocatorSettings` (torch >= 2.9) replaced
+    `torch.cuda.memory._set_allocator_settings` (2.1-2.8, deprecated since)."""
+    for fn in (getattr(torch._C, "_accelerator_setAllocatorSettings", None),
+               getattr(torch.cuda.memory, "_set_allocator_settings", None)):
+        if fn is not None:
+            try:
+                fn(settings)
+                return True
+            except Exception:
+                continue
+    return False
+
+
 class MemoryRecorder:
     """Start/stop the allocator's history and take its snapshot."""
 
@@ -120,9 +135,3 @@ class MemoryRecorder:
         else:
             fn(False)
         self.active = False
-
-
-def save_profile(snapshot: dict, path: str) -> None:
-    """Write the snapshot as pytorch.org/memory_viz expects (pickle protocol 4)."""
-    with open(path, "wb") as f:
-        pickle.dump(snapshot, f, protocol=4)

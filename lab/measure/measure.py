@@ -19,10 +19,12 @@ import torch
 
 from . import cuda as cuda_mod
 from .device import gpu_info, set_virtual_gpu
-from .report import build_blocks, build_checks, build_peak, build_phases, build_timeline
+from .report import (build_blocks, build_checks, build_peak, build_phases, build_timeline,
+                     series_timelines)
 from .result import AllocatorStats, DeviceInfo, RunResult
 from .session import Session
-from .simulate import SIM_NOTES, fake_mode
+from .simulate import (SIM_NOTES, SimPolicy, fake_mode, new_allocator, transformers_version,
+                       version_notes)
 from .snapshot import device_trace_timelines, save_snapshot, trace_to_snapshot
 from .tracker import TensorTracker
 
@@ -92,12 +94,18 @@ def measure_variant(
 
     result = RunResult(lesson=lesson, variant=variant, mode=mode, scale=scale, device=dev,
                        params=dict(params), simulated=mode == "sim",
-                       torch_version=torch.__version__,
+                       torch_version=torch.__version__, transformers_version=transformers_version(),
                        created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     _warm_up_dispatch_mode()
     torch.manual_seed(0)
-    tracker = TensorTracker(capacity=None if mode == "cuda" else gpu_memory,
-                            device_type="cuda" if mode == "cuda" else None)
+    # sim: CUDA's paths (policy) and the caching-allocator model, which also enforces the cap
+    allocator = new_allocator(gpu_memory) if mode == "sim" else None
+    policy = SimPolicy(allocator) if mode == "sim" else None
+    tracker = TensorTracker(capacity=gpu_memory if mode == "cpu" else None,
+                            device_type="cuda" if mode == "cuda" else None,
+                            policy=policy, allocator=allocator)
+    if allocator is not None:
+        allocator.clock = lambda: len(tracker.trace.events)
     # A lesson that teaches `_record_memory_history` records it itself (scale parameter
     # `memory_history = "experiment"`): a second recorder would clash with it (one ring per
     # process; its `enabled=None` clears the lab's entries), so the lab's stays off and the
@@ -121,7 +129,7 @@ def measure_variant(
         recorder.start()
     sampler.start()
     try:
-        with fake_mode() if mode == "sim" else nullcontext(), tracker:
+        with fake_mode() if mode == "sim" else nullcontext(), policy or nullcontext(), tracker:
             fn(session)
     except Exception as exc:  # an experiment's failure is a result, never a crash
         result.status = "oom" if is_oom(exc) else "error"
@@ -131,7 +139,8 @@ def measure_variant(
     finally:
         sampler.stopped.set()
     trace = tracker.close()
-    gc.collect()
+    if mode != "sim":  # fake tensors hold no memory; a full collection costs ~0.5 s here
+        gc.collect()
     kept, session.kept_snapshot = session.kept_snapshot, None
     if profile_path and mode != "cuda" and kept is None:
         # cpu/sim: the tracker's trace, written in the snapshot format memory_viz reads
@@ -158,6 +167,8 @@ def measure_variant(
         result.checks = build_checks(checks, variant, params, trace, result.phases, mode == "cuda")
     if mode == "sim":
         result.notes.extend(SIM_NOTES)
+        result.notes.extend(version_notes())
+        result.allocator = _predicted(allocator, result.peak.bytes)
     if mode == "cuda":
         stats = cuda_mod.memory_stats(device)
         result.allocator = AllocatorStats(
@@ -183,7 +194,8 @@ def measure_variant(
                 "allocation made outside a tensor."
             )
     del trace, session, tracker
-    gc.collect()
+    if mode != "sim":
+        gc.collect()
 
     if timing and mode != "sim" and result.status == "ok":
         # no samples stream from the untracked pass: say what the silence is
@@ -194,6 +206,17 @@ def measure_variant(
         result.metrics.update(timed_metrics)
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _predicted(allocator, tracked_peak: int) -> AllocatorStats:
+    """The allocator model's numbers for a sim run, flagged as predicted."""
+    r = allocator.finish()
+    stats = AllocatorStats(peak_allocated_bytes=r.peak_allocated, peak_reserved_bytes=r.peak_reserved,
+                           end_allocated_bytes=r.end_allocated, end_reserved_bytes=r.end_reserved,
+                           num_alloc_retries=r.num_alloc_retries, num_ooms=r.num_ooms,
+                           untracked_peak_bytes=r.peak_allocated - tracked_peak, predicted=True)
+    stats.timeline, stats.reserved_timeline = series_timelines(r.allocated_series, r.reserved_series)
+    return stats
 
 
 # What PyTorch raises from backward when the allocator's history recorder (stacks="python")

@@ -43,6 +43,20 @@ def build_timeline(trace: Trace, max_points: int = MAX_TIMELINE_POINTS) -> Timel
     )
 
 
+def series_timelines(allocated: list[tuple[int, int]], reserved: list[tuple[int, int]],
+                     max_points: int = 1000) -> tuple[Timeline | None, Timeline | None]:
+    """(x, bytes) step series -> downsampled `Timeline`s (sim's predicted allocator curves)."""
+    def one(series):
+        if not series:
+            return None
+        ys = [b for _, b in series]
+        keep = pick_indices(ys, max_points)
+        return Timeline(index=[series[i][0] for i in keep], t=[], live=[ys[i] for i in keep],
+                        events=len(series))
+
+    return one(allocated), one(reserved)
+
+
 def build_blocks(trace: Trace) -> list[Block]:
     """Every storage (largest first, capped) with its lifetime on the event axis."""
     alloc: dict[int, tuple[int, Any]] = {}
@@ -104,10 +118,6 @@ def build_phases(records: list[PhaseRecord], trace: Trace | None = None) -> list
 
 def category_at(trace: Trace, index: int) -> dict[str, int]:
     return trace.by_category(trace.live_at(index)) if index >= 0 else {}
-
-
-def _born_in(trace: Trace, start: int, end: int) -> list[int]:
-    return [e.nbytes for e in trace.events[start:end] if e.kind == ALLOC]
 
 
 def _mib(n: int) -> str:

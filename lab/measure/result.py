@@ -104,6 +104,9 @@ class AllocatorStats:
     untracked_peak_bytes: int = 0  # allocator peak - tracked-tensor peak: workspaces, rounding
     timeline: Timeline | None = None  # from the allocator's own trace (_record_memory_history)
     reserved_timeline: Timeline | None = None
+    # sim: these numbers come from lab.measure.allocator's model of the caching allocator, not
+    # from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
+    predicted: bool = False
 
 
 @dataclass
@@ -129,6 +132,7 @@ class RunResult:
     wall_s: float | None = None  # whole worker run, process start excluded
     profile_path: str | None = None  # profile.pkl for pytorch.org/memory_viz (cuda)
     torch_version: str = ""
+    transformers_version: str = ""  # "" when transformers is not installed (or older results)
     created: str = ""  # ISO time
     # torch.distributed runs (RunRequest.ranks > 1): every rank's own result, by rank; the
     # top-level numbers are rank 0's (status and error: the first rank that failed, named)

@@ -178,6 +178,37 @@ class Session:
         """`t.item()`, or None in simulation where tensors have no values."""
         return None if self.simulated else t.item()
 
+    # ---- the caching allocator, in every mode --------------------------------------------------
+    # Lessons about the allocator call these instead of torch.cuda.* so that sim takes the same
+    # path: on CUDA the real allocator, in sim the allocator model, on the CPU nothing (False/None).
+    def empty_cache(self) -> bool:
+        """`torch.cuda.empty_cache()`: give cached, unused segments back to the driver."""
+        if self.is_cuda or self.simulated:
+            torch.cuda.empty_cache()  # sim: lab.measure.simulate routes it to the model
+            return True
+        return False
+
+    def set_allocator_settings(self, settings: str) -> bool:
+        """e.g. "expandable_segments:True" at run time; False where it means nothing (CPU)."""
+        if self.simulated:
+            torch.cuda.memory._set_allocator_settings(settings)  # routed to the model in sim
+            return True
+        if self.is_cuda:
+            from .cuda import set_allocator_settings
+
+            return set_allocator_settings(settings)
+        return False
+
+    def memory_counters(self) -> dict[str, int] | None:
+        """allocated / reserved now (cuda: the allocator; sim: the model's prediction)."""
+        if self.is_cuda and not self.simulated:
+            return {"allocated": torch.cuda.memory_allocated(self.device),
+                    "reserved": torch.cuda.memory_reserved(self.device)}
+        alloc = getattr(self.tracker, "allocator", None) if self.simulated else None
+        if alloc is None:
+            return None
+        return {"allocated": alloc.model.stats.allocated, "reserved": alloc.model.stats.reserved}
+
     def sync(self) -> None:
         if self.device.type == "cuda" and not self.simulated:
             torch.cuda.synchronize(self.device)

@@ -1,26 +1,181 @@
-"""Simulation: the same experiment code under `FakeTensorMode`.
+"""Simulation: the same experiment code under `FakeTensorMode`, taking CUDA's code paths.
 
 Fake tensors carry shapes, dtypes and storages of the right size but no data, so a 2 GB
 `nn.Linear` or a 1.5B-parameter model "runs" in seconds on a laptop and the tracker counts exact
-bytes. What simulation cannot know is named in every result: no timings, no allocator rounding,
-no cuBLAS/cuDNN workspaces, and CPU kernels' choice of saved tensors (fake device: cpu).
+bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's device guard),
+so where CUDA and the CPU take different paths that change memory, sim takes CUDA's:
+
+- autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.cuda_autocast);
+- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa), and
+  no materialised mask where transformers would see real, unpadded data (lab.measure.fake_values);
+- allocations that back no tensor: attention kernels' scratch (taken and given back inside the
+  op, sized as measured on the H200); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
+  matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
+  (1 MiB) per thread that runs an addmm with a bias (at::cuda::getCurrentCUDABlasHandle,
+  getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp);
+- the caching allocator: a model (lab.measure.allocator) places every allocation in segments as it
+  happens, so sim predicts max_memory_allocated / max_memory_reserved and raises out-of-memory
+  where the GPU would under the same cap.
+
+Validated against H200 recordings made with torch 2.11 + transformers 5.x; the CPU build it runs
+on here is torch 2.13. Other versions run, with a note (`version_notes`).
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from importlib import metadata
 
+import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from .allocator_replay import Replay
+from .cuda_autocast import CudaAutocast
+from .cuda_sdpa import CudaSdpa, scratch_bytes
+from .fake_values import ValueAssumptions
+
+VALIDATED_TORCH = ("2.11", "2.12", "2.13")  # H200 recordings: 2.11; this emulation's CPU build: 2.13
+VALIDATED_TRANSFORMERS_MAJOR = "5"
+
+CUBLAS_WORKSPACE = 32 * 2**20  # sm90 default (":4096:8"); CUBLAS_WORKSPACE_CONFIG changes it
+CUBLASLT_WORKSPACE = 2**20  # CUBLASLT_WORKSPACE_SIZE default, 1024 KiB
+
 SIM_NOTES = (
-    "Simulated with FakeTensorMode (fake device: cpu): bytes are exact numel × itemsize of every "
-    "tensor; there is no timing, no allocator rounding (CUDA rounds blocks to 512 B) and no "
-    "cuBLAS/cuDNN workspace.",
+    "Simulated with FakeTensorMode, taking CUDA's paths (CUDA autocast's op lists and weight "
+    "cache, the attention kernel CUDA picks, cuBLAS workspaces); tensor bytes are exact "
+    "numel x itemsize; allocated/reserved are predicted by a model of PyTorch's caching allocator "
+    "(512 B rounding, segments, caching); there is no timing.",
 )
+
+_A = torch.ops.aten
+_BLAS = {_A.mm.default, _A.addmm.default, _A.bmm.default, _A.baddbmm.default, _A.addbmm.default,
+         _A.addmv.default, _A.mv.default, _A.dot.default, _A.vdot.default,
+         _A._addmm_activation.default}
+# ops whose CUDA kernels take scratch memory from the caching allocator (lab.measure.cuda_sdpa)
+_SCRATCH = {_A._scaled_dot_product_cudnn_attention.default,
+            _A._scaled_dot_product_cudnn_attention_backward.default,
+            _A._scaled_dot_product_efficient_attention_backward.default}
+_LT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _uses_cublaslt(func, args, kwargs) -> bool:
+    """addmm with a 1-D bias takes cuBLASLt's fused-bias path (isInputCompliesAddmmCudaLt)."""
+    if func not in (_A.addmm.default, _A._addmm_activation.default):
+        return False
+    bias, m1, m2 = args[:3]
+    beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
+    return (bias.dim() == 1 and bias.size(0) == m2.size(1) and bias.is_contiguous() and beta == 1
+            and min(m1.size(0), m1.size(1), m2.size(0), m2.size(1)) > 1
+            and m1.dtype in _LT_DTYPES)
+
+
+class SimPolicy:
+    """What the tensor tracker asks in sim: which ops to reroute, what CUDA allocates beside."""
+
+    def __init__(self, allocator: Replay | None = None):
+        self.allocator = allocator  # the allocator model that torch.cuda.empty_cache() etc. reach
+        self._saved: list[tuple[object, str, object]] = []
+        self.sdpa = CudaSdpa()
+        self.autocast = CudaAutocast()
+        self.rerouted = {_A.scaled_dot_product_attention.default}
+        self.workspaces: set[tuple[str, str]] = set()
+        self.values = ValueAssumptions()
+
+    def reroute(self, func, args, kwargs):
+        return self.sdpa.reroute(func, args, kwargs)
+
+    def after(self, func, args, kwargs, out, tracker) -> None:
+        if not self.values.active:
+            self.values.maybe_patch()
+        if func in _SCRATCH:
+            n = scratch_bytes(func, args)
+            if n:
+                tracker.extra_transient(("scratch", func.__name__), n)
+            return
+        if func not in _BLAS:
+            return
+        # autograd runs CUDA backward on its own device thread: its own cuBLAS handle/workspace
+        thread = "autograd" if torch._C._current_graph_task_id() != -1 else "main"
+        need = [("cublas", CUBLAS_WORKSPACE)]
+        if _uses_cublaslt(func, args, kwargs):
+            need.append(("cublaslt", CUBLASLT_WORKSPACE))
+        for lib, nbytes in need:
+            key = (lib, thread)
+            if key not in self.workspaces:
+                self.workspaces.add(key)
+                tracker.extra_alloc(key, nbytes)
+
+    def empty_cache(self) -> None:
+        if self.allocator is not None:
+            self.allocator.empty_cache()
+
+    def set_allocator_settings(self, settings: str) -> None:
+        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,...": the model knows expandable_segments."""
+        for item in settings.split(","):
+            key, _, value = item.partition(":")
+            if key.strip() == "expandable_segments" and self.allocator is not None:
+                self.allocator.set_expandable(value.strip().lower() == "true")
+
+    def _patch(self, owner, name: str, fn) -> None:
+        if hasattr(owner, name):
+            self._saved.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, fn)
+
+    def __enter__(self):
+        self.autocast.install()
+        self.sdpa.install()
+        self.values.maybe_patch()  # now if transformers is imported, else at the first op after
+        # code that calls the CUDA allocator's API directly reaches the model instead
+        self._patch(torch.cuda, "empty_cache", lambda: self.empty_cache())
+        self._patch(torch.cuda.memory, "empty_cache", lambda: self.empty_cache())
+        self._patch(torch.cuda.memory, "_set_allocator_settings", self.set_allocator_settings)
+        self._patch(torch._C, "_accelerator_setAllocatorSettings", self.set_allocator_settings)
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, fn in reversed(self._saved):
+            setattr(owner, name, fn)
+        self._saved.clear()
+        self.values.restore()
+        self.sdpa.uninstall()
+        self.autocast.uninstall()
 
 
 @contextmanager
 def fake_mode():
+    """FakeTensorMode alone (tests and tools that only need shapes)."""
     # allow_non_fake_inputs: module-level constants and tensors made before the mode still work
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         yield mode
+
+
+@contextmanager
+def sim_mode():
+    """FakeTensorMode + CUDA's paths; yields the `SimPolicy` to give the tensor tracker."""
+    with ExitStack() as stack:
+        stack.enter_context(fake_mode())
+        yield stack.enter_context(SimPolicy())
+
+
+def new_allocator(cap: int | None) -> Replay:
+    return Replay(cap=cap, series=True)
+
+
+def version_notes() -> list[str]:
+    notes = []
+    tv = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+    if tv not in VALIDATED_TORCH:
+        notes.append(f"torch {torch.__version__}: the simulation's CUDA paths are validated for "
+                     f"torch {', '.join(VALIDATED_TORCH)}; other versions may choose differently.")
+    tf = transformers_version()
+    if tf and not tf.startswith(VALIDATED_TRANSFORMERS_MAJOR + "."):
+        notes.append(f"transformers {tf}: validated for transformers "
+                     f"{VALIDATED_TRANSFORMERS_MAJOR}.x.")
+    return notes
+
+
+def transformers_version() -> str:
+    try:
+        return metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        return ""

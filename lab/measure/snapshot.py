@@ -109,7 +109,7 @@ def _frames_from_stack(stack: str, cache: dict[str, list[dict]]) -> list[dict]:
 def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
     """A snapshot dict shaped like `torch.cuda.memory._snapshot()` from a cpu/sim `Trace`.
 
-    pytorch.org/memory_viz opens it (pickle it with protocol 4, as `cuda.save_profile` does):
+    pytorch.org/memory_viz opens it (`save_snapshot` pickles it with protocol 4):
     every storage is a `segment_alloc` + `alloc` ... `free_requested` + `free_completed` +
     `segment_free`, with its first user frame as the stack. Extra keys the viewer ignores carry
     what we know exactly: `category` (parameters, gradients, ...) and `phase` on each alloc, which
@@ -180,10 +180,8 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
 
 def save_snapshot(snapshot: dict, path: str) -> None:
     """Pickle with protocol 4: the memory_viz page's own unpickler reads protocols 2-4 only."""
-    import os
     import pickle
 
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump(snapshot, f, protocol=4)
-    os.replace(tmp, path)
+    from lab.atomic import atomic_write
+
+    atomic_write(path, pickle.dumps(snapshot, protocol=4))

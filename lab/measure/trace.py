@@ -46,6 +46,9 @@ class Trace:
     # phases in the order they started: (name, t_start, t_end)
     phases: list[tuple[str, float, float]] = field(default_factory=list)
     baseline_bytes: int = 0  # bytes live before the first event (tensors that pre-existed)
+    # sim: allocations CUDA makes that back no tensor (cuBLAS workspaces, kernel scratch), as
+    # (position, "alloc" | "free", key, nbytes): made after the first `position` events
+    extras: list[tuple[int, str, object, int]] = field(default_factory=list)
 
     def category(self, sid: int) -> str:
         return self.categories.get(sid, "other")
@@ -103,9 +106,3 @@ def pick_indices(ys: list[int], max_points: int) -> list[int]:
             keep.add(max(seg, key=ys.__getitem__))
             keep.add(min(seg, key=ys.__getitem__))
     return sorted(keep)
-
-
-def downsample(xs: list[float], ys: list[int], max_points: int) -> tuple[list[float], list[int]]:
-    """(xs, ys) shrunk to at most max_points with `pick_indices` (2 left for first and last)."""
-    keep = pick_indices(ys, max(2, max_points - 2))
-    return [xs[i] for i in keep], [ys[i] for i in keep]

@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable, Iterable
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
@@ -36,7 +37,9 @@ from .tracker_hooks import ResizeHook, inner_tensors, is_wrapper
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
-_SKIP_DIRS = (_TORCH_DIR, _LAB_MEASURE_DIR, os.path.dirname(os.__file__))
+# lab/profile wraps torch.autograd.backward while it profiles a script: not the user's frame
+_LAB_PROFILE_DIR = os.path.join(os.path.dirname(_LAB_MEASURE_DIR), "profile")
+_SKIP_DIRS = (_TORCH_DIR, _LAB_MEASURE_DIR, _LAB_PROFILE_DIR, os.path.dirname(os.__file__))
 
 
 def user_frame(limit: int = 40) -> str:
@@ -65,6 +68,8 @@ def _ptr(storage) -> int:
 
 
 _COMPOSITE: dict = {}
+_PRIM_DEVICE = torch.ops.prim.device.default
+_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
 
 
 def _is_composite(func) -> bool:
@@ -106,8 +111,22 @@ class TensorTracker(TorchDispatchMode):
     past it raises `torch.OutOfMemoryError` instead of returning.
     """
 
-    def __init__(self, capacity: int | None = None, device_type: str | None = None):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # TorchDispatchMode wraps __torch_dispatch__ in torch._disable_dynamo unless this says
+        # no: the wrapper costs ~25 us per op (a GPT-2 step is ~7,500 ops) and the tracker is
+        # never traced by torch.compile
+        return False
+
+    def __init__(self, capacity: int | None = None, device_type: str | None = None,
+                 policy=None, allocator=None):
         super().__init__()
+        # sim only: `policy` (lab.measure.simulate.SimPolicy) reroutes composite ops CUDA runs
+        # differently and names the allocations CUDA makes beside the tensors (workspaces);
+        # `allocator` (lab.measure.allocator_replay.Replay) places every storage in modelled
+        # segments as it is born, raising out-of-memory where the GPU would
+        self.policy = policy
+        self.allocator = allocator
         self.trace = Trace()
         self.capacity = capacity
         self.device_type = device_type  # only count storages on this device type (None: all)
@@ -283,12 +302,17 @@ class TensorTracker(TorchDispatchMode):
                 old = self._nbytes[sid]
                 if old != nbytes:  # resize_ or an out= that grew/shrank its storage
                     self._emit(FREE, sid, old, "")
+                    if self.allocator is not None:
+                        self.allocator.free(sid)
+                        self.allocator.alloc(sid, nbytes)
                     self._nbytes[sid] = nbytes
                     self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(),
                                _ptr(storage))
                 return
             if self.capacity is not None and self.live_bytes + nbytes > self.capacity:
                 raise VirtualOutOfMemory(oom_message(nbytes, self.capacity, self.live_bytes))
+            if self.allocator is not None:
+                self.allocator.alloc(self._next_sid, nbytes)  # may raise: then nothing is born
             sid = self._next_sid
             self._next_sid += 1
             self._sid_by_cdata[cdata] = sid
@@ -313,8 +337,29 @@ class TensorTracker(TorchDispatchMode):
             old, self._nbytes[sid] = self._nbytes[sid], nbytes
             if old:
                 self._emit(FREE, sid, old, "")
+                if self.allocator is not None:
+                    self.allocator.free(sid)
             if nbytes:
+                if self.allocator is not None:
+                    self.allocator.alloc(sid, nbytes)  # may raise: out of memory, as on the GPU
                 self._emit(ALLOC, sid, nbytes, user_frame(), _ptr(storage))
+
+    def extra_alloc(self, key, nbytes: int) -> None:
+        """An allocation that backs no tensor (sim: a cuBLAS workspace), kept to the end."""
+        with self._lock:
+            self.trace.extras.append((len(self.trace.events), "alloc", key, nbytes))
+            if self.allocator is not None:
+                self.allocator.alloc(key, nbytes)
+
+    def extra_transient(self, key, nbytes: int) -> None:
+        """Scratch a kernel takes and gives back inside one op (sim: attention backward)."""
+        with self._lock:
+            n = len(self.trace.events)
+            self.trace.extras.append((n, "alloc", key, nbytes))
+            self.trace.extras.append((n, "free", key, nbytes))
+            if self.allocator is not None:
+                self.allocator.alloc(key, nbytes)
+                self.allocator.free(key)
 
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):
@@ -324,6 +369,8 @@ class TensorTracker(TorchDispatchMode):
                     del self._sid_by_cdata[cdata]
                 if not self._closed:
                     self._emit(FREE, sid, self._nbytes[sid], "")
+                    if self.allocator is not None:
+                        self.allocator.free(sid)
 
         return on_free
 
@@ -336,17 +383,31 @@ class TensorTracker(TorchDispatchMode):
             self.live_bytes -= nbytes
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is _PRIM_DEVICE and type(args[0]) is FakeTensor:
+            # C++ asking a fake tensor for its device: two thirds of all dispatches in sim. Answer
+            # as FakeTensor itself does, without the trip through FakeTensorMode.
+            t = args[0]
+            return torch.device("meta") if t.fake_mode.in_kernel_invocation else t.fake_device
+        policy = self.policy
+        if policy is not None and func in policy.rerouted:
+            with self:  # the rerouted op's parts are dispatched (and counted) one by one
+                return policy.reroute(func, args, kwargs or {})
         if torch.is_inference_mode_enabled() and _is_composite(func):
             # Only under inference_mode (autograd excluded) does a composite op such as cross_entropy
             # reaches this mode whole, and the tensors it makes and frees inside (its
             # log_softmax) would go unseen. Decompose it here, as autograd would have, so each
-            # part is dispatched (and counted) on its own.
+            # part is dispatched (and counted) on its own. The C++ composite kernel, not
+            # `func.decompose`: that prefers a Python decomposition where one is registered, and
+            # those can differ (aten.dropout's clones its input when p == 0 or not training; the
+            # C++ kernel returns the input itself), so the tracker would change the program.
             with self:
-                out = func.decompose(*args, **(kwargs or {}))
+                out = func._op_dk(_CIA, *args, **(kwargs or {}))
             if out is not NotImplemented:
                 return out
         out = func(*args, **(kwargs or {}))
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self._see(t)
+        if policy is not None:
+            policy.after(func, args, kwargs or {}, out, self)
         return out

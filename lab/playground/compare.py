@@ -4,9 +4,11 @@
     comparison = run_compare(plan, SubprocessRunner())
     comparison.rows    # peak, Δ vs baseline, step time, tokens/s
 
-The first combination is the baseline. Every combination is a RunRequest for the playground's
-generic experiment (lab/playground/experiment.py, variant "combo"), so it gets the same fresh
-process, timeout, cancel and OOM-as-a-result handling as a lesson. Headless: no torch here.
+The first combination is the baseline. Every combination is a RunRequest for the workload
+layer's generic experiment (lab/workloads/experiment.py, variant "combo"), so it gets the same
+fresh process, timeout, cancel and OOM-as-a-result handling as a lesson. Each result's params
+name the combination (`config`) and the optimizer it trained with (`optimizer`: class,
+settings, state bytes per parameter). Headless: no torch here.
 """
 
 from __future__ import annotations
@@ -19,11 +21,8 @@ from typing import Any, Callable
 from lab.measure.result import RunResult
 from lab.report.rows import FIRST, row_of, with_deltas
 from lab.runner.protocol import RunRequest
+from lab.workloads import EXPERIMENT, VARIANT, TrainConfig, get_workload, optimizer_info
 
-from .techniques import Techniques
-from .workloads import get_workload
-
-EXPERIMENT = str(Path(__file__).with_name("experiment.py"))
 LABEL = "playground"  # the results' `lesson`
 SCHEMA = 1
 
@@ -32,35 +31,47 @@ SCHEMA = 1
 class ComparePlan:
     workload: str
     sizes: dict[str, Any]
-    combos: list[Techniques]
+    combos: list[TrainConfig]
     mode: str = "cpu"  # resolved: cuda | cpu | sim
     scale: str = "small"
     gpu_memory: int | None = None
     timing: bool = True
     timeout_s: float = 600.0
     profile_dir: str | None = None  # cuda: one profile-<combo>.pkl per combination
-    # ranks for the data-parallel combinations (ddp, zero1, fsdp): one GPU each on cuda, one
+    # ranks of the data-parallel combinations (ddp, zero1, fsdp): one GPU each on cuda, one
     # process each on cpu (gloo), simulated in one process in sim; the others run on one GPU
     gpus: int = 1
 
     def requests(self) -> list[RunRequest]:
         w = get_workload(self.workload)
         out = []
-        for t in self.combos:
-            w.check(t)
-            params = {**self.sizes, "workload": self.workload, "techniques": t.to_dict()}
-            ranks = 1
-            if t.parallel != "none":
-                params["world_size"] = self.gpus
-                ranks = 1 if self.mode == "sim" else self.gpus
-            profile = (str(Path(self.profile_dir) / f"profile-{t.label}.pkl")
+        for cfg in self.combos:
+            w.check(cfg, self.sizes)
+            profile = (str(Path(self.profile_dir) / f"profile-{cfg.label}.pkl")
                        if self.profile_dir else None)
-            out.append(RunRequest(lesson_path=LABEL, variant="combo", mode=self.mode,
+            out.append(RunRequest(lesson_path=LABEL, variant=VARIANT, mode=self.mode,
                                   scale=self.scale, gpu_memory=self.gpu_memory,
                                   profile_path=profile, timing=self.timing and self.mode != "sim",
-                                  overrides=params, timeout_s=self.timeout_s,
-                                  experiment=EXPERIMENT, ranks=ranks))
+                                  overrides=run_params(self.workload, self.sizes, cfg,
+                                                       self.gpus),
+                                  timeout_s=self.timeout_s, experiment=EXPERIMENT,
+                                  ranks=worker_ranks(cfg, self.mode, self.gpus)))
         return out
+
+
+def run_params(workload: str, sizes: dict[str, Any], cfg: TrainConfig,
+               gpus: int = 1) -> dict[str, Any]:
+    """What the generic experiment reads (run.p), and what its result reports under params;
+    ddp/zero1/fsdp also their ranks (`world_size`)."""
+    return {**sizes, "workload": workload, "config": cfg.to_dict(),
+            "optimizer": optimizer_info(cfg),
+            **({"world_size": gpus} if cfg.parallel != "none" else {})}
+
+
+def worker_ranks(cfg: TrainConfig, mode: str, gpus: int) -> int:
+    """Workers a combination starts (RunRequest.ranks): one per rank for ddp/zero1/fsdp on
+    cuda and cpu; one in sim, which simulates the ranks in one process."""
+    return gpus if cfg.parallel != "none" and mode != "sim" else 1
 
 
 @dataclass
@@ -136,18 +147,21 @@ def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None]
 
     w = get_workload(plan.workload)
     labels = [t.label for t in plan.combos]
+    requests = plan.requests()
 
     def landed(i: int, res: RunResult) -> None:
         res.variant = labels[i]  # the worker ran variant "combo"; the row is the combination
-        res.params.setdefault("techniques", plan.combos[i].to_dict())
+        for key, value in requests[i].overrides.items():  # a failed worker's result has no params
+            res.params.setdefault(key, value)
         if on_result:
             on_result(res)
 
-    results = run_all(runner, plan.requests(), cancel=cancel, on_result=landed,
+    results = run_all(runner, requests, cancel=cancel, on_result=landed,
                       on_event=(lambda i, msg: on_event(labels[i], msg)) if on_event else None)
     return Comparison(plan.workload, dict(plan.sizes), plan.mode, plan.scale, w.unit,
                       rows_for(results, w.items_per_step(plan.sizes), w.unit), results,
                       gpus=plan.gpus)
 
 
-__all__ = ["ComparePlan", "Comparison", "EXPERIMENT", "Row", "rows_for", "run_compare"]
+__all__ = ["ComparePlan", "Comparison", "LABEL", "Row", "rows_for", "run_compare", "run_params",
+           "worker_ranks"]

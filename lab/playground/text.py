@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 from lab.report import (DASH, FIRST, Row, delta_text, format_bytes, number, peak_text,
                         provenance, provenance_of, status_text, step_text, table, with_deltas)
+from lab.workloads.fit import FitResult
 
 from .compare import Comparison
-from .fit import FitResult
 
 # lab.tui still imports this name; the `app` branch moves it to lab.report.format_bytes
 gb = format_bytes

@@ -18,7 +18,8 @@ import threading
 
 def _open_protocol_stream():
     """Keep the real stdout for protocol lines; send fd 1 (prints, C++ logs) to stderr."""
-    proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    fd = os.dup(1)
+    proto = os.fdopen(fd, "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
     lock = threading.Lock()
 
@@ -31,6 +32,7 @@ def _open_protocol_stream():
             except OSError:  # nobody reads us any more (the runner died): a run for no one
                 os._exit(70)
 
+    emit.fd = fd  # type: ignore[attr-defined]  (a re-exec hands it back as fd 1)
     return emit
 
 
@@ -74,6 +76,29 @@ def read_request(emit) -> tuple[str, dict[str, str]]:
     return json.dumps(msg["request"]), msg.get("env") or {}
 
 
+def restart_cold_if_env(raw: str, emit) -> None:
+    """A variant with an environment of its own (lesson 10's PYTORCH_CUDA_ALLOC_CONF) in a warm
+    worker: torch is imported already and may have read that environment, so this process
+    becomes a cold worker (exec: same pid, same pipes, same process group) that sets it first."""
+    try:
+        d = json.loads(raw)
+        if d.get("experiment"):
+            return
+        from pathlib import Path
+
+        from lab.curriculum import load_lesson
+
+        env = dict(load_lesson(Path(d["lesson_path"])).variant(d["variant"]).env)
+    except Exception:  # a bad request is reported by the normal path
+        return
+    if not env:
+        return
+    os.environ.update(env)
+    sys.stdout.flush()
+    os.dup2(emit.fd, 1)  # the protocol stream is stdout again for the new program
+    os.execv(sys.executable, [sys.executable, "-m", "lab.runner.worker", raw])
+
+
 def _init_distributed(mode: str):
     """A rank of a group (WORLD_SIZE > 1 in the environment): join it like a torchrun worker."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
@@ -90,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "--warm":
         warm_up()
         raw, _ = read_request(emit)
+        restart_cold_if_env(raw, emit)
     else:
         raw = argv[0] if argv else ""
     from lab.curriculum import LessonError, load_lesson
@@ -106,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"no experiment file {req.experiment}")
         else:
             lesson = load_lesson(Path(req.lesson_path))
-            lesson.variant(req.variant)
+            # a variant's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is set before anything in
+            # this process imports torch, which reads some of it once (lesson 10)
+            os.environ.update(dict(lesson.variant(req.variant).env))
             lesson_id, experiment_path = lesson.id, lesson.experiment_path
             params, checks = {**lesson.params(req.scale), **req.overrides}, list(lesson.checks)
     except (LessonError, KeyError, IndexError, ValueError, TypeError) as e:

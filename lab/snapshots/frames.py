@@ -58,7 +58,7 @@ def is_internal(filename: str) -> bool:
         return True
     if "/lib/python3" in f and "-packages/" not in f:
         return True  # the standard library (contextlib, threading, runpy, ...)
-    return "/lab/measure/" in f or "/lab/runner/" in f or "/lab/playground/training.py" in f
+    return "/lab/measure/" in f or "/lab/runner/" in f or "/lab/profile/" in f
 
 
 def label(frame: Frame | None) -> str:

@@ -18,7 +18,7 @@ from .summary import Allocation, Band, Oom, Series, SnapshotSummary, summarize
 from .unpickle import RefusedPickle, gc_paused, load_plain
 
 PICKLE_MAGIC = b"\x80"  # protocol 2+ opens with PROTO
-GZIP_MAGIC = b"\x1f\x8b"  # the shipped H200 snapshots: assets/reference/<lesson>/<variant>.profile.pkl.gz
+GZIP_MAGIC = b"\x1f\x8b"  # a compressed snapshot (the shipped H200 ones: *.profile.pkl.gz)
 
 
 class SnapshotError(Exception):
@@ -48,8 +48,8 @@ def read(path: str | Path) -> tuple[str, Any]:
     except RefusedPickle as e:
         raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
                             "containers, numbers and strings, so nothing in it was run") from None
-    except (pickle.UnpicklingError, EOFError, gzip.BadGzipFile, ValueError, TypeError, IndexError, KeyError,
-            AttributeError, MemoryError, RecursionError) as e:
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
+            AttributeError, MemoryError, RecursionError, gzip.BadGzipFile) as e:
         raise SnapshotError(f"{path}: not a readable pickle ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else 'damaged or truncated'})"
                             ) from None

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 from . import frames as fr
+from .lifetimes import Lifetimes
 from .series import downsample, max_buckets
 
 SCHEMA = 1
@@ -385,6 +386,9 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
         # the trace's own allocations live at the peak add up to peak - base when nothing from
         # before recording is still live there; only otherwise is the rest searched
         live_items = _live_at(entries, acts, pi, active, peak + base)
+        # phase bands first: the lifetimes of live blocks refine their guessed category
+        s.bands = _bands(entries, t_arr, has_stacks)
+        lifetimes = Lifetimes(entries, acts, pi, t_arr, s.bands, has_stacks)
         del acts
         pe = entries[pi]
         s.peak_frames = _frames_out(pe.get("frames") or [])
@@ -396,7 +400,8 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
                        "torch.cuda.memory._record_memory_history()); showing the final state")
         live_items = [(b.get("size", 0), None, _block_frames(b), "") for _, b in active]
         s.peak_where = "(final state)"
-    _describe_live(s, live_items, has_stacks, top)
+        lifetimes = None
+    _describe_live(s, live_items, has_stacks, top, lifetimes)
 
     # ---- OOMs, phase bands, the serialized timeline ----------------------------------------------
     for i in oom_idx:
@@ -404,7 +409,6 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
         s.ooms.append(Oom(i, t_arr[i], e.get("size", 0), e.get("device_free"),
                           fr.where(e.get("frames"))))
     if entries:
-        s.bands = _bands(entries, t_arr, has_stacks)
         s._points = points  # the serialized timeline is built on demand (to_dict)
     if counts.get("free_requested", 0) > counts.get(FREE, 0):
         s.notes.append("some frees were requested but not completed (record_stream or a "
@@ -456,7 +460,8 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
     return items + pre
 
 
-def _describe_live(s: SnapshotSummary, items: list, has_stacks: bool, top: int) -> None:
+def _describe_live(s: SnapshotSummary, items: list, has_stacks: bool, top: int,
+                   lifetimes: Lifetimes | None = None) -> None:
     s.live_count = len(items)
     s.live_bytes = sum(it[0] for it in items)
     groups: dict[str, list[int]] = {}
@@ -473,10 +478,18 @@ def _describe_live(s: SnapshotSummary, items: list, has_stacks: bool, top: int) 
     # phases for everything live (cheap: cached per frame); categories follow from the phases
     entries = s._entries
     phase_of: dict[int, tuple[str, str]] = {}
+    guessed: list[bool] = []
     for k, (nbytes, i, frames, note) in enumerate(items):
         e = entries[i] if i is not None and entries else None
-        ph, cat = _phase_category(e, frames, has_stacks)
-        phase_of[k] = (ph, cat)
+        phase_of[k] = _phase_category(e, frames, has_stacks)
+        guessed.append(not (e is not None and e.get("category") not in (None, "", "unknown")))
+    if lifetimes is not None:  # a guessed category, refined by when the block was freed
+        lifetimes.learn_parameters(items, [phase_of[k][0] for k in range(len(items))])
+    for k, (nbytes, i, frames, note) in enumerate(items):
+        ph, cat = phase_of[k]
+        if lifetimes is not None and guessed[k]:
+            cat = lifetimes.refine(i, nbytes, ph, cat)
+            phase_of[k] = (ph, cat)
         by_phase[ph] = by_phase.get(ph, 0) + nbytes
         by_cat[cat] = by_cat.get(cat, 0) + nbytes
     s.by_phase = dict(sorted(by_phase.items(), key=lambda kv: -kv[1]))

@@ -68,7 +68,7 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
         out.append("")
         out.append(f"by phase{guess}: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in s.by_phase.items()))
     if s.by_category:
-        label = "by category (guess from the phase)" if s.guessed else "by category"
+        label = "by category (guessed from stacks and lifetimes)" if s.guessed else "by category"
         out.append(f"{label}: " + ", ".join(f"{k} {format_bytes(v)}" for k, v in s.by_category.items()))
     if s.live_at_peak:
         out.append("")

@@ -1,7 +1,7 @@
 """`MemLabApp`: routing and lifecycle only. Screens and widgets do the rest.
 
 The data sources are injected (memray's `TUIApp(reader)` pattern): a `Runner` (the real
-`SubprocessRunner` by default; tests pass a `ReplayRunner`), the `Course`, the `Progress`
+runner service's client by default; tests pass a `ReplayRunner`), the `Course`, the `Progress`
 store, and the GPU (detected in a thread at start-up unless given; `None` means no CUDA).
 """
 
@@ -19,11 +19,14 @@ from textual.screen import Screen
 
 from lab.curriculum import Course, Lesson, load_course
 from lab.measure.result import RunResult
-from lab.progress import NOT_STARTED, QUIZ_PASSED, Progress
+from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress
 from lab.reference import REFERENCE_DIR, load_reference
+from lab.report.units import format_bytes
 
-from .screens import (ConfirmScreen, HelpScreen, HomeScreen, LessonScreen, PathPromptScreen,
-                      TooSmallScreen)
+from .commands import LessonCommands
+from .screens import (CalibrationScreen, ConfirmScreen, HelpScreen, HomeScreen, LessonScreen,
+                      PathPromptScreen, TooSmallScreen)
+from .screens.diff_view import open_diff
 
 MIN_SIZE = (80, 24)
 DETECT = object()  # default for `gpu`: look for a CUDA GPU at start-up
@@ -32,6 +35,7 @@ DETECT = object()  # default for `gpu`: look for a CUDA GPU at start-up
 class MemLabApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "GPU Memory Lab"
+    COMMANDS = App.COMMANDS | {LessonCommands}
     BINDINGS = [
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -45,20 +49,21 @@ class MemLabApp(App):
 
     def __init__(self, runner: Any = None, course: Course | None = None,
                  progress: Progress | None = None, gpu: Any = DETECT,
-                 reference_root: Path | str | None = None):
+                 reference_root: Path | str | None = None, playback_seconds: float = 0.6):
         super().__init__()
-        if runner is None:
-            from lab.runner.client import SubprocessRunner
+        if runner is None:  # the machine's runner service (warm workers), or direct workers
+            from lab.runner.client import default_runner
 
-            runner = SubprocessRunner()
+            runner = default_runner()
         self.runner = runner
         self.course = course if course is not None else load_course()
         self.progress = progress if progress is not None else Progress.load()
         self.reference_root = Path(reference_root) if reference_root else REFERENCE_DIR
         self.gpu = None if gpu is DETECT else gpu
         self._detect = gpu is DETECT
-        self.last_results: dict[str, list[RunResult]] = {}  # this session's latest run per lesson
-        self.last_records: dict[str, list] = {}  # ...and its history records (not "history")
+        self.playback_seconds = playback_seconds  # per variant, for the H200 recordings
+        self.last_sets: dict[str, tuple] = {}  # lesson -> (lead, beside) ResultSets on screen
+        self.last_records: dict[str, list] = {}  # this session's run records (not "history")
         self._references: dict[str, dict[str, RunResult]] = {}
         self._home = HomeScreen()
 
@@ -83,6 +88,9 @@ class MemLabApp(App):
         except Exception:
             info = None
         self.call_from_thread(self._set_gpu, info)
+        prestart = getattr(self.runner, "prestart", None)
+        if prestart is not None:  # warm workers import torch while the learner reads
+            prestart()
 
     def _set_gpu(self, info) -> None:
         self.gpu = info
@@ -107,12 +115,17 @@ class MemLabApp(App):
             name = getattr(self.gpu, "name", "CUDA GPU")
             total = getattr(self.gpu, "total_bytes", 0)
             return Text.assemble(("● ", "bold green"), (name, "bold"),
-                                 f" · {total / 2**30:.1f} GiB · real CUDA runs")
+                                 f" · {format_bytes(total)} · real CUDA runs; the H200 "
+                                 "recordings beside them")
         refs = any(self.reference_root.glob("*/*.json")) if self.reference_root.is_dir() else False
-        tail = ("and H200 reference runs" if refs
-                else "(no H200 reference runs are recorded in this install yet)")
+        if not refs:
+            return Text.assemble(("○ ", "bold yellow"), ("No CUDA GPU", "bold"),
+                                 " · real CPU runs at small scale, simulation at full scale "
+                                 "(no H200 recordings in this install yet)")
         return Text.assemble(("○ ", "bold yellow"), ("No CUDA GPU", "bold"),
-                             f" · real CPU runs at small scale, simulation at full scale, {tail}")
+                             " · each lesson's result is its run recorded on an NVIDIA H200, "
+                             "played back; you can also run it yourself (simulated at full "
+                             "scale, real on the CPU at small scale)")
 
     def resolve_mode(self, requested: str, scale: str, lesson: Lesson) -> str | None:
         """`auto` -> cuda with a GPU, else cpu (small) or sim (seed); None if impossible here."""
@@ -128,9 +141,7 @@ class MemLabApp(App):
         return mode
 
     def references(self, lesson_id: str) -> dict[str, RunResult]:
-        """Recorded H200 runs, shown only where there is no CUDA GPU to run on."""
-        if self.device_state == "cuda":
-            return {}
+        """The H200 recordings of a lesson (the lesson screen decides where they go)."""
         if lesson_id not in self._references:
             self._references[lesson_id] = load_reference(lesson_id, self.reference_root)
         return self._references[lesson_id]
@@ -143,9 +154,10 @@ class MemLabApp(App):
         last = self.progress.last_lesson
         for lesson in lessons:
             if lesson.id == last:
-                if self.progress.status(lesson.id) == QUIZ_PASSED:
+                if self.progress.status(lesson.id) in (QUIZ_PASSED, QUIZ_DONE):
                     return next((l for l in lessons if l.number > lesson.number
-                                 and self.progress.status(l.id) != QUIZ_PASSED), lesson)
+                                 and self.progress.status(l.id) not in (QUIZ_PASSED, QUIZ_DONE)),
+                                lesson)
                 return lesson
         return next((l for l in lessons if self.progress.status(l.id) == NOT_STARTED), lessons[0])
 
@@ -218,6 +230,11 @@ class MemLabApp(App):
 
         self.call_from_thread(self.push_screen, SnapshotViewScreen(summary))
 
+    def action_calibration(self) -> None:
+        """How close your predictions were, lesson by lesson."""
+        if not isinstance(self.screen, CalibrationScreen):
+            self.push_screen(CalibrationScreen())
+
     def action_save_svg(self) -> None:
         """Export what is on screen (e.g. the results) as an SVG, in the current folder."""
         path = self.save_screenshot()
@@ -227,7 +244,7 @@ class MemLabApp(App):
         def done(yes: bool | None) -> None:
             if yes:
                 self.progress.reset()
-                self.last_results.clear()
+                self.last_sets.clear()
                 self.last_records.clear()
                 self.refresh_home()
                 self.notify("Progress and run history reset.")
@@ -237,7 +254,10 @@ class MemLabApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         lesson = screen if isinstance(screen, LessonScreen) else None
         if lesson is not None:
-            yield SystemCommand("Run experiment", "Run every checked variant (r)", lesson.action_run)
+            yield SystemCommand("Run experiment", "Run every checked variant, or play the H200 "
+                                "recording without a GPU (r)", lesson.action_run)
+            yield SystemCommand("Run it yourself", "Run on this machine (y)",
+                                lesson.action_run_yourself)
             yield SystemCommand("Cancel run", "Stop the running variant (Esc)",
                                 lesson.action_cancel_or_back)
             yield SystemCommand("Next lesson", "Open the next lesson (n)", lesson.action_next_lesson)
@@ -252,6 +272,10 @@ class MemLabApp(App):
                             self.action_playground)
         yield SystemCommand("Open snapshot", "View a memory snapshot or result JSON (o)",
                             self.action_open_snapshot)
+        yield SystemCommand("Diff two runs", "Where the peak moved between two results or "
+                            "snapshots (memlab diff)", lambda: open_diff(self))
+        yield SystemCommand("Calibration", "How close your predictions were, lesson by lesson",
+                            self.action_calibration)
         yield SystemCommand("Help", "Keys and how to read the plots (?)", self.action_help)
         yield SystemCommand("Reset progress", "Forget progress and run history (asks first)",
                             self.action_reset_progress)

@@ -2,7 +2,8 @@
 
 One fixed colour per memory category and per variant position (the baseline is always the
 first colour), as RGB so plotext and Rich draw exactly the same hue. Bytes stay ints until
-they are shown; lesson views show GB (10**9, the seeds' unit) and always say so.
+they are shown, and are shown by `lab.report.units` only (GB = 10**9 stepping down to MB, kB,
+B; never scientific notation): `size` and `size_delta` below are thin wrappers over it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 
 from lab.measure.trace import CATEGORIES
+from lab.report.units import format_bytes
 
 Rgb = tuple[int, int, int]
 
@@ -57,22 +59,24 @@ def variant_color(index: int) -> str:
     return hex_of(variant_rgb(index))
 
 
-def gb(n: int | float | None) -> str:
-    """Bytes -> 'x.xx GB' (10**9); small values keep three significant digits."""
-    if n is None:
-        return "—"
-    v = n / 1e9
-    if v == 0:
-        return "0 GB"
-    if abs(v) >= 0.1:
-        return f"{v:.2f} GB"
-    return f"{v:.3g} GB"
+def size(n: int | float | None) -> str:
+    """Bytes -> '4.40 GB' / '44.02 MB' / '0 B' (lab.report.units' one policy)."""
+    return format_bytes(n)
 
 
-def gb_delta(n: int | float | None) -> str:
+def size_delta(n: int | float | None) -> str:
+    """A difference in bytes with a real minus sign: '−200.00 MB', '+1.00 GB', '±0 B'."""
     if n is None:
         return "—"
-    return ("+" if n > 0 else "−" if n < 0 else "±") + gb(abs(n))
+    return ("+" if n > 0 else "−" if n < 0 else "±") + format_bytes(abs(n))
+
+
+def axis_unit(top: float) -> tuple[str, float]:
+    """The unit a plot's y axis uses for values up to `top` bytes: the same steps as `size`."""
+    for name, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if top >= div:
+            return name, div
+    return "B", 1.0
 
 
 def seconds(s: float | None) -> str:
@@ -111,13 +115,10 @@ def int_ticks(lo: int, hi: int, n: int = 5) -> list[int]:
     return list(range(first, hi + 1, step))
 
 
-def signed_gb(v: float) -> str:
-    """A difference already in GB, with a real minus sign: '−0.40 GB'."""
-    return ("+" if v > 0 else "−" if v < 0 else "±") + f"{abs(v):.2f} GB"
-
-
 def percent(x: float) -> str:
-    return ("+" if x > 0 else "−" if x < 0 else "±") + f"{abs(x):.0%}"
+    """A signed fraction: '−18%', '+0.4%' (one decimal below 1 %, so a small change is not ±0%)."""
+    sign = "+" if x > 0 else "−" if x < 0 else "±"
+    return sign + (f"{abs(x):.1%}" if 0 < abs(x) < 0.01 else f"{abs(x):.0%}")
 
 
 def tick_label(v: float) -> str:

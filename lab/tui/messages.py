@@ -18,6 +18,7 @@ class RunPlan:
     scale: str
     gpu_memory: int | None = None
     requested_mode: str = "auto"
+    recorded: bool = False  # the H200 recording played back, not a run on this machine
 
 
 class RunStarted(Message):

@@ -19,8 +19,11 @@ Besides the timeline, the experiment counts the bytes autograd saves for backwar
 
 import torch
 
-from lab.experiments import build_model, get_batch, layout, lm_loss, setup
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.models import build_model, lm_loss
+from lab.workloads.registry import layout
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup
 
 BLOG_SLOPE, BLOG_INTERCEPT = 4.6894e-4, 1.8494e6  # the blog's activations-per-token heuristic
 
@@ -79,13 +82,13 @@ def report(run, model, saved, tokens, first, last):
 
 
 def cycle(run, batch):
-    """The lab's loop: cross-entropy, AdamW foreach (lab.experiments), phases per step."""
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig(optimizer="adamw", impl="foreach"))
-    lay, model, opt, _ = setup(run, work)
+    """The lab's loop: cross-entropy, AdamW foreach (lab.workloads), phases per step."""
+    task = LM(run.p.layout, batch, run.p.seq)
+    model, opt, _ = setup(run, task, TrainConfig(optimizer="adamw", impl="foreach"))
     saved = SavedBytes(model)
     first = last = None
     for i in range(run.p.steps):
-        x, y = get_batch(run, lay, work, i)  # (B, T) token ids and next-token targets
+        x, y = get_batch(run, task, i)  # (B, T) token ids and next-token targets
         with run.phase(f"forward {i}"), saved:
             loss = lm_loss(model, x, y)  # activations are saved for backward as we go
         with run.phase(f"backward {i}"):

@@ -7,7 +7,9 @@ behaviour; it does NOT turn autograd off.
 
 import torch
 
-from lab.experiments import build_model, layout, lm_batch, lm_loss
+from lab.workloads.data import lm_batch
+from lab.workloads.models import build_model, lm_loss
+from lab.workloads.registry import layout
 
 
 def evaluate(run, grad_mode):

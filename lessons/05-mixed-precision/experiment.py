@@ -1,6 +1,6 @@
 """Lesson 05: mixed precision — fp32 vs autocast bf16 vs autocast fp16 + GradScaler vs pure bf16.
 
-The training step (lab/experiments/train.py) does, for bf16 / fp16:
+The training step (lab/workloads/train.py) does, for bf16 / fp16:
 
     with torch.autocast(device_type=run.device.type, dtype=torch.bfloat16):  # or float16
         logits = model(x)                                   # matmuls run in 16 bits
@@ -16,16 +16,16 @@ pure_bf16 converts the model instead: the weights are made in bf16, so their gra
 AdamW's exp_avg / exp_avg_sq (zeros_like the weights) are bf16 too, and no autocast is used.
 """
 
-import torch
-
-from lab.experiments import TrainConfig, Workload, build_model, layout, make_optimizer, train
+from lab.workloads import TrainConfig
+from lab.workloads.tasks import LM
+from lab.workloads.train import train
 
 
 def run_with(run, precision):
     if precision == "fp16" and run.device.type != "cuda":
         run.note("fp16 without a GradScaler here: the scaler is CUDA-only in this lab; memory is "
                  "the same, the loss scaling that keeps small fp16 gradients alive is not shown.")
-    train(run, Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig(precision=precision)),
+    train(run, LM(run.p.layout, run.p.batch, run.p.seq), TrainConfig(precision=precision),
           run.p.steps)
 
 
@@ -42,9 +42,6 @@ def fp16(run):
 
 
 def pure_bf16(run):
-    work = Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig())  # fp32 step: no autocast
-    with run.phase("model", setup=True):
-        # every parameter born in bf16; the optimizer is made after, so its state is bf16 as well
-        model = build_model(layout(run.p.layout), run.device, dtype=torch.bfloat16)
-        opt = make_optimizer(model, work.config)
-    train(run, work, run.p.steps, model=model, opt=opt)
+    # every parameter born in bf16 (lab.workloads: TrainConfig(precision="pure-bf16")); the
+    # optimizer is made after, so its state is bf16 as well; no autocast
+    run_with(run, "pure-bf16")

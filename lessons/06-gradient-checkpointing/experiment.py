@@ -1,6 +1,6 @@
 """Lesson 06: gradient (activation) checkpointing — memory saved vs time spent.
 
-By hand, every transformer block is wrapped (lab/experiments/train.py, enable_checkpointing):
+By hand, every transformer block is wrapped (lab/workloads/train.py, enable_checkpointing):
 
     from torch.utils.checkpoint import checkpoint
     out = checkpoint(block, hidden_states, use_reentrant=False)   # keeps only the block's input
@@ -10,11 +10,13 @@ activation_checkpointing_enable in transformers 5). In backward, each block's fo
 second time to rebuild its activations just before they are needed.
 """
 
-from lab.experiments import TrainConfig, Workload, train
+from lab.workloads import TrainConfig
+from lab.workloads.tasks import LM
+from lab.workloads.train import train
 
 
 def run_with(run, how):
-    train(run, Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig(checkpointing=how)),
+    train(run, LM(run.p.layout, run.p.batch, run.p.seq), TrainConfig(checkpointing=how),
           run.p.steps)
 
 

@@ -10,15 +10,17 @@ gradients (the loss is a mean and dropout is off), up to float rounding: the exp
 their norm and the sum of their absolute values before the first step, so the two variants can
 be compared number by number.
 
-The loop is `lab.experiments.train_step`'s, written out to make room for that comparison. It
+The loop is `lab.workloads.train.train_step`'s, written out to make room for that comparison. It
 keeps the same tensors alive (one detached loss per step), so the baseline is, byte for byte, the
 training step that lessons 05, 06, 09 and 11 run.
 """
 
 import torch
 
-from lab.experiments import get_batch, lm_loss, setup
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.models import lm_loss
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup
 
 
 def grad_summary(model) -> tuple[float, float]:
@@ -35,11 +37,11 @@ def grad_summary(model) -> tuple[float, float]:
 
 
 def train_accumulating(run, n):
-    work = Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig(micro_batches=n))
-    lay, model, opt, _ = setup(run, work)
-    losses = []  # one detached scalar per step, as lab.experiments.train keeps them
+    task = LM(run.p.layout, run.p.batch, run.p.seq)
+    model, opt, _ = setup(run, task, TrainConfig(micro_batches=n))
+    losses = []  # one detached scalar per step, as lab.workloads.train keeps them
     for i in range(run.p.steps):
-        x, y = get_batch(run, lay, work, i)  # (B, T): the same data in both variants
+        x, y = get_batch(run, task, i)  # (B, T): the same data in both variants
         total = None
         for k, (xm, ym) in enumerate(zip(x.chunk(n), y.chunk(n))):  # (B/n, T) each
             tag = f"{i}" if n == 1 else f"{i}.{k}"

@@ -8,8 +8,11 @@ Keeping the tensor costs memory only while it still holds a graph: in an evaluat
 no_grad, or before backward. After loss.backward() the graph is already freed.
 """
 
-from lab.experiments import build_model, layout, lm_batch, lm_loss, make_optimizer
-from lab.experiments.train import TrainConfig
+from lab.workloads import TrainConfig
+from lab.workloads.data import lm_batch
+from lab.workloads.models import build_model, lm_loss
+from lab.workloads.registry import layout
+from lab.workloads.train import make_optimizer
 
 
 def eval_loop(run, log):

@@ -5,12 +5,14 @@
     optimizer.zero_grad(set_to_none=False)   # p.grad.zero_(): the memory stays, filled with 0
 """
 
-from lab.experiments import TrainConfig, Workload, train
+from lab.workloads import TrainConfig
+from lab.workloads.tasks import LM
+from lab.workloads.train import train
 
 
 def run_with(run, set_to_none):
     cfg = TrainConfig(set_to_none=set_to_none)
-    train(run, Workload(run.p.layout, run.p.batch, run.p.seq, cfg), run.p.steps)
+    train(run, LM(run.p.layout, run.p.batch, run.p.seq), cfg, run.p.steps)
 
 
 def baseline(run):

@@ -11,12 +11,14 @@ and three implementations of the same AdamW update:
   foreach=False    a Python loop over parameters: intermediates one parameter at a time
 """
 
-from lab.experiments import TrainConfig, Workload, train
+from lab.workloads import TrainConfig
+from lab.workloads.tasks import LM
+from lab.workloads.train import train
 
 
 def run_with(run, optimizer, impl="foreach"):
     cfg = TrainConfig(optimizer=optimizer, impl=impl)
-    train(run, Workload(run.p.layout, run.p.batch, run.p.seq, cfg), run.p.steps)
+    train(run, LM(run.p.layout, run.p.batch, run.p.seq), cfg, run.p.steps)
 
 
 def baseline(run):
@@ -36,4 +38,4 @@ def adamw_fused(run):
 
 
 def adamw_for_loop(run):
-    run_with(run, "adamw", "for-loop")
+    run_with(run, "adamw", "forloop")

@@ -9,8 +9,15 @@ that stands for disk or network latency, said plainly: there is no real storage 
 batches are loaded while the GPU computes, and `pin_memory=True` + `non_blocking=True` make the
 host-to-GPU copy asynchronous. `torch.profiler` then shows where the time goes.
 
-Throughput and GPU busy % are recorded from the untracked, timed pass (cpu and cuda modes);
-simulation has no time.
+Throughput is recorded from the untracked, timed pass (cpu and cuda modes); simulation has no
+time. GPU busy % is NVML's "GPU utilisation" (cuda only), measured so that it means something:
+the driver reports the share of its last sample period (1/6 s to 1 s, depending on the GPU) in
+which a kernel was running. Read during or right after a few short steps, that period is mostly
+the idle time before them: six 37 ms steps at batch 1 read 0 %. So the timed pass repeats the
+same step for `busy_settle_s` seconds first, until the driver's period holds nothing but this
+work, then samples NVML every 50 ms for `busy_window_s` seconds more and averages those samples.
+(CUDA events would time the GPU from the first kernel to the last, idle gaps included, so they
+cannot tell busy from waiting; NVML is also what nvidia-smi shows, the number people look at.)
 """
 
 import time
@@ -19,10 +26,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from lab.experiments import get_batch, layout, setup, train_step
-from lab.experiments.data import corpus_tokens
-from lab.experiments.gpu import BusySampler
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.data import corpus_tokens
+from lab.workloads.gpu import BusySampler
+from lab.workloads.models import lm_loss
+from lab.workloads.registry import layout
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup, train_step
 
 
 class SlowTokens(Dataset):
@@ -46,31 +56,59 @@ class SlowTokens(Dataset):
         return ids[:-1], ids[1:]  # (T,), (T,)
 
 
-def sweep(run, batch):
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
-    lay, model, opt, scaler = setup(run, work)
-    x, y = get_batch(run, lay, work, 0)  # one batch, reused: no data loading in part 1
-    t0 = time.perf_counter()
-    with BusySampler(run.device) as busy:
-        for i in range(run.p.steps):
-            train_step(run, model, opt, scaler, x, y, work.config, i)
+def plain_step(model, opt, x, y):
+    """The training step of `train_step` (fp32, one micro-batch), without the lab's phase marks."""
+    lm_loss(model, x, y).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def gpu_busy(run, step):
+    """NVML's GPU utilisation over steady work: `step()` repeated for busy_settle_s, then sampled
+    every 50 ms for busy_window_s more (cuda, untracked timed pass only; see the docstring)."""
+    if not run.is_cuda or run.tracker is not None:
+        return
+
+    def repeat(seconds):
+        end = time.perf_counter() + seconds
+        while True:
+            step()
+            if time.perf_counter() >= end:
+                break
         run.sync()
-    report(run, batch, time.perf_counter() - t0, busy)
+
+    repeat(run.p.busy_settle_s)  # the driver's sample period now holds only this work
+    with BusySampler(run.device) as busy:
+        repeat(run.p.busy_window_s)
+    run.metric("gpu_busy_percent", busy.mean)
+    run.metric("gpu_busy_samples", len(busy.samples))
 
 
-def report(run, batch, seconds, busy):
+def sweep(run, batch):
+    task, cfg = LM(run.p.layout, batch, run.p.seq), TrainConfig()
+    model, opt, scaler = setup(run, task, cfg)
+    x, y = get_batch(run, task, 0)  # one batch, reused: no data loading in part 1
+    t0 = time.perf_counter()
+    for i in range(run.p.steps):
+        train_step(run, model, opt, scaler, x, y, cfg, i)
+    run.sync()
+    report(run, batch, time.perf_counter() - t0)
+    gpu_busy(run, lambda: plain_step(model, opt, x, y))
+
+
+def report(run, batch, seconds):
     run.metric("tokens_per_step", batch * run.p.seq)
     if not run.simulated:
         run.metric("tokens_per_s", run.p.steps * batch * run.p.seq / seconds)
-        run.metric("gpu_busy_percent", busy.mean)
 
 
 def loader_loop(run, workers, profile=False):
     batch = run.p.loader_batch
-    work = Workload(run.p.layout, batch, run.p.seq, TrainConfig())
-    lay, model, opt, scaler = setup(run, work)
+    task, cfg = LM(run.p.layout, batch, run.p.seq), TrainConfig()
+    model, opt, scaler = setup(run, task, cfg)
     pin = run.is_cuda and workers > 0
-    ds = SlowTokens(lay.vocab_size, run.p.seq, batch * run.p.steps, run.p.load_ms)
+    # enough windows for the measured steps and the busy-% window after them (made on demand)
+    ds = SlowTokens(layout(run.p.layout).vocab_size, run.p.seq, batch * (run.p.steps + 10_000), run.p.load_ms)
     if run.simulated:  # a DataLoader draws a random seed with .item(): fake tensors have no values
         run.note("simulation: the batches are collated here, without a DataLoader or workers; "
                  "the GPU memory is the same, and time is not simulated")
@@ -87,21 +125,29 @@ def loader_loop(run, workers, profile=False):
         prof = torch.profiler.profile(activities=acts)
         prof.__enter__()
     t0 = time.perf_counter()
-    with BusySampler(run.device) as busy:
-        it = iter(loader)
-        for i in range(run.p.steps):
-            with run.phase(f"data {i}", category="inputs"):  # timed: waiting for data counts
-                xb, yb = next(it)
-                x = xb.to(run.device, non_blocking=pin)  # (B, T)
-                y = yb.to(run.device, non_blocking=pin)
-            train_step(run, model, opt, scaler, x, y, work.config, i)
-        run.sync()
+    it = iter(loader)
+    for i in range(run.p.steps):
+        with run.phase(f"data {i}", category="inputs"):  # timed: waiting for data counts
+            xb, yb = next(it)
+            x = xb.to(run.device, non_blocking=pin)  # (B, T)
+            y = yb.to(run.device, non_blocking=pin)
+        train_step(run, model, opt, scaler, x, y, cfg, i)
+    run.sync()
     seconds = time.perf_counter() - t0
     if prof is not None:
         prof.__exit__(None, None, None)
         table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
         run.note("torch.profiler, top operations by self CPU time:\n" + table)
-    report(run, batch, seconds, busy)
+    report(run, batch, seconds)
+    if not profile:  # the profiled loop shows where the time goes; its busy % would include
+        # the profiler's own overhead
+
+        def loaded_step():  # the same loop: wait for the next batch, copy it, train on it
+            xb, yb = next(it)
+            plain_step(model, opt, xb.to(run.device, non_blocking=pin),
+                       yb.to(run.device, non_blocking=pin))
+
+        gpu_busy(run, loaded_step)
 
 
 def baseline(run):

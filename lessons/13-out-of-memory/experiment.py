@@ -7,11 +7,13 @@ a message of the same shape. The same GPT-2 step at batch 16 x 1,024 tokens, the
 technique of the previous lessons.
 """
 
-from lab.experiments import TrainConfig, Workload, train
+from lab.workloads import TrainConfig
+from lab.workloads.tasks import LM
+from lab.workloads.train import train
 
 
 def run_with(run, **config):
-    train(run, Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig(**config)), run.p.steps)
+    train(run, LM(run.p.layout, run.p.batch, run.p.seq), TrainConfig(**config), run.p.steps)
 
 
 def baseline(run):

@@ -36,6 +36,17 @@ class StepNoCycle:
         self.on_done = lambda: me().out.sum()
 
 
+def describe(run, found):
+    """One note per tensor the collector found: shape, bytes, and who referred to it."""
+    for t in found:
+        holders = [type(r).__name__ for r in gc.get_referrers(t)
+                   if r is not gc.garbage and r is not found]
+        run.note(f"in a reference cycle: tensor {tuple(t.shape)} {t.dtype}, "
+                 f"{t.untyped_storage().nbytes():,} bytes, referred to by {holders}")
+    # returning drops `t`: a loop variable at the caller's level would keep the last tensor
+    # (and, through its graph, its input) alive after `del found`
+
+
 def experiment(run, make, find=False):
     enabled = gc.isenabled()
     gc.collect()
@@ -56,13 +67,10 @@ def experiment(run, make, find=False):
                 gc.set_debug(gc.DEBUG_SAVEALL)  # collected objects go to gc.garbage, not away
                 gc.collect()
                 found = [o for o in gc.garbage if torch.is_tensor(o)]
-                for t in found:
-                    run.note(f"in a reference cycle: tensor {tuple(t.shape)} {t.dtype}, "
-                             f"{t.untyped_storage().nbytes():,} bytes, referred to by "
-                             f"{[type(r).__name__ for r in gc.get_referrers(t) if r is not gc.garbage and r is not found]}")
+                describe(run, found)  # a function: no loop variable is left holding a tensor
                 run.metric("tensors_in_cycles", len(found))
                 gc.set_debug(0)
-                gc.garbage.clear()
+                gc.garbage.clear()  # the cycles are garbage again; the next gc.collect() frees them
                 del found
         with run.phase("gc.collect()"):
             gc.collect()

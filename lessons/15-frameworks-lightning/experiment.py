@@ -15,13 +15,17 @@ import importlib
 
 import torch
 
-from lab.experiments import TrainConfig, Workload, build_model, enable_checkpointing, layout, lm_batch, lm_loss, train
-from lab.experiments.train import make_optimizer
+from lab.workloads import TrainConfig
+from lab.workloads.data import lm_batch
+from lab.workloads.models import build_model, lm_loss
+from lab.workloads.registry import layout
+from lab.workloads.tasks import LM
+from lab.workloads.train import enable_checkpointing, make_optimizer, train
 
 
 def by_hand(run):
     cfg = TrainConfig(precision="bf16", checkpointing="hf", micro_batches=run.p.micro_batches)
-    train(run, Workload(run.p.layout, run.p.batch, run.p.seq, cfg), run.p.steps)
+    train(run, LM(run.p.layout, run.p.batch, run.p.seq), cfg, run.p.steps)
 
 
 def import_lightning():
@@ -38,8 +42,8 @@ def import_lightning():
 def with_lightning(run):
     pl = import_lightning()
     if run.simulated:
-        raise RuntimeError("Lightning's Trainer moves the model with .to(), which FakeTensorMode "
-                           "refuses: run this variant in cpu or cuda mode")
+        raise NotImplementedError("Lightning's Trainer moves the model with .to(), which FakeTensorMode "
+                                  "refuses: run this variant in cpu or cuda mode")
     lay = layout(run.p.layout)
     n = run.p.micro_batches
 

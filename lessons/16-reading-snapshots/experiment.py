@@ -26,17 +26,19 @@ import time
 
 import torch
 
-from lab.experiments import get_batch, lm_loss, setup
-from lab.experiments.train import TrainConfig, Workload
+from lab.workloads import TrainConfig
+from lab.workloads.models import lm_loss
+from lab.workloads.tasks import LM
+from lab.workloads.train import get_batch, setup
 from lab.measure.snapshot import trace_to_snapshot
 
 
 def training_loop(run):
     """Lesson 03's loop: forward, backward, AdamW step, zero_grad, `steps` times."""
-    work = Workload(run.p.layout, run.p.batch, run.p.seq, TrainConfig(optimizer="adamw"))
-    lay, model, opt, _ = setup(run, work)  # phase "model": weights (+ AdamW, state made lazily)
+    task = LM(run.p.layout, run.p.batch, run.p.seq)
+    model, opt, _ = setup(run, task, TrainConfig(optimizer="adamw"))  # phase "model": weights (+ AdamW, state made lazily)
     for i in range(run.p.steps):
-        x, y = get_batch(run, lay, work, i)  # phase "data i": (B, T) token ids
+        x, y = get_batch(run, task, i)  # phase "data i": (B, T) token ids
         with run.phase(f"forward {i}"):
             loss = lm_loss(model, x, y)  # activations pile up, layer after layer
         with run.phase(f"backward {i}"):

@@ -25,7 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from lab.experiments import build_model, layout, lm_batch
+from lab.workloads.data import lm_batch
+from lab.workloads.models import build_model
+from lab.workloads.registry import layout
 
 IGNORE = -100  # the label transformers (and F.cross_entropy) skip: the last position has no next token
 

@@ -24,7 +24,10 @@ from dataclasses import replace
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from lab.experiments import build_model, layout, lm_batch, transformer_blocks
+from lab.workloads.data import lm_batch
+from lab.workloads.models import blocks as transformer_blocks
+from lab.workloads.models import build_model
+from lab.workloads.registry import layout
 
 
 class SavedPerLayer:

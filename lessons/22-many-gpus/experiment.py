@@ -3,7 +3,7 @@
 Every rank runs this same file (the lab starts one process per rank, as torchrun does; in sim
 the ranks are simulated in one process with PyTorch's fake process group). Each rank trains on
 its own batch of `batch` sequences; what a rank holds depends on the strategy
-(lab/experiments/parallel.py has the code, in the words of PyTorch's docs):
+(lab/workloads/parallel.py has the code, in the words of PyTorch's docs):
 
     DDP      model = DistributedDataParallel(model)
              opt = torch.optim.AdamW(model.parameters(), ...)
@@ -20,8 +20,10 @@ then the usual loop: loss = model(x); loss.backward(); opt.step(); opt.zero_grad
 
 from dataclasses import replace
 
-from lab.experiments import TrainConfig, Workload, layout
-from lab.experiments.parallel import train_parallel
+from lab.workloads import TrainConfig
+from lab.workloads.registry import layout
+from lab.workloads.tasks import LM
+from lab.workloads.train import train
 
 
 def model_layout(run):
@@ -30,9 +32,9 @@ def model_layout(run):
                    n_head=run.p.heads, n_kv_head=run.p.kv_heads, vocab_size=run.p.vocab)
 
 
-def run_with(run, strategy, **config):
-    work = Workload(model_layout(run), run.p.batch, run.p.seq, TrainConfig(**config))
-    train_parallel(run, work, strategy, run.p.steps)
+def run_with(run, parallel, **config):
+    task = LM(model_layout(run), run.p.batch, run.p.seq)  # per rank: its own batch
+    train(run, task, TrainConfig(parallel=parallel, **config), run.p.steps)
 
 
 def baseline(run):  # DDP: a full replica per rank

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, TabbedContent
 
 from lab.tui.screens import HelpScreen, HomeScreen, LessonScreen, TooSmallScreen
 
-from tui_helpers import COURSE, make_app, open_first_lesson, text_of
+from tui_helpers import COURSE, make_app, open_first_lesson, text_of, wait_until
 
 
 async def test_home_lists_every_lesson_with_status_and_banner():
@@ -53,18 +54,26 @@ async def test_next_and_previous_lesson_stop_at_the_ends():
 
 
 async def test_continue_opens_the_last_visited_lesson(memlab_home):
+    # Given a learner who last visited lesson 03 (not the first lesson, which "continue" would
+    # open anyway on a fresh start — that test could not fail)
+    third = COURSE.lessons[2]
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await open_first_lesson(pilot)
+        await pilot.pause()
+        for _ in range(2):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen.lesson.id == third.id
     # a new session: "continue" goes back to it
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert "Continue" in str(app.screen.query_one("#continue").label)
+        assert f"Continue: {third.key}" in str(app.screen.query_one("#continue").label)
         await pilot.press("c")
         await pilot.pause()
         assert isinstance(app.screen, LessonScreen)
-        assert app.screen.lesson.id == COURSE.lessons[0].id
+        assert app.screen.lesson.id == third.id
 
 
 async def test_help_opens_and_closes():
@@ -84,9 +93,37 @@ async def test_command_palette_lists_the_lab_actions():
     async with app.run_test(size=(80, 24)) as pilot:
         await open_first_lesson(pilot)
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        for wanted in ("Run experiment", "Cancel run", "Next lesson", "Previous lesson",
-                       "Course map", "Help", "Reset progress", "Quit"):
+        for wanted in ("Run experiment", "Run it yourself", "Cancel run", "Next lesson",
+                       "Previous lesson", "Course map", "Calibration", "Help", "Reset progress",
+                       "Quit"):
             assert wanted in titles
+
+
+@pytest.mark.parametrize("query, number", [("13", 13), ("memory", 13), ("checkpoint", 6)])
+async def test_the_command_palette_opens_a_lesson_by_number_or_words(query, number):
+    from textual.command import CommandPalette
+
+    app = make_app()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*query)
+        target = next(l for l in COURSE.lessons if l.number == number)
+        wanted = f"Lesson {target.key} · {target.title}"
+
+        def hits() -> list[str]:
+            return [str(o.prompt) for o in app.screen.query_one("CommandList").options]
+
+        await wait_until(pilot, lambda: any(wanted in h for h in hits()), tries=300)
+        if query.isdigit():
+            assert wanted in hits()[0]  # a number is that lesson, first
+        commands = app.screen.query_one("CommandList")
+        commands.highlighted = next(i for i, h in enumerate(hits()) if wanted in h)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, LessonScreen) and app.screen.lesson.number == number
 
 
 async def test_below_minimum_size_says_so_and_recovers():

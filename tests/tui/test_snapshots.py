@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from tui_helpers import make_app, open_first_lesson, run_and_wait
+from lab.reference import REFERENCE_DIR
+from lab.snapshots import open_summary
+from lab.tui.screens.snapshot_view import SnapshotViewApp
+
+from test_playground import PlaygroundReplay, open_playground
+from tui_helpers import FIXTURES, RUNS, make_app, open_first_lesson, run_and_wait, wait_until
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36")]
 
@@ -47,3 +52,39 @@ def test_inspector(snap_compare, size):
         await pilot.press("left", "left")
 
     assert snap_compare(make_app(), terminal_size=size, run_before=go)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_results_h200_recording(snap_compare, size):
+    # no GPU: after the prediction, the H200 recording of lesson 13 (OOMs, a 16 GiB cap)
+    async def go(pilot):
+        await pilot.pause()
+        app = pilot.app
+        app.open_lesson(next(l for l in app.course.lessons if l.id == "out-of-memory"))
+        await pilot.pause()
+        await run_and_wait(pilot, prediction="17")
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(references=REFERENCE_DIR), terminal_size=size, run_before=go)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_playground(snap_compare, size):
+    async def go(pilot):
+        screen = await open_playground(pilot)
+        screen.query_one("#combos").value = "baseline ckpt"
+        await pilot.press("r")
+        await wait_until(pilot, lambda: screen.comparison is not None, tries=1500)
+        await pilot.app.workers.wait_for_complete()
+        for box in screen.query("Input"):  # no blinking cursor in a snapshot
+            box.cursor_blink = False
+        screen.query_one("#results").focus()
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(PlaygroundReplay(RUNS)), terminal_size=size, run_before=go)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_snapshot_viewer(snap_compare, size):
+    app = SnapshotViewApp(open_summary(FIXTURES / "h200_snapshot.pickle")[0])
+    assert snap_compare(app, terminal_size=size)

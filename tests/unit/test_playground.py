@@ -1,56 +1,15 @@
-"""The playground: combinations, workloads, the compare plan and table, the fit search, the CLI."""
+"""The playground: the compare plan and rows (injected runner), real workers, the CLI."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from lab.measure.result import AllocatorStats, DeviceInfo, Peak, RunResult, Timeline
-from lab.playground import (ComboError, ComparePlan, Comparison, Probe, Techniques, confirm,
-                            get_workload, parse_combo, parse_combos, run_compare, search)
-from lab.playground.compare import EXPERIMENT
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-# ---- combinations ------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, label", [
-    ("", "baseline"), ("baseline", "baseline"), ("ckpt+bf16", "bf16+ckpt"),
-    ("accum4+sgd+fused", "accum4+sgd+fused"), ("accum=2, fp16", "fp16+accum2"),
-    ("zero_grads", "zero_grads"), ("no_grad+bf16", "eval+bf16"), ("adamw", "baseline"),
-])
-def test_combo_labels_are_canonical(text, label):
-    assert parse_combo(text).label == label
-    assert parse_combo(label) == parse_combo(text)  # the label parses back to the same thing
-
-
-@pytest.mark.parametrize("text, expect", [
-    ("bf16+fp16", "repeats"), ("warp-drive", "unknown technique"), ("eval+ckpt", "eval runs"),
-    ("accum0", "1..1024"), ("sgd+adam", "repeats"),
-])
-def test_bad_combos_are_one_line(text, expect):
-    with pytest.raises(ComboError, match=expect) as info:
-        parse_combo(text)
-    assert "\n" not in str(info.value)
-
-
-def test_duplicate_combos_refused():
-    with pytest.raises(ComboError, match="twice"):
-        parse_combos(["bf16+ckpt", "ckpt+bf16"])
-
-
-def test_workloads_and_support():
-    assert get_workload("mlp").items_per_step({"batch": 4, "seq": 64}) == 256  # tokens
-    assert get_workload("linear").items_per_step({"batch": 4}) == 4  # samples
-    with pytest.raises(ComboError, match="does not support ckpt"):
-        get_workload("linear").check(parse_combo("ckpt"))
-    with pytest.raises(KeyError, match="no workload"):
-        get_workload("gpt7")
+from lab.measure.result import DeviceInfo, Peak, RunResult, Timeline
+from lab.playground import ComparePlan, Comparison, run_compare
+from lab.workloads import EXPERIMENT, TOKENS, TrainConfig, get_workload, parse_combo, parse_combos
 
 
 def test_plan_points_every_combination_at_the_generic_experiment():
@@ -58,16 +17,30 @@ def test_plan_points_every_combination_at_the_generic_experiment():
     reqs = ComparePlan("mlp", {"batch": 2, "seq": 8}, combos, "sim", "small").requests()
     assert [r.variant for r in reqs] == ["combo", "combo"]
     assert all(r.experiment == EXPERIMENT and Path(r.experiment).is_file() for r in reqs)
-    assert reqs[1].overrides["techniques"] == parse_combo("bf16+ckpt").to_dict()
+    assert reqs[1].overrides["config"] == parse_combo("bf16+ckpt").to_dict()
+    assert reqs[1].overrides["optimizer"]["cls"] == "AdamW"
     assert reqs[0].overrides["workload"] == "mlp" and not reqs[0].timing  # sim: nothing to time
 
 
+@pytest.mark.parametrize("token", [t.name for t in TOKENS])
+def test_a_token_means_the_same_optimizer_on_every_workload(token):
+    # Given one token, the requests for the regression MLP and the language models carry the
+    # same optimizer (class, settings, state bytes per parameter): one meaning everywhere.
+    cfg = parse_combo("accum4" if token == "accumN" else token)
+    seen = set()
+    for name in ("mlp", "gpt2-tiny", "gpt2-small", "qwen2-1.5b"):
+        sizes = get_workload(name).default_sizes("small")
+        [req] = ComparePlan(name, sizes, [cfg], "sim", "small").requests()
+        seen.add(json.dumps(req.overrides["optimizer"], sort_keys=True))
+    assert len(seen) == 1
+
+
 # ---- compare, with an injected runner -----------------------------------------------------------
-def _result(variant, peak, step=None, status="ok", allocator=None) -> RunResult:
+def _result(variant, peak, step=None, status="ok") -> RunResult:
     return RunResult(lesson="playground", variant=variant, mode="cpu", scale="small",
                      device=DeviceInfo("CPU", "cpu"), status=status, peak=Peak(bytes=peak, index=1),
                      timeline=Timeline(index=[0, 1, 2], t=[0, .1, .2], live=[0, peak, 0], events=3),
-                     step_time_s=step, allocator=allocator,
+                     step_time_s=step,
                      error=None if status == "ok" else "CUDA out of memory. Tried to allocate")
 
 
@@ -79,10 +52,10 @@ class FakeRunner:
 
     def run(self, req, on_event=None, cancel=None):
         self.requests.append(req)
-        label = Techniques.from_dict(req.overrides["techniques"]).label
+        label = TrainConfig.from_dict(req.overrides["config"]).label
         if on_event:
-            on_event({"type": "phase", "name": "forward 1", "live_bytes": 1})
-        peak, step, status = self.by_label[label]
+            on_event({"type": "phase", "name": "forward 0", "live_bytes": 1})
+        peak, step, status = self.by_label.get(label, (1000, None, "ok"))
         return _result("combo", peak, step, status)
 
 
@@ -99,88 +72,10 @@ def test_run_compare_rows():
     assert both.throughput == pytest.approx(4 * 64 / 0.75) and c.unit == "tokens"
     assert accum.status == "oom" and accum.delta_bytes is None and accum.error
     assert [r.variant for r in c.results] == ["baseline", "bf16+ckpt", "accum2"]
+    assert c.results[2].params["config"]["micro_batches"] == 2  # even a failed run says what ran
     assert events == ["baseline", "bf16+ckpt", "accum2"]
     again = Comparison.from_dict(json.loads(json.dumps(c.to_dict())))
     assert again.rows == c.rows and again.results[1].peak.bytes == 600
-
-
-# ---- fit: the search, driven by formulas ---------------------------------------------------------
-def affine(fixed, per_sample, error_at=None):
-    calls = []
-
-    def probe(batch):
-        calls.append(batch)
-        if error_at is not None and batch >= error_at:
-            return Probe(batch, "error", 0, "boom")
-        return Probe(batch, "ok", fixed + per_sample * batch)
-
-    probe.calls = calls
-    return probe
-
-
-def test_fit_affine_needs_few_probes():
-    p = affine(1000, 100)
-    r = search(p, 5000, Techniques())
-    assert r.status == "ok" and r.batch == 40 and r.peak_bytes == 5000 and r.margin_bytes == 0
-    assert r.next_peak_bytes == 5100 and r.fixed_bytes == 1000 and r.per_sample_bytes == 100
-    assert r.probes <= 4
-
-
-def test_fit_with_accumulation_searches_the_micro_batch():
-    r = search(affine(1000, 100), 5000, parse_combo("accum4"))
-    assert r.micro_batch == 10 and r.batch == 40
-
-
-def test_fit_nonlinear_still_exact():
-    def probe(batch):  # attention-like: grows with batch², the line underestimates
-        return Probe(batch, "ok", 500 + 10 * batch + batch * batch)
-
-    r = search(probe, 20_000, Techniques())
-    best = max(b for b in range(1, 1000) if 500 + 10 * b + b * b <= 20_000)
-    assert r.batch == best and r.probes < 20
-
-
-def test_fit_none_fits_and_errors():
-    assert search(affine(10_000, 1), 5000, Techniques()).status == "none-fits"
-    r = search(affine(1000, 100, error_at=2), 5000, Techniques())
-    assert r.status == "error" and r.error == "boom"
-
-
-def test_fit_capped_when_the_peak_does_not_grow():
-    r = search(affine(1000, 0), 5000, Techniques(), max_micro=64)
-    assert r.capped and r.batch == 64
-
-
-def test_confirm_steps_down_on_real_oom():
-    r = search(affine(1000, 100), 5000, Techniques())
-
-    def cuda(batch):  # the real allocator needs 5 % more than the prediction
-        need = int((1000 + 100 * batch) * 1.05)
-        return Probe(batch, "ok" if need <= 5000 else "oom", need, None, need + 64)
-
-    r = confirm(r, cuda, Techniques())
-    assert r.cuda_status == "ok" and r.cuda_micro_batch == 37  # 1.05 × 4800 > 5000
-    assert r.cuda_margin_bytes == 5000 - (int((1000 + 3700) * 1.05) + 64)
-    assert any("largest that ran was 37" in n for n in r.notes)
-
-
-# ---- real runs (sim, small) --------------------------------------------------------------------------
-def test_sim_in_process_techniques_change_the_peak():
-    from lab.measure.measure import measure_variant
-    from lab.playground import experiment
-
-    w = get_workload("mlp")
-    peaks = {}
-    for label in ("baseline", "ckpt", "eval", "sgd"):
-        t = parse_combo(label)
-        params = {**w.default_sizes("small"), "workload": "mlp", "techniques": t.to_dict()}
-        r = measure_variant(experiment.combo, lesson="playground", variant=label, mode="sim",
-                            scale="small", params=params, timing=False)
-        assert r.ok, r.error
-        peaks[label] = r.peak.bytes
-    assert peaks["ckpt"] < peaks["baseline"]  # fewer activations kept for backward
-    assert peaks["eval"] < peaks["ckpt"]  # no graph, no gradients, no optimizer state
-    assert peaks["sgd"] < peaks["baseline"]  # one momentum buffer instead of Adam's two
 
 
 @pytest.mark.slow
@@ -193,6 +88,9 @@ def test_compare_through_real_workers_sim():
     assert [r.status for r in c.rows] == ["ok", "ok"], [r.error for r in c.rows]
     assert c.rows[1].delta_bytes < 0 and c.results[0].lesson == "playground"
     assert c.rows[0].step_time_s is None  # sim: no timings
+    assert [p.name for p in c.results[0].phases][:4] == ["model", "data 0", "forward 0",
+                                                        "backward 0"]
+    assert c.results[1].params["optimizer"]["state_bytes_per_param"] == 0
 
 
 # ---- the CLI ------------------------------------------------------------------------------------------
@@ -206,11 +104,12 @@ def _cli(capsys, *argv):
 
 @pytest.mark.parametrize("argv, expect", [
     (["compare", "gpt7"], "no workload 'gpt7'"),
-    (["compare", "mlp", "--combo", "bf16+warp"], "unknown technique"),
-    (["compare", "linear", "--combo", "ckpt"], "does not support ckpt"),
+    (["compare", "mlp", "--combo", "bf16+warp"], "unknown token 'warp'"),
+    (["compare", "linear", "--combo", "ckpt"], "does not support checkpointing"),
     (["compare", "mlp", "--gpu-memory", "lots"], "--gpu-memory"),
     (["compare", "linear", "--seq", "5"], "no sequence length"),
     (["compare", "mlp", "--set", "layers"], "KEY=VALUE"),
+    (["compare", "mlp", "--set", "dtype=bfloat16"], "has no size dtype"),
     (["compare", "mlp", "--batch", "6", "--combo", "accum4"], "not divisible"),
     (["fit", "mlp"], "--gpu-memory is required"),
     (["fit", "mlp", "--gpu-memory", "16 parsecs"], "--gpu-memory"),
@@ -223,13 +122,27 @@ def test_cli_bad_input_one_line_exit_2(capsys, argv, expect):
 
 def test_cli_list(capsys):
     code, out, _ = _cli(capsys, "compare", "--list")
-    assert code == 0 and "linear" in out and "mlp" in out
+    assert code == 0 and all(name in out for name in ("linear", "mlp", "gpt2-tiny", "qwen2-1.5b"))
 
 
-def test_headless_imports():
-    code = ("import sys, lab.playground, lab.playground.text, lab.export; "
-            "bad = [m for m in ('textual', 'plotext', 'rich', 'torch') if m in sys.modules]; "
-            "sys.exit(f'imported {bad}' if bad else 0)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert r.returncode == 0, r.stderr or r.stdout
+@pytest.mark.parametrize("command", ["compare", "fit"])
+def test_cli_help_lists_every_token(capsys, command):
+    with pytest.raises(SystemExit):
+        _cli(capsys, command, "--help")
+    out = capsys.readouterr().out
+    for t in TOKENS:
+        assert f"  {t.name} " in out and t.meaning.split(":")[0][:30] in " ".join(out.split())
+
+
+@pytest.mark.parametrize("workload", ["mlp", "gpt2-tiny"])
+def test_cli_compare_json_names_the_optimizer(capsys, monkeypatch, workload):
+    # the bar: `memlab compare mlp|gpt2-tiny --combo sgd --mode sim --json` name one optimizer
+    import lab.runner.client
+
+    monkeypatch.setattr(lab.runner.client, "SubprocessRunner", lambda: FakeRunner({}))
+    code, out, _ = _cli(capsys, "compare", workload, "--combo", "sgd", "--mode", "sim", "--json")
+    assert code == 0
+    optimizer = json.loads(out)["results"][0]["params"]["optimizer"]
+    assert optimizer == {"cls": "SGD", "lr": 0.001, "betas": None, "weight_decay": 0.0,
+                         "momentum": 0.0, "foreach": True, "fused": None, "state_tensors": 0,
+                         "state_bytes_per_param": 0}

@@ -1,8 +1,8 @@
 """Screens: the course map, a lesson, small dialogs (and, imported on demand, the playground
 and the snapshot viewer)."""
 
-from .dialogs import ConfirmScreen, HelpScreen, PathPromptScreen, TooSmallScreen
+from .dialogs import CalibrationScreen, ConfirmScreen, HelpScreen, PathPromptScreen, TooSmallScreen
 from .home import HomeScreen
 from .lesson import LessonScreen
 
-__all__ = ["ConfirmScreen", "HelpScreen", "PathPromptScreen", "HomeScreen", "LessonScreen", "TooSmallScreen"]
+__all__ = ["CalibrationScreen", "ConfirmScreen", "HelpScreen", "PathPromptScreen", "HomeScreen", "LessonScreen", "TooSmallScreen"]

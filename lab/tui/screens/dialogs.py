@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from rich.table import Table
+from rich.text import Text
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Label, Markdown, Static
+
+from lab.curriculum import predicted_answer_gb
+
+from ..look import percent
 
 HELP = """\
 # GPU Memory Lab — keys
@@ -14,28 +20,43 @@ HELP = """\
 | key | where | does |
 |-----|-------|------|
 | `Enter` / `c` | course map | open the lesson / continue where you left off |
-| `R` | course map | reset progress (asks first) |
-| `r` | lesson | run every checked variant |
+| `k` / `R` | course map | your predictions, lesson by lesson / reset progress (asks first) |
+| `r` | lesson | run every checked variant — without a CUDA GPU: play the lesson's run recorded on an NVIDIA H200 |
+| `y` | lesson | run it yourself on this machine (no GPU: simulated at seed scale, real CPU at small scale) |
+| `s` | lesson | open the H200's recorded allocator snapshot (when this install has it) |
 | `Esc` | lesson | cancel the run; when nothing runs, back to the course map |
 | `n` / `p` | lesson | next / previous lesson |
-| `1`…`5` | lesson | Lesson · Experiment · Results · Inspector · Quiz |
+| `1`…`5` | lesson | Lesson · Experiment · Results · Inspector · Quiz (a number typed with a point, like `4.4`, goes to the prediction box instead) |
 | `←` `→` (shift: ×10), `m`, `v` | inspector | move the cursor, jump to the peak, next variant |
 | `g` | anywhere | the playground: compare technique combinations on a workload |
 | `o` | anywhere | open a memory snapshot (`_dump_snapshot` pickle) or a result JSON |
 | `ctrl+s` | anywhere | save this screen (e.g. the results) as an SVG file |
-| `ctrl+p` | anywhere | command palette: every action by name |
+| `ctrl+p` | anywhere | command palette: every action by name; type a lesson's number or words to open it |
 | `?` / `q` | anywhere | this help / quit |
+
+## Predict, then see
+
+Before a lesson's first result, `r` asks you to predict the peak. The prediction is kept and
+cannot be changed once the result is shown; quiz answers are final too (the right answer is
+shown after you answer). The course map's *guess* column and `k` show how close you were.
 
 ## Reading the plots
 
-- **x** is the allocation event number (the same axis in cpu, sim and cuda runs);
-  **y** is live memory in **GB (10⁹ bytes)**, the unit of the seed tutorials.
+- **x** is the run, phase by phase: every phase gets a stretch as wide as the variant that
+  spent the most allocation events in it, so each variant is drawn at *its own* phases
+  (their names are under the plot). **y** is live memory in **GB (10⁹ bytes)**, the unit of
+  the seed tutorials, or MB for small runs.
 - Each variant has one colour everywhere (baseline first); each category too:
   parameters, gradients, optimizer state, activations, temporaries, inputs, other.
-- Grey vertical lines are phase starts; ● marks each variant's peak.
-- **Modes**: `cuda` measures the real caching allocator; `cpu` runs for real at a small
-  scale; `sim` runs the same code on fake tensors: exact bytes at full size, no timing.
-- Without a CUDA GPU the Results tab also shows runs **recorded on an H200**, labelled as such.
+- Grey vertical lines are phase starts; ● marks each variant's peak; ✕ where a run ran out of
+  memory (at the bytes it asked for); a red line is the GPU's capacity when one applies.
+  The legend is under the plot and says when two variants are drawn on top of each other.
+- **Modes**: `cuda` measures the real caching allocator; `cpu` runs for real; `sim` runs the
+  same code on fake tensors: exact bytes at full size, no timing.
+- **Scales**: `seed` is the full size of the tutorials ("seed documents") this course grew
+  from — a GPU-sized run; `small` is the same code shrunk to run in seconds on a laptop CPU.
+- Every number says where it came from: *H200 recording* (real CUDA, played back), *your
+  GPU*, *your CPU*, or *simulated*.
 
 Press `Esc` to close.
 """
@@ -119,3 +140,57 @@ class PathPromptScreen(ModalScreen[str | None]):
 
     def on_input_submitted(self, event) -> None:
         self.dismiss(event.value.strip() or None)
+
+
+def calibration_table(course, progress) -> Table | Text:
+    """Lesson by lesson: what you predicted, what the result was (and where it came from)."""
+    rows = progress.calibration()
+    if not rows:
+        return Text("No predictions yet. A lesson asks for one before its first result (r).",
+                    style="dim")
+    t = Table(title="Your predictions of the peak, lesson by lesson", title_justify="left",
+              header_style="bold", title_style="bold")
+    for name, just in (("lesson", "left"), ("you said", "right"), ("result", "right"),
+                       ("from", "left"), ("off by", "right"), ("", "left")):
+        t.add_column(name, justify=just)
+    errors = []
+    by_id = {lesson.id: lesson for lesson in course.lessons}
+    for lp in rows:
+        lesson = by_id.get(lp.id)
+        name = f"{lesson.key} {lesson.title}" if lesson else lp.id
+        q = next((q for q in lesson.quiz if q.kind == "predict_peak"), None) if lesson else None
+        truth = lp.truth_gb if lp.truth_gb else (predicted_answer_gb(lesson, q) if q else None)
+        source = lp.truth_source if lp.truth_gb else ("the lesson's answer" if q else "")
+        err = (lp.prediction_gb - truth) / truth if truth else None
+        if lp.prediction_late:
+            mark = Text("made after the result: not counted", style="dim")
+        elif err is None:
+            mark = Text("no result yet", style="dim")
+        else:
+            errors.append(abs(err))
+            ok = q is not None and abs(err) <= q.tolerance
+            mark = Text("✔ within the tolerance" if ok else "outside the tolerance",
+                        style="green" if ok else "yellow")
+        t.add_row(name, f"{lp.prediction_gb:g} GB", f"{truth:.2f} GB" if truth else "—", source,
+                  percent(err) if err is not None else "—", mark)
+    if errors:
+        errors.sort()
+        t.caption = (f"{len(errors)} prediction(s) made before the result: median off by "
+                     f"{errors[len(errors) // 2]:.0%}")
+    return t
+
+
+class CalibrationScreen(ModalScreen):
+    """How close the learner's predictions were (kept in the progress file)."""
+
+    DEFAULT_CSS = """
+    CalibrationScreen { align: center middle; }
+    CalibrationScreen > VerticalScroll { width: 95%; max-width: 110; height: auto;
+        max-height: 90%; border: thick $primary; background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape,k,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(calibration_table(self.app.course, self.app.progress))
+            yield Static(Text("Esc closes.", style="dim"))

@@ -9,19 +9,35 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static
 
-from lab.progress import NOT_STARTED, QUIZ_PASSED, RUN
+from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, RUN
+
+from ..look import percent
 
 STATUS_TEXT = {
     NOT_STARTED: ("○ not started", "dim"),
     RUN: ("● run", "yellow"),
+    QUIZ_DONE: ("◐ quiz done", "bold"),
     QUIZ_PASSED: ("✔ quiz passed", "bold green"),
 }
+
+
+def guess_text(lp) -> Text:
+    """The calibration column: how far the prediction was from the result."""
+    if lp is None or lp.prediction_gb is None:
+        return Text("—", style="dim")
+    if lp.prediction_late:
+        return Text("late", style="dim")
+    err = lp.calibration_error
+    if err is None:
+        return Text("made", style="dim")
+    return Text(percent(err), style="green" if abs(err) <= 0.1 else "yellow")
 
 
 class HomeScreen(Screen):
     BINDINGS = [
         Binding("c", "continue", "Continue"),
         Binding("enter", "open", "Open", show=False),
+        Binding("k", "app.calibration", "Predictions"),
         Binding("R", "reset", "Reset progress"),
     ]
 
@@ -43,6 +59,7 @@ class HomeScreen(Screen):
         table.add_column("#", key="n")
         # status before the title: long titles may be cut at 80 columns, the status never
         table.add_column("status", key="status")
+        table.add_column("guess", key="guess")  # how close the prediction was (k: all of them)
         table.add_column("lesson", key="title")
         self.refresh_view()
         self.watch(self.app, "device_state", lambda _s: self.refresh_banner(), init=False)
@@ -62,7 +79,12 @@ class HomeScreen(Screen):
             status = app.progress.status(lesson.id)
             done += status == QUIZ_PASSED
             label, style = STATUS_TEXT[status]
-            table.add_row(lesson.key, Text(label, style=style), lesson.title, key=lesson.id)
+            if status == QUIZ_DONE:
+                right, total = app.progress.lessons[lesson.id].quiz_score
+                label = f"◐ quiz {right}/{total}"
+            table.add_row(lesson.key, Text(label, style=style),
+                          guess_text(app.progress.lessons.get(lesson.id)), lesson.title,
+                          key=lesson.id)
         if app.course.lessons:
             table.move_cursor(row=min(row, len(app.course.lessons) - 1))
         target = app.continue_target()
@@ -73,7 +95,8 @@ class HomeScreen(Screen):
             button.label = f"▶ {'Continue' if started else 'Start'}: {target.key} {target.title}"
         n = len(app.course.lessons)
         self.query_one("#summary", Static).update(
-            Text(f"  {done}/{n} quizzes passed", style="dim"))
+            Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)",
+                 style="dim"))
         broken = self.query_one("#broken", Static)
         broken.display = bool(app.course.errors)
         broken.update(Text("\n".join(f"⚠ could not load: {e}" for e in app.course.errors),

@@ -1,106 +1,91 @@
-"""`LessonScreen`: read, run, look at the results, inspect, answer the quiz.
+"""`LessonScreen`: read, predict, run (or play the H200 recording), look, inspect, answer.
 
-Run: every selected variant goes through the injected runner, one after another, in a thread
-worker (exclusive, group "experiment"). The worker only posts messages; this screen updates
-widgets. Esc sets the cancel event, which the runner honours by killing the worker process.
+The text tab shows `Lesson.text_before` until a result is on screen, then the measured story
+(`text_after`) too. Before any result, nothing from a recording is shown (the predict-the-peak
+answer would be on screen). Running lives in `lesson_run.LessonRunMixin`; this module lays
+the screen out, shows results and moves between tabs and lessons.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 
 from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widget import Widget
-from textual.widgets import (Button, Footer, Header, Sparkline, Static, TabbedContent, TabPane)
-from textual.worker import get_current_worker
+from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
 
-from lab.curriculum import Lesson
-from lab.measure.result import RunResult
-from lab.runner.loop import run_all
-from lab.runner.protocol import RunRequest
+from lab.curriculum import Lesson, Question
 
-from ..look import STATUS_LABEL, gb, variant_color
-from ..messages import RunFinished, RunPlan, RunProgress, RunStarted, VariantFinished
+from ..look import variant_color
+from ..messages import RunPlan
+from ..provenance import RECORDING, version_mismatch
 from ..widgets import CodeView, InspectorView, QuizView, ResultsData, ResultsView, RunControls
-from ..widgets.quiz import parse_gb
-from ..widgets.results import variant_index
+from ..widgets.status import RunStatus
+from ..widgets.tables import ResultSet, variant_index
+from .lesson_run import LessonRunMixin
+from .lesson_store import load_sets
 
 TABS = ("text", "experiment", "results", "inspector", "quiz")
 
 
-def lesson_markdown(lesson: Lesson) -> str:
+def lesson_markdown(lesson: Lesson, revealed: bool) -> str:
     objectives = "\n".join(f"- {o}" for o in lesson.objectives)
     variants = "\n".join(f"- **{v.name}** — {v.title}. {v.description}" for v in lesson.variants)
-    body = lesson.markdown.strip()
+    body = lesson.text_before.strip()
     if body.lstrip("# ").strip().lower() == "placeholder":
         body = ""
+    after = lesson.text_after.strip()
+    if after and revealed:
+        body += "\n\n---\n\n" + after
+    elif after:
+        body += ("\n\n---\n\n*What the run measured, and the take-away, appear here once you "
+                 "have seen the result (press **r**).*")
     return (f"# {lesson.key} · {lesson.title}\n\n{lesson.summary}\n\n## You will\n\n{objectives}\n\n"
             f"## The experiment\n\n{variants}\n\nOpen **Experiment** (key `2`) to read the code, "
             f"then press **r** to run it.\n\n{body}\n")
 
 
-class StatusText(Widget):
-    """One line of text. `say()` repaints without a layout pass (it changes ~10×/s in a run)."""
-
-    DEFAULT_CSS = "StatusText { width: 1fr; height: 1; }"
-
-    def __init__(self, *, id: str | None = None):
-        super().__init__(id=id)
-        self.text: Text | str = ""
-
-    def render(self) -> Text | str:
-        return self.text
-
-    @property
-    def content(self):  # the same accessor as Static, for tests
-        return self.text
-
-    def say(self, text: Text | str) -> None:
-        self.text = text
-        self.refresh()
-
-
-class RunStatus(Horizontal):
-    DEFAULT_CSS = """
-    RunStatus { height: 1; background: $panel; padding: 0 1; }
-    RunStatus > Sparkline { width: 24; display: none; }
-    RunStatus.-running > Sparkline { display: block; }
-    """
-
-    def compose(self) -> ComposeResult:
-        yield StatusText(id="status-text")
-        yield Sparkline([], id="status-spark")
-
-    def say(self, text: Text | str) -> None:
-        self.query_one("#status-text", StatusText).say(text)
-
-
-class LessonScreen(Screen):
+class LessonScreen(LessonRunMixin, Screen):
     BINDINGS = [
         Binding("r", "run", "Run"),
+        Binding("y", "run_yourself", "Run it yourself"),
         Binding("escape", "cancel_or_back", "Cancel/Back"),
         Binding("n", "next_lesson", "Next"),
-        Binding("p", "prev_lesson", "Prev"),
+        Binding("p", "prev_lesson", "Prev", show=False),
+        Binding("s", "recorded_snapshot", "H200 snapshot", show=False),
+        Binding("full_stop,comma", "typed_number", show=False),
         *[Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False) for i, t in enumerate(TABS)],
     ]
 
     def __init__(self, lesson: Lesson):
         super().__init__(name=lesson.id)
         self.lesson = lesson
-        self.results: list[RunResult] = []
+        self.lead, self.beside = ResultSet(), ResultSet()
+        self.restored: str | None = None
         self.plan: RunPlan | None = None
         self.running = False
         self.finished_runs = 0  # how many runs this screen has completed (tests wait on it)
         self._cancel = threading.Event()
         self._spark: list[float] = []
+        self._finished: list = []
+        self._live: dict = {}
+        self._live_dirty = False
         self._stale: set[str] = set()
         self._last: dict = {}  # last phase / live bytes streamed by the running variant
+
+    @property
+    def results(self):  # the main results on screen (tests and the inspector read them)
+        return self.lead.results
+
+    @property
+    def predict_question(self) -> Question | None:
+        return next((q for q in self.lesson.quiz if q.kind == "predict_peak"), None)
 
     # ---- layout ------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -111,7 +96,7 @@ class LessonScreen(Screen):
                 with VerticalScroll(id="text-scroll"):
                     # Rich's Markdown in one Static: one DOM node instead of hundreds, so
                     # switching tabs never restyles the lesson text (keeps the UI responsive)
-                    yield Static(RichMarkdown(lesson_markdown(lesson)), id="lesson-md")
+                    yield Static("", id="lesson-md")
             with TabPane("2 Experiment", id="experiment"):
                 with Vertical():
                     yield RunControls(lesson, self._auto_label("seed"), "seed", id="controls")
@@ -129,210 +114,162 @@ class LessonScreen(Screen):
     def on_mount(self) -> None:
         self.title = "GPU Memory Lab"
         self.sub_title = f"{self.lesson.key} · {self.lesson.title}"
-        self.app.progress.visit(self.lesson.id)
+        app = self.app
+        app.progress.visit(self.lesson.id)
         self.query_one(CodeView).mark(self.lesson.variants[0].name, scroll=False)
-        self._describe_variant(self.lesson.variants[0].name)
-        quiz = self.query_one(QuizView)
-        lp = self.app.progress.lessons.get(self.lesson.id)
+        self.describe_variant(self.lesson.variants[0].name)
+        lp = app.progress.lessons.get(self.lesson.id)
         if lp:
-            quiz.restore(lp.quiz)
-            if lp.prediction_gb is not None:
-                for box in self.query("#predict"):
-                    box.value = f"{lp.prediction_gb:g}"
-        self.results = list(self.app.last_results.get(self.lesson.id, []))
-        self._show_results()
-        self._idle_status()
-        self.watch(self.app, "device_state", self._device_changed, init=False)
+            self.query_one(QuizView).restore(lp.quiz)
+        if self.lesson.id in app.last_sets:
+            self.lead, self.beside = app.last_sets[self.lesson.id]
+        else:
+            lead, beside, saved = load_sets(app.progress, self.lesson.id, app.reference_root)
+            if lead:
+                self.lead, self.beside = lead, beside
+                self.restored = f"from your last session ({saved[:16].replace('T', ' ')})"
+                app.last_sets[self.lesson.id] = (lead, beside)
+        self.refresh_prediction()
+        self.show_results()
+        self.idle_status()
+        self.set_interval(0.25, self._live_tick)
+        self.watch(app, "device_state", self._device_changed, init=False)
+
+    def _live_tick(self) -> None:
+        if self._live_dirty and self.running:
+            self._draw_live()
 
     def _device_changed(self, _state: str) -> None:
         controls = self.query_one(RunControls)
         controls.set_auto_label(self._auto_label(controls.scale))
-        self._show_results()
-        self._idle_status()
+        self.refresh_bindings()
+        self.show_results()
+        self.idle_status()
 
     def _auto_label(self, scale: str) -> str:
         return self.app.resolve_mode("auto", scale, self.lesson) or "?"
 
-    def _describe_variant(self, name: str) -> None:
+    def check_action(self, action: str, parameters) -> bool | None:
+        if action == "run_yourself":
+            return self.main_is_recording()  # otherwise r does the same: keep the footer short
+        return True
+
+    def describe_variant(self, name: str) -> None:
         v = self.lesson.variant(name)
         i = variant_index(self.lesson, name)
         self.query_one("#variant-info", Static).update(Text.assemble(
             (f"■ {v.name}", f"bold {variant_color(i)}"), f" — {v.title}. ", (v.description, "dim")))
 
-    def _idle_status(self) -> None:
+    def idle_status(self) -> None:
         text = Text("Ready. ", style="bold")
-        text.append("r runs every checked variant · Esc cancels a run · ? help", style="dim")
+        self.query_one(RunControls).set_idle_label(
+            "▶ Run yourself" if self.main_is_recording() else "▶ Run")
+        if self.main_is_recording():
+            controls = self.query_one(RunControls)
+            mode = self.app.resolve_mode(controls.mode, controls.scale, self.lesson)
+            text.append("r plays the H200 recording · y runs it yourself "
+                        f"({mode}, {controls.scale} scale) · ? help", style="dim")
+        else:
+            text.append("r runs every checked variant · Esc cancels a run · ? help", style="dim")
         self.query_one(RunStatus).say(text)
 
-    # ---- running -----------------------------------------------------------------------------
-    def action_run(self) -> None:
-        if self.running:
-            self.notify("A run is already in progress (Esc cancels it).", severity="warning")
+    def refresh_prediction(self) -> None:
+        lp = self.app.progress.lessons.get(self.lesson.id)
+        q = self.predict_question
+        if q is None:
             return
         controls = self.query_one(RunControls)
-        variants = controls.selected_variants()
-        if not variants:
-            self.notify("Check at least one variant to run.", severity="warning")
-            return
-        mode = self.app.resolve_mode(controls.mode, controls.scale, self.lesson)
-        if mode is None:
-            self.notify(f"Mode {controls.mode!r} needs a CUDA GPU and none is visible; "
-                        "choose auto, cpu or sim.", severity="error")
-            return
-        prediction = controls.prediction_text
-        if prediction:
-            value = parse_gb(prediction)
-            if value is None:
-                self.notify(f"Prediction {prediction!r} is not a number of GB (e.g. 4.4).",
-                            severity="error")
-                return
-            self.app.progress.set_prediction(self.lesson.id, value)
-            self.query_one(QuizView).prefill_prediction(value)
-        self.running = True
-        self._cancel = threading.Event()
-        self._spark = []
-        controls.set_running(True)
-        self.query_one(RunStatus).add_class("-running")
-        self.query_one(RunStatus).say(Text("Starting…", style="bold"))
-        self.run_variants(variants, controls.mode, mode, controls.scale, controls.gpu_memory_text)
-
-    @work(thread=True, exclusive=True, group="experiment", exit_on_error=False)
-    def run_variants(self, variants: tuple[str, ...], requested: str, mode: str, scale: str,
-                     gpu_text: str) -> None:
-        worker = get_current_worker()
-        gpu_memory = None
-        if gpu_text:
-            from lab.measure.device import SIZE_HELP, parse_size  # torch import: off the UI thread
-
-            try:
-                gpu_memory = parse_size(gpu_text)
-            except ValueError:
-                plan = RunPlan(variants, mode, scale, None, requested)
-                self.post_message(RunFinished(plan, [], cancelled=False))
-                self.app.call_from_thread(
-                    self.notify, f"Virtual GPU size {gpu_text!r} is not {SIZE_HELP}.",
-                    severity="error")
-                return
-        plan = RunPlan(variants, mode, scale, gpu_memory, requested)
-        self.post_message(RunStarted(plan))
-        runner, cancel = self.app.runner, self._cancel
-        total = len(variants)
-        reqs = [RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=mode,
-                           scale=scale, gpu_memory=gpu_memory, timeout_s=self.lesson.timeout_s)
-                for variant in variants]
-        results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
-            runner, reqs, jobs=1, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
-            on_event=lambda pos, msg: self.post_message(RunProgress(variants[pos], pos, total, msg)),
-            on_result=lambda pos, result: self.post_message(VariantFinished(result, pos, total)))
-        self.post_message(RunFinished(plan, results, cancelled=cancel.is_set()))
-
-    def on_run_started(self, message: RunStarted) -> None:
-        self.plan = message.plan
-
-    def on_run_progress(self, message: RunProgress) -> None:
-        ev = message.event
-        kind = ev.get("type")
-        if kind in ("queued", "started"):
-            code = self.query_one(CodeView)
-            if code.marked != message.variant:
-                code.mark(message.variant)
-                self._describe_variant(message.variant)
-            if kind == "queued":
-                self._spark = []
-                self._last = {}
-        # a sample or phase event updates what is shown; the others keep the last known values
-        if kind in ("phase", "sample"):
-            self._last = {"phase": ev.get("phase") or ev.get("name"), "live": ev.get("live_bytes")}
-        live = self._last.get("live") if kind != "queued" else None
-        if live is not None and kind in ("phase", "sample"):
-            self._spark.append(float(live))
-            self.query_one("#status-spark", Sparkline).data = self._spark[-48:]
-        color = variant_color(variant_index(self.lesson, message.variant))
-        text = Text.assemble(("▶ ", "bold"), (message.variant, f"bold {color}"),
-                             f" ({message.position + 1}/{message.total})")
-        phase = self._last.get("phase") if kind != "queued" else None
-        if kind == "queued":
-            text.append(" · starting worker…", style="dim")
-        if phase:
-            text.append(" · phase ", style="dim")
-            text.append(str(phase), style="bold")
-        if live is not None:
-            text.append(" · live ", style="dim")
-            text.append(gb(live), style="bold")
-        text.append("  (Esc cancels)" if not self._cancel.is_set() else "  cancelling…", style="dim")
-        self.query_one(RunStatus).say(text)
-
-    def on_variant_finished(self, message: VariantFinished) -> None:
-        r = message.result
-        rec = self.app.progress.record_run(r, gpu_memory=self.plan.gpu_memory if self.plan else None)
-        if message.position == 0:
-            self.app.last_records[self.lesson.id] = []
-        self.app.last_records.setdefault(self.lesson.id, []).append(rec)
-        if r.status == "error":
-            self.notify(f"{r.variant}: {r.error}", title="Run failed", severity="error", timeout=8)
-        elif r.status == "oom":
-            self.notify(f"{r.variant} ran out of memory — see Results.", title="Out of memory",
-                        severity="warning", timeout=6)
-
-    def on_run_finished(self, message: RunFinished) -> None:
-        self.running = False
-        self.finished_runs += 1
-        self.query_one(RunControls).set_running(False)
-        status = self.query_one(RunStatus)
-        status.remove_class("-running")
-        if message.results:
-            self.results = message.results
-            self.app.last_results[self.lesson.id] = message.results
-            self._show_results()
-            self.query_one(TabbedContent).active = "results"
-        words = ", ".join(f"{r.variant} {STATUS_LABEL.get(r.status, r.status)}"
-                          for r in message.results) or "nothing ran"
-        head = "Cancelled" if message.cancelled else "Done"
-        status.say(Text.assemble((f"{head}: ", "bold"), words,
-                                 ("  · r runs again · 3 results · 4 inspector", "dim")))
-        self.app.refresh_home()
-
-    def action_cancel_or_back(self) -> None:
-        if self.running:
-            self._cancel.set()
-            self.query_one(RunStatus).say(Text("Cancelling… (stopping the worker)", style="yellow"))
+        if lp and lp.prediction_gb is not None:
+            self.query_one(QuizView).commit_prediction(lp.prediction_gb)
+            controls.show_prediction(Text.assemble(
+                ("your prediction: ", "dim"), (f"{lp.prediction_gb:g} GB", "bold"),
+                (f" for the {q.variant} peak ({q.scale} scale), committed", "dim")))
+        elif lp and lp.revealed_at:
+            controls.show_prediction(Text("no prediction made before the result was shown",
+                                          style="dim"))
         else:
-            self.app.action_home()
-
-    def on_unmount(self) -> None:
-        self._cancel.set()  # leaving the screen stops its run
+            controls.show_prediction(Text(f"r asks you to predict the {q.variant} peak "
+                                          f"({q.scale} scale) first", style="dim"))
 
     # ---- showing -----------------------------------------------------------------------------
-    def _show_results(self) -> None:
+    def revealed(self) -> bool:
+        lp = self.app.progress.lessons.get(self.lesson.id)
+        return bool(self.lead) or bool(lp and lp.revealed_at)
+
+    def show_results(self) -> None:
         app = self.app
-        predict = next((q for q in self.lesson.quiz if q.kind == "predict_peak"), None)
+        q = self.predict_question
+        if self.lead:
+            truth = None
+            for rs in (self.lead, self.beside):
+                r = rs.get(q.variant) if (q and rs) else None
+                if truth is None and r is not None and r.ok and r.scale == q.scale:
+                    truth = (r.peak.bytes / 1e9, rs.source.short)
+            app.progress.reveal(self.lesson.id, *(truth or (None, "")))
         lp = app.progress.lessons.get(self.lesson.id)
+        recording = next((rs.results[0] for rs in (self.lead, self.beside)
+                          if rs and rs.how == RECORDING), None)
         data = ResultsData(
-            lesson=self.lesson, results=self.results,
-            references=app.references(self.lesson.id),
+            lesson=self.lesson, lead=self.lead, beside=self.beside,
             prediction_gb=lp.prediction_gb if lp else None,
-            prediction_question=(predict.variant, predict.scale) if predict else None,
+            prediction_question=(q.variant, q.scale) if q else None,
+            prediction_late=bool(lp and lp.prediction_late),
             history=[h for h in app.progress.history_for(self.lesson.id)
                      if not any(h is mine for mine in app.last_records.get(self.lesson.id, []))],
-        )
-        self.query_one(ResultsView).show(data if (self.results or data.references) else None)
+            versions=version_mismatch(recording) if recording else None,
+            restored=self.restored)
+        self.query_one(ResultsView).show(data, self._empty_hint())
+        self.query_one("#lesson-md", Static).update(
+            RichMarkdown(lesson_markdown(self.lesson, self.revealed())))
+        self.refresh_prediction()
+        self.refresh_bindings()
         # the other tabs are brought up to date when they are shown: less layout work at once
         self._stale = {"inspector", "quiz"}
         self._refresh_tab(self.query_one(TabbedContent).active)
+
+    def _empty_hint(self) -> Text:
+        if self.main_is_recording():
+            return Text.assemble(
+                "No result yet. ", ("r", "bold"), " plays this lesson as recorded on an NVIDIA "
+                "H200 (you have no CUDA GPU here: the recording is the real thing); ",
+                ("y", "bold"), " runs it yourself on this machine (simulated at full size, or "
+                "for real on the CPU at small scale). Predict first: r asks.", style="dim")
+        return Text.assemble("No results yet. Press ", ("r", "bold"), " to run every checked "
+                             "variant; results appear here as they arrive.", style="dim")
 
     def _refresh_tab(self, tab: str) -> None:
         if tab not in self._stale:
             return
         self._stale.discard(tab)
         if tab == "inspector":
-            self.query_one(InspectorView).show(self.lesson, self.results)
+            self.query_one(InspectorView).show(
+                self.lesson, self.lead.results, self.lead.source.short if self.lead else "")
         elif tab == "quiz":
-            self.query_one(QuizView).set_measured(
-                {(r.variant, r.scale): (r.peak.bytes, r.mode) for r in self.results if r.ok})
+            measured = {}
+            for rs in (self.beside, self.lead):  # the lead wins
+                for r in rs.results:
+                    if r.ok:
+                        measured[(r.variant, r.scale)] = (r.peak.bytes, rs.source.short)
+            self.query_one(QuizView).set_measured(measured)
 
     # ---- navigation --------------------------------------------------------------------------
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        tabs = self.query_one(TabbedContent)
+        self._last_tab_key = (time.monotonic(), TABS.index(tab) + 1, tabs.active)
+        tabs.active = tab
+
+    def action_typed_number(self) -> None:
+        """"4" then "." is someone typing a prediction (4.4), not asking for tab 4: go back to
+        the tab they were on and open the prediction box with "4." in it."""
+        when, digit, before = getattr(self, "_last_tab_key", (0.0, 0, ""))
+        lp = self.app.progress.lessons.get(self.lesson.id)
+        pending = self.predict_question is not None and not (
+            lp and (lp.prediction_gb is not None or lp.revealed_at))
+        if not pending or time.monotonic() - when > 2.0 or self.running:
+            return
+        self.query_one(TabbedContent).active = before
+        self._ask_prediction(self._play_recording if self.main_is_recording() else self._run_live,
+                             prefill=f"{digit}.")
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._refresh_tab(event.pane.id)
@@ -358,26 +295,51 @@ class LessonScreen(Screen):
         if self._guard():
             self.app.open_lesson_offset(self.lesson, -1)
 
+    def action_recorded_snapshot(self) -> None:
+        """Open the H200's allocator snapshot of the inspector's (or the first) variant."""
+        variant = self.query_one(InspectorView).variant or self.lesson.variants[0].name
+        folder = Path(self.app.reference_root) / self.lesson.id
+        path = folder / f"{variant}.profile.pkl.gz"
+        if not path.is_file():
+            found = sorted(folder.glob("*.profile.pkl.gz")) if folder.is_dir() else []
+            if not found:
+                self.notify("No recorded H200 allocator snapshot for this lesson in this "
+                            "install yet.", severity="warning")
+                return
+            path = found[0]
+        self.app.load_snapshot(str(path))
+
     # ---- messages up from widgets ------------------------------------------------------------
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "run":
             event.stop()
-            self.action_run()
+            self.action_run_yourself() if self.main_is_recording() else self.action_run()
 
     def on_checkbox_changed(self, event) -> None:
         name = (event.checkbox.id or "").removeprefix("v-")
         if event.value and not self.running and name:
             self.query_one(CodeView).mark(name)
-            self._describe_variant(name)
+            self.describe_variant(name)
 
     def on_select_changed(self, event) -> None:
         if event.select.id == "scale":
             controls = self.query_one(RunControls)
             controls.set_auto_label(self._auto_label(controls.scale))
+            self.idle_status()
 
     def on_quiz_view_answered(self, message: QuizView.Answered) -> None:
-        self.app.progress.record_answer(self.lesson.id, message.index, message.answer,
-                                        message.correct, len(self.lesson.quiz))
-        if self.app.progress.status(self.lesson.id) == "quiz passed":
-            self.notify("Quiz passed ✔", severity="information")
+        progress, lesson = self.app.progress, self.lesson
+        if lesson.quiz[message.index].kind == "predict_peak":
+            progress.commit_prediction(lesson.id, float(message.answer))
+            self.refresh_prediction()
+        progress.record_answer(lesson.id, message.index, message.answer, message.correct,
+                               len(lesson.quiz))
+        status = progress.status(lesson.id)
+        if status in ("quiz passed", "quiz done"):
+            right, total = progress.lessons[lesson.id].quiz_score
+            self.notify(f"Quiz done: {right}/{total} correct" + (" ✔" if right == total else ""),
+                        severity="information")
         self.app.refresh_home()
+
+
+__all__ = ["LessonScreen", "lesson_markdown"]

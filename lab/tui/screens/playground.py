@@ -3,115 +3,90 @@
     PlaygroundScreen(runner=SubprocessRunner())    # tests pass a runner that replays results
     python -m lab.tui.screens.playground           # standalone
 
-Each combination runs in its own worker (a thread worker drives them in turn, so the UI stays
-live); rows land in the table as results arrive, then the overlaid timelines and the peak-memory
-vs step-time chart are drawn. `escape` cancels a comparison in progress (the worker process is
-killed), or leaves. Posts `PlaygroundScreen.ComparisonDone` with the finished comparison.
+The workload list is loaded in a thread (today it imports torch); every call into the workload
+layer goes through `playground_data`. Each combination runs in its own worker (a thread
+worker drives them in turn, so the UI stays live); rows land in the table as results arrive,
+and the timelines (aligned by phase, as in the lessons) grow with them; the peak-memory vs
+step-time chart follows at the end. `r` (or Enter in a field) runs, Esc cancels a comparison
+in progress (the worker is killed) or leaves. Changing the workload or the mode clears the old
+results. Posts `PlaygroundScreen.ComparisonDone` with the finished comparison.
 """
 
 from __future__ import annotations
 
 import threading
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Label, Select, Static
+from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
 from textual_plotext import PlotextPlot
 
 from lab.measure.result import RunResult
-from lab.playground import ComboError, ComparePlan, Comparison, all_workloads, parse_combos
-from lab.playground.compare import rows_for, run_compare
-from lab.playground.text import gb
-from lab.snapshots.series import max_buckets
 
-MODES = [("auto", "auto"), ("cpu (real, small)", "cpu"), ("sim (exact bytes)", "sim"),
-         ("cuda", "cuda")]
+from ..look import percent, seconds, size, size_delta, variant_rgb
+from ..widgets.quiz import NumberInput
+from ..widgets.timeline import Series, TimelinePlot
+from . import playground_data as data
+
+MODES = [("auto", "auto"), ("cpu (real run, small sizes)", "cpu"),
+         ("sim (exact bytes, full sizes)", "sim"), ("cuda (your GPU)", "cuda")]
 DEFAULT_COMBOS = "baseline bf16 ckpt bf16+ckpt"
-
-
-class TimelinesPlot(PlotextPlot):
-    """Live memory of every combination, overlaid (allocation # on x)."""
-
-    results: list[RunResult]
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.results = []
-
-    def on_resize(self) -> None:
-        self.replot()
-
-    def replot(self) -> None:
-        p = self.plt
-        p.clear_data()
-        ok = [r for r in self.results if r.timeline.index]
-        if not ok:
-            p.title("live memory (run a comparison)")
-            self.refresh()
-            return
-        top = max(max(r.timeline.live) for r in ok)
-        unit, div = ("GB", 1e9) if top >= 0.1e9 else ("MB", 1e6)
-        width = max(20, self.size.width or 80)
-        for r in ok:
-            idx = max_buckets(r.timeline.live, 0, len(r.timeline.live), 2 * width)
-            p.plot([r.timeline.index[i] for i in idx], [r.timeline.live[i] / div for i in idx],
-                   label=r.variant)
-        p.title("live memory over time")
-        p.xlabel("allocation #")
-        p.ylabel(unit)
-        self.refresh()
+INTRO = ("Compare memory-saving techniques on a workload of your choosing. Each combination "
+         "runs in its own process; the first one is the baseline.")
 
 
 class TradeoffPlot(PlotextPlot):
     """Peak memory against step time: one labelled point per combination."""
 
-    comparison: Comparison | None
-
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.comparison = None
+        self.rows: list = []
 
     def replot(self) -> None:
         p = self.plt
         p.clear_data()
-        rows = [r for r in (self.comparison.rows if self.comparison else [])
-                if r.status == "ok" and r.step_time_s is not None]
+        p.clear_figure()
+        rows = [r for r in self.rows if r.status == "ok" and r.step_time_s is not None]
         if not rows:
-            p.title("peak vs step time (needs timings: cpu or cuda)")
-            self.refresh()
-            return
-        from lab.export import draw_tradeoff
-
-        draw_tradeoff(p, rows)
+            p.title("peak vs step time (timed runs)")
+            p.xticks([], [])
+            p.yticks([0], ["0"])
+        else:
+            data.draw_tradeoff(p, rows)
         self.refresh()
 
 
 class PlaygroundScreen(Screen):
     DEFAULT_CSS = """
     PlaygroundScreen { layout: vertical; }
-    PlaygroundScreen #form { height: auto; padding: 0 1; }
-    PlaygroundScreen #form Horizontal { height: auto; }
-    PlaygroundScreen #form Label { padding: 1 1 0 0; }
-    PlaygroundScreen Select { width: 24; }
-    PlaygroundScreen #batch, PlaygroundScreen #seq { width: 10; }
+    PlaygroundScreen #intro { height: auto; padding: 0 1; color: $text-muted; }
+    PlaygroundScreen #form { height: auto; padding: 0 1; background: $boost; }
+    PlaygroundScreen #form > Horizontal { height: 1; }
+    PlaygroundScreen #form Label { padding: 0 1 0 0; color: $text-muted; }
+    PlaygroundScreen #workload { width: 16; margin-right: 1; }
+    PlaygroundScreen #mode { width: 33; margin-right: 1; }
+    PlaygroundScreen #batch, PlaygroundScreen #seq { width: 8; margin-right: 1; }
     PlaygroundScreen #combos { width: 1fr; }
-    PlaygroundScreen #status { height: auto; padding: 0 1; color: $text-muted; }
-    PlaygroundScreen #results { height: auto; max-height: 12; }
-    PlaygroundScreen #plots { height: 1fr; min-height: 12; }
-    PlaygroundScreen TimelinesPlot { width: 3fr; }
-    PlaygroundScreen TradeoffPlot { width: 2fr; }
+    PlaygroundScreen #tokens { height: auto; padding: 0 1; color: $text-muted; }
+    PlaygroundScreen #status { height: auto; padding: 0 1; }
+    PlaygroundScreen #results { height: auto; max-height: 8; }
+    PlaygroundScreen #plots { height: 1fr; min-height: 8; }
+    PlaygroundScreen #timelines { width: 3fr; height: 1fr; }
+    PlaygroundScreen #tradeoff { width: 2fr; }
     """
     BINDINGS = [
-        Binding("ctrl+r", "run", "run"),
-        Binding("escape", "cancel_or_back", "cancel / back"),
+        Binding("r", "run", "Run"),
+        Binding("ctrl+r", "run", "Run", show=False),
+        Binding("escape", "cancel_or_back", "Cancel/Back"),
     ]
 
     class ComparisonDone(Message):
-        def __init__(self, comparison: Comparison) -> None:
+        def __init__(self, comparison) -> None:
             super().__init__()
             self.comparison = comparison
 
@@ -119,140 +94,193 @@ class PlaygroundScreen(Screen):
                  mode: str = "auto", **kwargs):
         super().__init__(**kwargs)
         if runner is None:
-            from lab.runner.client import SubprocessRunner
+            from lab.runner.client import default_runner
 
-            runner = SubprocessRunner()
+            runner = default_runner()
         self.runner = runner
         self._workload, self._combos, self._mode = workload, combos, mode
         self._cancel: threading.Event | None = None
-        self.comparison: Comparison | None = None
+        self.catalog: data.Catalog | None = None
+        self.comparison = None
+        self._plan = None
+        self._results: list[RunResult] = []
 
     def compose(self) -> ComposeResult:
-        names = list(all_workloads())
+        yield Header()
+        yield Static(INTRO, id="intro")
         with Vertical(id="form"):
             with Horizontal():
                 yield Label("workload")
-                yield Select([(n, n) for n in names], value=self._workload if self._workload in
-                             names else names[0], allow_blank=False, id="workload")
+                yield Select([("loading…", "")], value="", allow_blank=False, compact=True,
+                             id="workload")
                 yield Label("mode")
-                yield Select(MODES, value=self._mode, allow_blank=False, id="mode")
-                yield Label("batch")
-                yield Input(placeholder="default", id="batch", type="integer")
-                yield Label("seq")
-                yield Input(placeholder="default", id="seq", type="integer")
+                yield Select(MODES, value=self._mode, allow_blank=False, compact=True, id="mode")
             with Horizontal():
+                yield Label("batch")
+                yield NumberInput(compact=True, id="batch", type="integer", valid_empty=True)
+                yield Label("seq")
+                yield NumberInput(compact=True, id="seq", type="integer", valid_empty=True)
                 yield Label("combinations")
-                yield Input(self._combos, id="combos",
-                            placeholder="baseline bf16 ckpt bf16+ckpt accum4 sgd+fused eval")
-                yield Button("Run", id="run", variant="primary")
-        yield Static("the first combination is the baseline; each runs in its own process",
-                     id="status")
+                yield Input(self._combos, compact=True, id="combos",
+                            placeholder="e.g. baseline bf16 ckpt bf16+ckpt")
+        yield Static("", id="tokens")
+        yield Static("Loading the workloads…", id="status")
         yield DataTable(id="results", zebra_stripes=True)
         with Horizontal(id="plots"):
-            yield TimelinesPlot(id="timelines")
+            yield TimelinePlot("live memory", id="timelines")
             yield TradeoffPlot(id="tradeoff")
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#results", DataTable).add_columns(
-            "combination", "status", "peak", "Δ vs baseline", "step time", "throughput")
+        self.title = "GPU Memory Lab"
+        self.sub_title = "Playground: compare technique combinations"
+        self._columns(self.query_one("#results", DataTable))
+        self.query_one(TradeoffPlot).replot()
+        self.load_catalog()
 
-    # ---- input -> plan --------------------------------------------------------------------------
-    def plan(self) -> ComparePlan:
-        """The plan the form describes; raises ValueError/ComboError with one line."""
-        from lab.playground import get_workload
+    @work(thread=True, exclusive=True, group="playground-catalog", exit_on_error=False)
+    def load_catalog(self) -> None:
+        try:
+            catalog = data.load_catalog()
+        except Exception as e:  # a broken install must not take the app down
+            self.app.call_from_thread(self._set_status, f"[b]cannot list the workloads:[/b] {e}")
+            return
+        self.app.call_from_thread(self._catalog_ready, catalog)
 
-        w = get_workload(str(self.query_one("#workload", Select).value))
+    def _catalog_ready(self, catalog: data.Catalog) -> None:
+        self.catalog = catalog
+        names = list(catalog.workloads)
+        select = self.query_one("#workload", Select)
+        select.set_options([(n, n) for n in names])
+        select.value = self._workload if self._workload in names else names[0]
+        tokens = Text("tokens: ", style="bold")
+        tokens.append(catalog.tokens_help.replace(" — ", "; "))
+        self.query_one("#tokens", Static).update(tokens)
+        self._describe()
+
+    # ---- the form ------------------------------------------------------------------------------
+    @property
+    def workload(self) -> data.WorkloadInfo | None:
+        name = self.query_one("#workload", Select).value
+        return self.catalog.workloads.get(str(name)) if self.catalog else None
+
+    def resolved_mode(self) -> str:
         mode = str(self.query_one("#mode", Select).value)
-        if mode == "auto":
-            from lab.measure.device import cuda_available
+        if mode == "auto":  # the app knows whether there is a GPU; never import torch here
+            mode = "cuda" if getattr(self.app, "device_state", "none") == "cuda" else "cpu"
+        return mode
 
-            mode = "cuda" if cuda_available() else "cpu"
+    def _describe(self) -> None:
+        """The chosen workload, its default sizes as placeholders, and what r will do."""
+        w = self.workload
+        if w is None:
+            return
+        mode = self.resolved_mode()
         scale = "small" if mode == "cpu" else "seed"
-        sizes = w.default_sizes(scale)
+        sizes = w.sizes.get(scale, {})
+        for key in ("batch", "seq"):
+            box = self.query_one(f"#{key}", Input)
+            box.disabled = key not in sizes
+            box.placeholder = str(sizes[key]) if key in sizes else "—"
+        notes = f" ({'; '.join(w.notes)})" if w.notes and scale == "small" else ""
+        self._set_status(f"[b]{w.name}[/b]: {w.title}{notes}. r runs the combinations in "
+                         f"{mode}, {scale} sizes.")
+
+    @on(Select.Changed)
+    def _changed(self, event: Select.Changed) -> None:
+        if self.catalog is None or self._cancel is not None:
+            return
+        self._clear()  # results of another workload or mode would be compared with nothing
+        self._describe()
+
+    def _clear(self) -> None:
+        self._results, self.comparison = [], None
+        self.query_one("#results", DataTable).clear()
+        self.query_one(TimelinePlot).set_series([], "live memory")
+        trade = self.query_one(TradeoffPlot)
+        trade.rows = []
+        trade.replot()
+
+    def plan(self):
+        """The plan the form describes; raises ValueError/KeyError with one line."""
+        w = self.workload
+        if w is None:
+            raise ValueError("the workloads are still loading")
+        sizes = {}
         for key in ("batch", "seq"):
             text = self.query_one(f"#{key}", Input).value.strip()
             if text:
-                if key not in sizes:
-                    raise ValueError(f"workload {w.name!r} has no {key}")
-                if int(text) < 1:
-                    raise ValueError(f"{key} must be at least 1")
                 sizes[key] = int(text)
-        combos = parse_combos(self.query_one("#combos", Input).value.split() or ["baseline"])
-        for t in combos:
-            w.check(t)
-            if t.accum > 1 and sizes["batch"] % t.accum:
-                raise ComboError(f"batch {sizes['batch']} is not divisible by accum{t.accum}")
-        return ComparePlan(w.name, sizes, combos, mode, scale)
+        return data.make_plan(w.name, self.resolved_mode(), sizes,
+                              self.query_one("#combos", Input).value.split())
 
-    @on(Button.Pressed, "#run")
-    def _pressed(self) -> None:
-        self.action_run()
-
+    # ---- running -------------------------------------------------------------------------------
     @on(Input.Submitted)
     def _submitted(self) -> None:
         self.action_run()
 
     def action_run(self) -> None:
         if self._cancel is not None:
-            self.notify("a comparison is running; escape cancels it")
+            self.notify("A comparison is running; Esc cancels it.")
             return
         try:
             plan = self.plan()
-        except (ValueError, KeyError, ComboError) as e:
-            self.query_one("#status", Static).update(f"[b]cannot run:[/b] {str(e).strip(chr(39))}")
+        except (ValueError, KeyError) as e:
+            self._set_status(f"[b]cannot run:[/b] {str(e.args[0] if e.args else e)}")
             return
-        table = self.query_one("#results", DataTable)
-        table.clear()
-        self.query_one(TimelinesPlot).results = []
-        self.query_one(TradeoffPlot).comparison = None
-        self._results: list[RunResult] = []
+        self._clear()
         self._plan = plan
         self._cancel = threading.Event()
         self._set_status(f"running {len(plan.combos)} combinations · {plan.workload} · "
-                         f"{plan.mode} · {plan.scale}")
+                         f"{plan.mode} · {plan.scale} sizes · Esc cancels")
         self._run(plan, self._cancel)
 
     @work(thread=True, exclusive=True, group="playground", exit_on_error=False)
-    def _run(self, plan: ComparePlan, cancel: threading.Event) -> None:
+    def _run(self, plan, cancel: threading.Event) -> None:
         def on_event(label: str, msg: dict) -> None:
             if msg.get("type") == "phase":
-                self.app.call_from_thread(self._set_status, f"{label}: {msg['name']}")
+                self.app.call_from_thread(self._set_status,
+                                          f"▶ {label}: phase {msg.get('name')} · Esc cancels")
 
         def on_result(res: RunResult) -> None:
             self.app.call_from_thread(self._add_result, res)
 
         try:
-            comparison = run_compare(plan, self.runner, on_event=on_event, cancel=cancel,
-                                     on_result=on_result)
+            comparison = data.run(plan, self.runner, on_event, cancel, on_result)
         except Exception as e:  # a broken runner must not take the app down
             self.app.call_from_thread(self._finish, None, f"{type(e).__name__}: {e}")
             return
         self.app.call_from_thread(self._finish, comparison, None)
 
-    # ---- UI updates (main thread) ----------------------------------------------------------------
+    # ---- UI updates (main thread) --------------------------------------------------------------
     def _set_status(self, text: str) -> None:
         self.query_one("#status", Static).update(text)
 
+    @staticmethod
+    def _columns(table: DataTable) -> None:
+        table.add_columns("combination", "status", "peak", "Δ vs baseline", "step time",
+                          "throughput")
+
     def _add_result(self, res: RunResult) -> None:
         self._results.append(res)
-        w = all_workloads()[self._plan.workload]
-        rows = rows_for(self._results, w.items_per_step(self._plan.sizes), w.unit)
         table = self.query_one("#results", DataTable)
-        table.clear()
-        for k, r in enumerate(rows):
+        # columns too: their widths then fit every row now in the table (a plain clear()
+        # keeps the widths of the rows before, and a wider Δ overflowed its column)
+        table.clear(columns=True)
+        self._columns(table)
+        for k, r in enumerate(data.rows(self._plan, self.catalog, self._results)):
             delta = "(baseline)" if k == 0 else "—" if r.delta_bytes is None else (
-                ("+" if r.delta_bytes >= 0 else "-") + gb(abs(r.delta_bytes))
-                + (f" ({r.delta_frac:+.0%})" if r.delta_frac is not None else ""))
-            step = "—" if r.step_time_s is None else f"{r.step_time_s * 1000:,.1f} ms"
-            tput = "—" if r.throughput is None else f"{r.throughput:,.0f} {w.unit}/s"
+                size_delta(r.delta_bytes)
+                + (f" ({percent(r.delta_frac)})" if r.delta_frac is not None else ""))
+            tput = "—" if r.throughput is None else f"{r.throughput:,.0f} {r.unit}/s"
             status = r.status if not r.error else f"{r.status}: {r.error[:60]}"
-            table.add_row(r.combo, status, gb(r.peak_bytes), delta, step, tput)
-        plot = self.query_one(TimelinesPlot)
-        plot.results = list(self._results)
-        plot.replot()
+            peak = size(r.peak_bytes) if r.status == "ok" else "—"
+            table.add_row(r.combo, status, peak, delta, seconds(r.step_time_s), tput)
+        self.query_one(TimelinePlot).set_series(
+            [Series.of(r, variant_rgb(k), label=r.variant) for k, r in enumerate(self._results)],
+            f"{self._plan.workload}, {self._plan.mode}")
 
-    def _finish(self, comparison: Comparison | None, error: str | None) -> None:
+    def _finish(self, comparison, error: str | None) -> None:
         cancelled = self._cancel is not None and self._cancel.is_set()
         self._cancel = None
         if error:
@@ -260,11 +288,11 @@ class PlaygroundScreen(Screen):
             return
         self.comparison = comparison
         trade = self.query_one(TradeoffPlot)
-        trade.comparison = comparison
+        trade.rows = list(comparison.rows) if comparison else []
         trade.replot()
         done = len(comparison.rows) if comparison else 0
         self._set_status(("cancelled after " if cancelled else "done: ")
-                         + f"{done} of {len(self._plan.combos)} combinations")
+                         + f"{done} of {len(self._plan.combos)} combinations · r runs again")
         if comparison is not None and not cancelled:
             self.post_message(self.ComparisonDone(comparison))
 
@@ -281,12 +309,14 @@ class PlaygroundScreen(Screen):
 class PlaygroundApp(App):
     """Standalone: `python -m lab.tui.screens.playground`."""
 
+    BINDINGS = [Binding("ctrl+q", "quit", "Quit", show=False)]
+
     def __init__(self, runner=None, **kwargs):
         super().__init__()
         self._runner, self._kwargs = runner, kwargs
 
-    def on_mount(self) -> None:
-        self.push_screen(PlaygroundScreen(self._runner, **self._kwargs))
+    def get_default_screen(self) -> Screen:
+        return PlaygroundScreen(self._runner, **self._kwargs)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ The plot shows allocated (and reserved) bytes over time, downsampled to ~2× its
 each bucket's maximum, so a peak survives any zoom. A cursor walks the timeline; the inspector
 under the plot shows the entry there: its action, size, allocated bytes, phase, and stack.
 Keys: ←/→ move (shift: ×20), +/- zoom around the cursor, 0 whole run, p the peak,
-o the next OOM, escape back.
+o the next OOM, escape back (standalone, `memlab view FILE --app`: escape or q quits — the
+viewer is the app's only screen, so there is no blank screen to fall back to).
+Sizes follow the lab's one unit policy (GB = 10**9, stepping down), like every other screen.
 """
 
 from __future__ import annotations
@@ -23,14 +25,10 @@ from textual_plotext import PlotextPlot
 
 from lab.snapshots import SnapshotSummary
 from lab.snapshots import frames as fr
-from lab.snapshots.text import gib, when
+from lab.snapshots.text import when
 
-
-def _unit(top: int) -> tuple[str, float]:
-    for name, div in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if top >= div:
-            return name, div
-    return "B", 1.0
+from ..look import axis_unit
+from ..look import size
 
 
 class TimelinePlot(PlotextPlot):
@@ -62,7 +60,7 @@ class TimelinePlot(PlotextPlot):
             p.title("no allocation history")
             self.refresh()
             return
-        unit, div = _unit(max(max(ys), s.reserved_peak_bytes or 0))
+        unit, div = axis_unit(max(max(ys), s.reserved_peak_bytes or 0))
         p.plot([self._tx(x) for x in xs], [y / div for y in ys], label="allocated")
         rx, ry = s.reserved_series(self.lo, self.hi)
         if rx:
@@ -75,7 +73,7 @@ class TimelinePlot(PlotextPlot):
         p.vline(self._tx(self.cursor))
         p.xlabel("seconds" if s.x_unit == "us" else "allocation #")
         p.ylabel(unit)
-        p.title(f"allocated memory · peak {gib(s.peak_bytes)}")
+        p.title(f"allocated memory · peak {size(s.peak_bytes)}")
         self.refresh()
 
 
@@ -92,10 +90,11 @@ class SnapshotViewScreen(Screen):
     SnapshotViewScreen DataTable { width: 1fr; }
     """
     BINDINGS = [
-        Binding("left", "move(-1)", "←", show=False),
-        Binding("right", "move(1)", "→", show=False),
-        Binding("shift+left", "move(-20)", "← ×20", show=False),
-        Binding("shift+right", "move(20)", "→ ×20", show=False),
+        # priority: the tables below have focus and would take the arrows for themselves
+        Binding("left", "move(-1)", "←", show=False, priority=True),
+        Binding("right", "move(1)", "→", show=False, priority=True),
+        Binding("shift+left", "move(-20)", "← ×20", show=False, priority=True),
+        Binding("shift+right", "move(20)", "→ ×20", show=False, priority=True),
         Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
         Binding("minus", "zoom(2)", "zoom out"),
         Binding("0", "reset", "whole run"),
@@ -129,11 +128,11 @@ class SnapshotViewScreen(Screen):
         s = self.summary
         guess = " (guess)" if s.guessed else ""
         parts = [s.file or "snapshot", f"{s.events:,} entries",
-                 f"peak {gib(s.peak_bytes)} at {when(s, s.peak_time_us)}",
+                 f"peak {size(s.peak_bytes)} at {when(s, s.peak_time_us)}",
                  f"phase{guess}: {s.peak_phase or '—'}",
                  f"made by {s.peak_where or '—'}"]
         if s.reserved_peak_bytes is not None:
-            parts.insert(3, f"reserved peak {gib(s.reserved_peak_bytes)}")
+            parts.insert(3, f"reserved peak {size(s.reserved_peak_bytes)}")
         if s.ooms:
             parts.append(f"{len(s.ooms)} OOM")
         return " · ".join(parts)
@@ -144,12 +143,12 @@ class SnapshotViewScreen(Screen):
         groups.add_columns("live at the peak, by first user frame", "bytes", "blocks", "share")
         total = s.peak_bytes or 1
         for g in s.groups:
-            groups.add_row(g["where"], gib(g["bytes"]), f"{g['count']:,}",
+            groups.add_row(g["where"], size(g["bytes"]), f"{g['count']:,}",
                            f"{g['bytes'] / total:.0%}")
         blocks = self.query_one("#blocks", DataTable)
         blocks.add_columns("largest blocks", "allocated", "phase", "where")
         for a in s.live_at_peak:
-            blocks.add_row(gib(a.bytes), when(s, a.time_us), a.phase, a.where,
+            blocks.add_row(size(a.bytes), when(s, a.time_us), a.phase, a.where,
                            key=str(a.index) if a.index is not None else None)
         self._inspect()
 
@@ -227,11 +226,11 @@ class SnapshotViewScreen(Screen):
         x = self.plot.cursor
         i = s.entry_near(x)
         e = s.entry(i)
-        lines = [f"cursor {when(s, int(x))} · allocated {gib(s.allocated_at(i))}"
+        lines = [f"cursor {when(s, int(x))} · allocated {size(s.allocated_at(i))}"
                  + (f" · phase {s.band_at(x)}" if s.band_at(x) else "")]
         if e is not None:
             frames = e.get("frames") or []
-            lines.append(f"entry #{i:,}: {e.get('action')} {gib(e.get('size', 0))} · "
+            lines.append(f"entry #{i:,}: {e.get('action')} {size(e.get('size', 0))} · "
                          f"{fr.where(frames)}")
             for f in (fr.python_frames(frames) or frames)[:5]:
                 lines.append(f"    {fr.label(f)}")
@@ -242,14 +241,18 @@ class SnapshotViewScreen(Screen):
 
 
 class SnapshotViewApp(App):
-    """Standalone: `python -m lab.tui.screens.snapshot_view FILE`."""
+    """Standalone: `memlab view FILE --app`, `python -m lab.tui.screens.snapshot_view FILE`."""
+
+    BINDINGS = [Binding("q", "quit", "quit")]
 
     def __init__(self, summary: SnapshotSummary):
         super().__init__()
         self.summary = summary
 
-    def on_mount(self) -> None:
-        self.push_screen(SnapshotViewScreen(self.summary))
+    def get_default_screen(self) -> Screen:
+        # the viewer *is* the app: Esc (back) then leaves it instead of uncovering a blank
+        # default screen that no key could leave (only Ctrl+Q did)
+        return SnapshotViewScreen(self.summary)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
 
-from ..look import category_color, gb
+from ..look import category_color, size
 
 
 def stacked_bar(by_category: dict[str, int], total: int, scale_max: int, width: int) -> Text:
@@ -69,16 +69,16 @@ class CategoryBars(Static):
             cats = r.peak.by_category
             present += [c for c in CATEGORIES if cats.get(c, 0) > 0 and c not in present]
             grid.add_row(Text(lbl, style=f"bold {col}"), stacked_bar(cats, r.peak.bytes, top, width),
-                         gb(r.peak.bytes))
+                         size(r.peak.bytes))
         legend = Text("  ")
         for c in (c for c in CATEGORIES if c in present):
             legend.append("■ ", style=category_color(c))
             legend.append(c.replace("_", " ") + "  ")
         detail = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
-        detail.add_column("at the peak (GB)")
+        detail.add_column("at the peak")
         for lbl, col, _ in rows:
-            detail.add_column(lbl, justify="right", style=col)
+            detail.add_column(lbl, justify="right", style=col, overflow="fold")
         for c in (c for c in CATEGORIES if c in present):
             detail.add_row(Text(c.replace("_", " "), style=category_color(c)),
-                           *[gb(r.peak.by_category.get(c, 0)) for _, _, r in rows])
+                           *[size(r.peak.by_category.get(c, 0)) for _, _, r in rows])
         return Group(grid, legend, detail)

@@ -1,38 +1,55 @@
-"""`RunControls`: which variants, which mode, which scale, how big a virtual GPU; and Run.
+"""`RunControls`: which variants, which mode, which scale, how big a GPU; and Run.
 
 The controls only describe the run; the screen turns them into a `RunPlan` (calls down,
-messages up: the Run button's press bubbles to the screen).
+messages up: the Run button's press bubbles to the screen). What "seed" and "small" mean is
+said here, and a lesson that runs on its own virtual GPU (`gpu_memory` in its scale) shows
+that cap instead of "no cap". The variant boxes wrap into rows, so a fifth variant is never
+cut off at 80 columns.
 """
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Checkbox, Input, Label, Select
+from textual.containers import Grid, Horizontal, Vertical
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from lab.curriculum import Lesson
 
-from ..look import variant_color
+from ..look import size, variant_color
 
 MODE_HELP = {
     "auto": "auto",
-    "cuda": "cuda (real GPU)",
-    "cpu": "cpu (real, small)",
+    "cuda": "cuda (your GPU)",
+    "cpu": "cpu (real run)",
     "sim": "sim (exact bytes)",
 }
+SCALES = [("seed (full size)", "seed"), ("small (fast)", "small")]
+SCALE_HELP = ("seed = the full sizes of the tutorials this course comes from (a GPU-sized run); "
+              "small = the same code shrunk to run in seconds on a laptop CPU")
+
+
+def cap_text(n: int) -> str:
+    """A lesson's virtual GPU as it was written: '16 GiB', '24 MiB'."""
+    for name, div in (("GiB", 2**30), ("MiB", 2**20)):
+        if n % div == 0:
+            return f"{n // div} {name}"
+    return size(n)
 
 
 class RunControls(Vertical):
     DEFAULT_CSS = """
     RunControls { height: auto; padding: 0 1; background: $boost; }
-    RunControls > Horizontal { height: 1; margin: 0 0 0 0; }
+    RunControls > Horizontal { height: 1; }
+    RunControls > #variant-row { height: auto; grid-size: 3; grid-rows: 1; grid-columns: 1fr;
+                                 grid-gutter: 0 1; }
     RunControls Label { padding: 0 1 0 0; color: $text-muted; }
-    RunControls Checkbox { margin: 0 1 0 0; }
+    RunControls Checkbox { margin: 0; }
     RunControls #mode { width: 22; margin-right: 1; }
-    RunControls #scale { width: 11; margin-right: 1; }
-    RunControls #gpu-memory { width: 14; margin-right: 1; }
-    RunControls #predict { width: 10; }
+    RunControls #scale { width: 20; margin-right: 1; }
+    RunControls #gpu-memory { width: 17; margin-right: 1; }
     RunControls #run { min-width: 9; }
+    RunControls > .hint { height: auto; color: $text-muted; }
     """
 
     def __init__(self, lesson: Lesson, auto_label: str, default_scale: str, *,
@@ -41,33 +58,41 @@ class RunControls(Vertical):
         self.lesson = lesson
         self.auto_label = auto_label
         self.default_scale = default_scale
+        self._idle_label = "▶ Run"
 
     def compose(self) -> ComposeResult:
         lesson = self.lesson
-        with Horizontal(id="variant-row"):
-            yield Label("variants")
+        with Grid(id="variant-row"):
             for i, v in enumerate(lesson.variants):
                 yield Checkbox(f"[{variant_color(i)}]■[/] {v.name}", True, compact=True,
                                id=f"v-{v.name}", tooltip=f"{v.title}. {v.description}")
         with Horizontal(id="mode-row"):
             yield Label("mode")
-            modes = [("auto → " + self.auto_label, "auto")] + [
-                (MODE_HELP[m], m) for m in ("cuda", "cpu", "sim") if m in lesson.modes]
-            yield Select(modes, value="auto", allow_blank=False, compact=True, id="mode")
+            yield Select(self._modes(), value="auto", allow_blank=False, compact=True, id="mode")
             yield Label("scale")
-            yield Select([("seed", "seed"), ("small", "small")], value=self.default_scale,
-                         allow_blank=False, compact=True, id="scale")
+            yield Select(SCALES, value=self.default_scale, allow_blank=False, compact=True,
+                         id="scale", tooltip=SCALE_HELP)
             yield Label("GPU")
-            yield Input(placeholder="no cap", compact=True, id="gpu-memory",
+            yield Input(placeholder=self._cap_placeholder(self.default_scale), compact=True,
+                        id="gpu-memory",
                         tooltip="virtual GPU size, e.g. 16GiB or 30MB: a smaller GPU than the "
                                 "real one, so an out-of-memory is real")
             yield Button("▶ Run", compact=True, variant="success", id="run")
-        predict = next((q for q in lesson.quiz if q.kind == "predict_peak"), None)
-        if predict is not None:
-            with Horizontal(id="predict-row"):
-                yield Label(f"predict first: {predict.variant} peak at {predict.scale} scale")
-                yield Input(placeholder="GB", compact=True, id="predict", type="number")
-                yield Label("GB (optional)")
+        yield Static(Text(SCALE_HELP, style="dim"), classes="hint", id="scale-help")
+        yield Static("", classes="hint", id="predict-row")
+
+    def on_resize(self, event) -> None:
+        # as many variant columns as fit (each ~26 cells): wraps instead of cutting one off
+        cols = max(1, min(len(self.lesson.variants), (event.size.width - 2) // 26))
+        self.query_one("#variant-row", Grid).styles.grid_size_columns = cols
+
+    def _modes(self) -> list[tuple[str, str]]:
+        return [("auto → " + self.auto_label, "auto")] + [
+            (MODE_HELP[m], m) for m in ("cuda", "cpu", "sim") if m in self.lesson.modes]
+
+    def _cap_placeholder(self, scale: str) -> str:
+        cap = self.lesson.scales.get(scale, {}).get("gpu_memory")
+        return f"{cap_text(int(cap))} (lesson)" if cap else "no cap"
 
     # ---- reading the controls ----------------------------------------------------------------
     def selected_variants(self) -> tuple[str, ...]:
@@ -86,20 +111,27 @@ class RunControls(Vertical):
     def gpu_memory_text(self) -> str:
         return self.query_one("#gpu-memory", Input).value.strip()
 
-    @property
-    def prediction_text(self) -> str:
-        boxes = self.query("#predict")
-        return boxes.first(Input).value.strip() if boxes else ""
-
+    # ---- calls down --------------------------------------------------------------------------
     def set_auto_label(self, label: str) -> None:
         self.auto_label = label
         select = self.query_one("#mode", Select)
         value = select.value
-        select.set_options([("auto → " + label, "auto")] + [
-            (MODE_HELP[m], m) for m in ("cuda", "cpu", "sim") if m in self.lesson.modes])
+        select.set_options(self._modes())
         select.value = value
+        self.query_one("#gpu-memory", Input).placeholder = self._cap_placeholder(self.scale)
+
+    def show_prediction(self, text: Text) -> None:
+        self.query_one("#predict-row", Static).update(text)
 
     def set_running(self, running: bool) -> None:
         run = self.query_one("#run", Button)
         run.disabled = running
-        run.label = "running…" if running else "▶ Run"
+        if running:
+            run.label = "running…"
+        else:
+            run.label = self._idle_label
+
+    def set_idle_label(self, label: str) -> None:
+        self._idle_label = label
+        if not self.query_one("#run", Button).disabled:
+            self.query_one("#run", Button).label = label

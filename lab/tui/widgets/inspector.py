@@ -20,8 +20,8 @@ from textual.widgets import DataTable, Select, Static
 from lab.curriculum import Lesson
 from lab.measure.result import Block, RunResult
 
-from ..look import category_color, gb, variant_rgb
-from .results import variant_index
+from ..look import category_color, size, variant_rgb
+from .tables import variant_index
 from .timeline import Series, TimelinePlot
 
 
@@ -82,12 +82,13 @@ class InspectorView(Vertical, can_focus=True):
         self.results: dict[str, RunResult] = {}
         self.variant: str | None = None
         self.pos = 0  # position in the variant's timeline (a recorded point)
+        self.source = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="inspector-bar"):
             yield Select([], prompt="variant", compact=True, allow_blank=True, id="inspector-variant")
             yield Static("←/→ move · shift ×10 · m peak · v variant · click the plot")
-        yield TimelinePlot("", id="inspector-plot")
+        yield TimelinePlot("", aligned=False, id="inspector-plot")
         yield Static("", id="cursor-info")
         table = DataTable(id="blocks", cursor_type="row", zebra_stripes=True)
         yield table
@@ -98,8 +99,9 @@ class InspectorView(Vertical, can_focus=True):
         self._refresh_view()
 
     # ---- data (calls down) -----------------------------------------------------------------
-    def show(self, lesson: Lesson, results: list[RunResult]) -> None:
+    def show(self, lesson: Lesson, results: list[RunResult], source: str = "") -> None:
         self.lesson = lesson
+        self.source = source  # where these results came from ("H200 recording", ...)
         self.results = {r.variant: r for r in results if r.timeline.live}
         select = self.query_one("#inspector-variant", Select)
         options = [(v, v) for v in self.results]
@@ -184,25 +186,26 @@ class InspectorView(Vertical, can_focus=True):
         idx = self.index
         plot.cursor = idx
         plot.set_series([Series.of(r, variant_rgb(variant_index(self.lesson, r.variant)))],
-                        f"{r.variant}: cursor at event {idx}")
+                        f"{r.variant}" + (f" ({self.source})" if self.source else "")
+                        + f": cursor at event {idx}")
         live = r.timeline.live[self.pos]
         blocks = live_blocks(r, idx)
         shown = sum(b.nbytes for b in blocks)
         text = Text.assemble(("event ", "dim"), (f"{idx}", "bold"),
                              ("/", "dim"), f"{r.timeline.index[-1] if r.timeline.index else len(r.timeline.live) - 1}",
                              ("  phase ", "dim"), (phase_at(r, idx) or "—", "bold"),
-                             ("  live ", "dim"), (gb(live), "bold"))
+                             ("  live ", "dim"), (size(live), "bold"))
         if r.peak.index == idx:
             text.append("  ◆ the peak", style="bold red")
         if not r.blocks:
             text.append("\nno block details: the run did not finish", style="dim")
         elif blocks:
-            text.append(f"\n{len(blocks)} largest live storages shown: {gb(shown)} of {gb(live)}",
+            text.append(f"\n{len(blocks)} largest live storages shown: {size(shown)} of {size(live)}",
                         style="dim")
         info.update(text)
         for b in blocks[:50]:
             life = f"#{b.alloc_index}→" + (f"#{b.free_index}" if b.free_index is not None else "end")
-            table.add_row(Text(gb(b.nbytes), justify="right"),
+            table.add_row(Text(size(b.nbytes), justify="right"),
                           Text(b.category.replace("_", " "), style=category_color(b.category)),
                           b.phase, life, short_stack(b.stack))
         self.post_message(self.CursorMoved(r.variant, idx))

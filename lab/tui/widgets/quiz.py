@@ -1,8 +1,11 @@
 """`QuizView`: multiple choice and "predict the peak" (GB, graded with the lesson's tolerance).
 
-Answers are graded on the spot, the explanation is shown, and `QuizView.Answered` goes up to
-the screen, which saves it. A predict-the-peak answer is also compared with the measured peak
-of the same variant and scale when the learner has run it.
+An answer is final: it is graded on the spot, the right answer and the explanation are shown,
+the question is locked (no reveal-and-retry), and `QuizView.Answered` goes up to the screen,
+which saves it. The predict-the-peak question holds the prediction committed before the run
+when there is one. A predict-the-peak answer is also compared with the peak of the same
+variant and scale when a result has one (the H200 recording, or the learner's run). The
+feedback is scrolled into view, and focus moves on to the next open question.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from textual.widgets import Input, RadioButton, RadioSet, Static
 
 from lab.curriculum import Lesson, Question, predicted_answer_gb
 
-from ..look import signed_gb
+from ..look import percent, size, size_delta
 
 
 def grade_prediction(predicted_gb: float, answer_gb: float, tolerance: float) -> bool:
@@ -23,12 +26,27 @@ def grade_prediction(predicted_gb: float, answer_gb: float, tolerance: float) ->
 
 
 def parse_gb(text: str) -> float | None:
-    text = text.strip().lower().removesuffix("gb").strip()
+    text = text.strip().lower().removesuffix("gb").strip().replace(",", ".")
     try:
         value = float(text)
     except ValueError:
         return None
     return value if value >= 0 else None
+
+
+class NumberInput(Input):
+    """A number box that lets every other key reach the screen's bindings (e.g. `r` runs)."""
+
+    ALLOWED = set("0123456789.,")
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return character is not None and character in self.ALLOWED
+
+    async def _on_key(self, event) -> None:
+        if event.is_printable and event.character not in self.ALLOWED:
+            event.prevent_default()  # not Input's: it would type the letter and stop the key
+            return
+        await super()._on_key(event)
 
 
 class QuestionCard(Vertical):
@@ -54,16 +72,22 @@ class QuestionCard(Vertical):
                 for i, choice in enumerate(q.choices):
                     yield RadioButton(f"{chr(65 + i)}. {choice}")
         else:
-            yield Input(placeholder="your answer in GB", id=f"q{self.index}-gb", compact=True)
+            yield NumberInput(placeholder="GB, then Enter", id=f"q{self.index}-gb", compact=True)
         yield Static("", classes="feedback")
 
     def feedback(self, text: Text) -> None:
         box = self.query_one(".feedback", Static)
         box.display = True
         box.update(text)
+        # the last question's feedback lands below the fold: bring it into view
+        self.call_after_refresh(box.scroll_visible, animate=False)
+
+    def freeze_answer(self) -> None:
+        for w in self.query("RadioSet, Input"):
+            w.disabled = True
 
 
-class QuizView(VerticalScroll):
+class QuizView(VerticalScroll, can_focus=True):
     DEFAULT_CSS = """
     QuizView { height: 1fr; padding: 0 1; }
     QuizView > #quiz-score { height: auto; margin-bottom: 1; }
@@ -110,6 +134,13 @@ class QuizView(VerticalScroll):
         finally:
             self._restoring = False
 
+    def commit_prediction(self, gb_value: float) -> None:
+        """The prediction committed before the run is the predict question's answer."""
+        for i, q in enumerate(self.lesson.quiz):
+            if q.kind == "predict_peak" and i not in self.correct:
+                self.query_one(f"#q{i}-gb", Input).value = f"{gb_value:g}"
+                self._grade_prediction(i, gb_value, post=True, move_on=False)
+
     def set_measured(self, measured: dict[tuple[str, str], tuple[int, str]]) -> None:
         self.measured = measured
         for i, q in enumerate(self.lesson.quiz):
@@ -118,24 +149,19 @@ class QuizView(VerticalScroll):
                 if value is not None:
                     self._grade_prediction(i, value, post=False)
 
-    def prefill_prediction(self, gb_value: float) -> None:
-        for i, q in enumerate(self.lesson.quiz):
-            if q.kind == "predict_peak" and i not in self.correct:
-                box = self.query_one(f"#q{i}-gb", Input)
-                if not box.value:
-                    box.value = f"{gb_value:g}"
-
     # ---- events ------------------------------------------------------------------------------
     def on_radio_set_changed(self, event: RadioSet.Changed) -> None:
         event.stop()
-        if self._restoring:
-            return
         i = int(event.radio_set.id.split("-")[0][1:])
+        if self._restoring or i in self.correct:
+            return
         self._grade_choice(i, event.index, post=True)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         i = int(event.input.id.split("-")[0][1:])
+        if i in self.correct:
+            return
         value = parse_gb(event.value)
         card = self.query_one(f"#q{i}", QuestionCard)
         if value is None:
@@ -144,7 +170,7 @@ class QuizView(VerticalScroll):
         self._grade_prediction(i, value, post=True)
 
     # ---- grading -----------------------------------------------------------------------------
-    def _grade_choice(self, i: int, choice: int, post: bool) -> None:
+    def _grade_choice(self, i: int, choice: int, post: bool, move_on: bool = True) -> None:
         q = self.lesson.quiz[i]
         correct = choice == q.answer
         radio = self.query_one(f"#q{i}-choices", RadioSet)
@@ -159,34 +185,43 @@ class QuizView(VerticalScroll):
             text.append(f"The answer is {chr(65 + q.answer)}. ", style="bold")
         text.append(q.explain)
         self.query_one(f"#q{i}", QuestionCard).feedback(text)
-        self._done(i, choice, correct, post)
+        self._done(i, choice, correct, post, move_on)
 
-    def _grade_prediction(self, i: int, value: float, post: bool) -> None:
+    def _grade_prediction(self, i: int, value: float, post: bool, move_on: bool = True) -> None:
         q = self.lesson.quiz[i]
         answer = predicted_answer_gb(self.lesson, q)
         correct = grade_prediction(value, answer, q.tolerance)
         text = Text("✔ Within tolerance. " if correct else "✘ Outside the tolerance. ",
                     style="bold green" if correct else "bold red")
-        text.append(f"Expected {answer:.2f} GB (±{q.tolerance:.0%} accepted); you said {value:g} GB "
-                    f"({signed_gb(value - answer)}).\n")
+        text.append(f"The answer: {answer:.2f} GB (±{q.tolerance:.0%} accepted); you said "
+                    f"{value:g} GB ({size_delta(int((value - answer) * 1e9))}).\n")
         measured = self.measured.get((q.variant, q.scale))
         if measured:
-            m_bytes, mode = measured
-            m = m_bytes / 1e9
-            text.append(f"Measured: {m:.2f} GB ({q.variant}, {q.scale} scale, {mode}); "
-                        f"gap to your answer {signed_gb(value - m)}.\n", style="cyan")
+            m_bytes, source = measured
+            gap = int(value * 1e9) - m_bytes
+            text.append(f"{source}: {size(m_bytes)} ({q.variant}, {q.scale} scale); your answer "
+                        f"is off by {size_delta(gap)}"
+                        + (f" ({percent(gap / m_bytes)})" if m_bytes else "") + ".\n",
+                        style="cyan")
         else:
-            text.append(f"Run {q.variant} at {q.scale} scale to compare with a measurement.\n",
+            text.append(f"Run {q.variant} at {q.scale} scale to compare with a result.\n",
                         style="dim")
         text.append(q.explain)
         self.query_one(f"#q{i}", QuestionCard).feedback(text)
-        self._done(i, value, correct, post)
+        self._done(i, value, correct, post, move_on)
 
-    def _done(self, i: int, answer, correct: bool, post: bool) -> None:
+    def _done(self, i: int, answer, correct: bool, post: bool, move_on: bool = True) -> None:
+        had_focus = self.screen.focused is not None and self in self.screen.focused.ancestors_with_self
         self.correct[i] = correct
+        self.query_one(f"#q{i}", QuestionCard).freeze_answer()
         self._score()
         if post:
             self.post_message(self.Answered(i, answer, correct))
+        if move_on and had_focus:  # the locked control lost focus: on to the next open one
+            nxt = next((k for k in range(len(self.lesson.quiz)) if k not in self.correct), None)
+            target = (self.query_one(f"#q{nxt}").query("RadioSet, Input").first()
+                      if nxt is not None else self)
+            target.focus(scroll_visible=False)
 
     def _score(self) -> None:
         if not self.lesson.quiz:
@@ -198,4 +233,9 @@ class QuizView(VerticalScroll):
         text.append(f" · {done}/{n} answered" if done < n else " · all answered")
         if right == n:
             text.append(" · quiz passed ✔", style="bold green")
+        elif done == n:
+            text.append(" · quiz done", style="bold")
+        if done < n:
+            text.append(" · answers are final: the right one is shown after you answer",
+                        style="dim")
         self.query_one("#quiz-score", Static).update(text)

@@ -1,17 +1,17 @@
-"""`ResultsView`: everything one run of a lesson measured, before vs after.
+"""`ResultsView`: what a lesson measured, before vs after, and where each number came from.
 
-(a) the overlaid timelines, (b) the peak by category, (c) expected vs measured, peak, Δ vs
-baseline and step time, (d) on a machine without CUDA the recorded H200 reference beside the
-learner's run, then the prediction gap, the run history and the engine's notes. An OOM is a
-lesson moment (what happened and what to try), a crashed worker an error box: both are results.
+The *lead* results come first: on a machine without CUDA the H200 recording (played back),
+on a GPU the learner's own run. Then: the overlaid timelines (each variant at its own
+phases, the GPU's capacity, OOM points), the peak by category, the peaks table, the
+prediction against the result, what each technique changed (by phase and by category), the
+checks, then the other origin *beside* it (your own run, or the H200 recording), the run
+history and the engine's notes. An OOM is a lesson moment, a crashed worker an error box.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rich import box
-from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -21,112 +21,55 @@ from lab.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.progress import RunRecord
 
-from ..look import (STATUS_LABEL, STATUS_STYLE, gb, gb_delta, percent, seconds, signed_gb,
-                    variant_color,
-                    variant_rgb)
+from ..look import percent, size, size_delta, variant_rgb
 from .category_bars import CategoryBars
+from .tables import (ResultSet, beside_table, checks_table, color, diff_tables, failure_box,
+                     history_table, summary_table, variant_index)
 from .timeline import Series, TimelinePlot
 
 
 @dataclass
 class ResultsData:
     lesson: Lesson
-    results: list[RunResult] = field(default_factory=list)
-    references: dict[str, RunResult] = field(default_factory=dict)  # shown when no CUDA
+    lead: ResultSet = field(default_factory=ResultSet)
+    beside: ResultSet = field(default_factory=ResultSet)
     prediction_gb: float | None = None
     prediction_question: tuple[str, str] | None = None  # (variant, scale) the prediction is for
+    prediction_late: bool = False  # made after a result was on screen
     history: list[RunRecord] = field(default_factory=list)
+    versions: str | None = None  # the learner's torch/transformers differ from the recording's
+    restored: str | None = None  # "from your last session (date)"
 
     def color(self, variant: str) -> str:
-        return variant_color(variant_index(self.lesson, variant))
+        return color(self.lesson, variant)
 
 
-def variant_index(lesson: Lesson, variant: str) -> int:
-    names = [v.name for v in lesson.variants]
-    return names.index(variant) if variant in names else len(names)
-
-
-def status_text(status: str) -> Text:
-    return Text(STATUS_LABEL.get(status, status), style=STATUS_STYLE.get(status, ""))
-
-
-def summary_table(data: ResultsData) -> Table:
-    results = data.results
-    base = next((r for r in results if r.variant == "baseline" and r.ok), None)
-    t = Table(title="Measured", title_justify="left", title_style="bold", expand=False,
-              header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
-    t.add_column("variant", no_wrap=True)
-    t.add_column("status")
-    t.add_column("peak", justify="right", no_wrap=True)
-    t.add_column("Δ vs baseline", justify="right", no_wrap=True)
-    t.add_column("peak phase")
-    t.add_column("step time", justify="right", no_wrap=True)
-    if data.references:
-        t.add_column("H200 peak (recorded)", justify="right", no_wrap=True)
+def capacity_of(results: list[RunResult]) -> tuple[int, str] | None:
+    """The GPU size that applied: a virtual cap (lesson or controls), else a real GPU's total."""
     for r in results:
-        delta = (r.peak.bytes - base.peak.bytes) if base and r.ok and r is not base else None
-        if r is base:
-            delta_text = Text("(baseline)", style="dim")
-        elif delta is None:
-            delta_text = Text("—", style="dim")
-        else:
-            pct = f" ({percent(delta / base.peak.bytes)})" if base.peak.bytes else ""
-            delta_text = Text(gb_delta(delta) + pct, style="green" if delta < 0 else "red" if delta > 0 else "")
-        step = seconds(r.step_time_s) if r.step_time_s is not None else (
-            "none (sim)" if r.mode == "sim" else "—")
-        row = [Text(r.variant, style=f"bold {data.color(r.variant)}"), status_text(r.status),
-               gb(r.peak.bytes) if r.peak.bytes or r.ok else "—", delta_text, r.peak.phase or "—",
-               step]
-        if data.references:
-            ref = data.references.get(r.variant)
-            row.append(gb(ref.peak.bytes) if ref else "—")
-        t.add_row(*row)
-    return t
+        cap = r.device.virtual_bytes
+        if cap:
+            gib = f" ({cap // 2**30} GiB)" if cap % 2**30 == 0 else ""
+            return cap, f"GPU capped at {size(cap)}{gib}"
+    for r in results:
+        if r.mode == "cuda" and r.device.total_bytes:
+            return r.device.total_bytes, f"{r.device.name} capacity {size(r.device.total_bytes)}"
+    return None
 
 
-def checks_table(data: ResultsData) -> Table | None:
-    rows = [(r, c) for r in data.results for c in r.checks]
-    if not rows:
-        return None
-    t = Table(title="Expected vs measured", title_justify="left", title_style="bold",
-              header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
-    t.add_column("check")
-    t.add_column("variant", no_wrap=True)
-    t.add_column("expected", justify="right", no_wrap=True)
-    t.add_column("measured", justify="right", no_wrap=True)
-    t.add_column("", no_wrap=True)
-    for r, c in rows:
-        if not r.ok and c.measured_bytes == 0:
-            measured, mark = Text("not reached", style="dim"), Text("")
-        else:
-            measured = Text(gb(c.measured_bytes))
-            ratio = c.ratio
-            good = abs(ratio - 1) <= 0.01
-            mark = Text("✔ match" if good else f"×{ratio:.3f}", style="green" if good else "yellow")
-        t.add_row(c.name, Text(r.variant, style=data.color(r.variant)), gb(c.expected_bytes),
-                  measured, mark)
-    return t
+def series_of(lesson: Lesson, rs: ResultSet) -> list[Series]:
+    ordered = sorted(rs.results, key=lambda r: variant_index(lesson, r.variant))
+    return [Series.of(r, variant_rgb(variant_index(lesson, r.variant))) for r in ordered]
 
 
-def history_table(data: ResultsData) -> Table | None:
-    # earlier runs of this lesson, newest first, compared with the same variant/mode/scale now
-    current = {(r.variant, r.mode, r.scale): r for r in data.results}
-    older = [h for h in reversed(data.history)][: 8 + len(current)]
-    if not older:
-        return None
-    t = Table(title="Run history (this lesson, newest first)", title_justify="left",
-              title_style="bold", header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
-    for name, just in (("when", "left"), ("variant", "left"), ("mode", "left"),
-                       ("status", "left"), ("peak", "right"), ("vs now", "right"),
-                       ("step time", "right")):
-        t.add_column(name, justify=just, no_wrap=True)
-    for h in older[:8]:
-        now = current.get((h.variant, h.mode, h.scale))
-        vs = gb_delta(now.peak.bytes - h.peak_bytes) if now and now.ok and h.status == "ok" else "—"
-        t.add_row(h.created.replace("T", " ")[:16], Text(h.variant, style=data.color(h.variant)),
-                  f"{h.mode}/{h.scale}", status_text(h.status), gb(h.peak_bytes), vs,
-                  seconds(h.step_time_s))
-    return t
+def plot_title(rs: ResultSet) -> str:
+    first, short = rs.results[0], rs.source.short
+    where = short if first.scale in short else f"{short}, {first.scale} scale"
+    measured = [r for r in rs.results if r.peak.bytes]
+    if not measured:  # e.g. cancelled before anything was measured: not "peak 0 GB"
+        return f"{where} · stopped before a peak was measured"
+    top = max(measured, key=lambda r: r.peak.bytes)
+    return f"{where} · peak {size(top.peak.bytes)} {top.variant}"
 
 
 def prediction_text(data: ResultsData) -> Text | None:
@@ -134,117 +77,127 @@ def prediction_text(data: ResultsData) -> Text | None:
         return None
     variant, scale = data.prediction_question
     text = Text("Your prediction: ", style="bold")
-    text.append(f"{data.prediction_gb:g} GB for the {variant} peak at {scale} scale. ")
-    measured = next((r for r in data.results if r.variant == variant and r.scale == scale
-                     and r.ok), None)
-    if measured is None:
-        text.append(f"Run {variant} at {scale} scale to compare.", style="dim")
-        return text
-    m = measured.peak.bytes / 1e9
-    gap = data.prediction_gb - m
-    text.append(f"Measured {m:.2f} GB ({measured.mode}); gap {signed_gb(gap)}")
-    if m:
-        text.append(f" ({percent(gap / m)})")
+    text.append(f"{data.prediction_gb:g} GB for the {variant} peak at {scale} scale")
+    text.append(" (made after a result was shown: not counted)" if data.prediction_late
+                else " (committed before the run)", style="dim")
+    text.append(". ")
+    for rs in (data.lead, data.beside):
+        r = rs.get(variant) if rs else None
+        if r is not None and r.scale == scale and r.ok:
+            gap = int(data.prediction_gb * 1e9) - r.peak.bytes
+            text.append(f"{rs.source.short}: {size(r.peak.bytes)}; your guess was off by "
+                        f"{size_delta(gap)}")
+            if r.peak.bytes:
+                text.append(f" ({percent(gap / r.peak.bytes)})")
+            text.append(".")
+            return text
+    text.append(f"Run {variant} at {scale} scale to compare.", style="dim")
     return text
-
-
-def failure_box(r: RunResult) -> Text:
-    if r.status == "oom":
-        t = Text("⚠ Out of memory — ", style="bold red")
-        t.append(f"{r.variant} did not fit. ", style="bold")
-        t.append("This is a result, not a bug: the timeline stops at the allocation that failed. "
-                 "Try a bigger virtual GPU, or a variant that lowers the peak.\n")
-        t.append(r.error or "", style="red")
-        return t
-    if r.status == "cancelled":
-        return Text(f"■ {r.variant}: cancelled — the timeline shows what streamed before the stop.",
-                    style="yellow")
-    if r.status == "timeout":
-        return Text(f"⏱ {r.variant}: {r.error}", style="yellow")
-    t = Text(f"✘ {r.variant} failed — ", style="bold red")
-    t.append(r.error or "unknown error")
-    return t
 
 
 class ResultsView(VerticalScroll):
     DEFAULT_CSS = """
     ResultsView { height: 1fr; }
     ResultsView > .box { height: auto; margin: 0 1 1 1; }
+    ResultsView > #source { margin: 0 1; height: auto; }
     ResultsView > #failures { border: round $error; padding: 0 1; }
-    ResultsView > #reference-note { color: $text-muted; margin: 0 1; }
+    ResultsView > #beside-note { color: $text-muted; margin: 0 1; height: auto; }
     """
 
     def compose(self) -> ComposeResult:
         yield Static("", id="results-empty", classes="box")
+        yield Static("", id="source")
+        yield TimelinePlot("", id="timeline")
+        yield Static("", id="summary", classes="box")
         yield Static("", id="failures", classes="box")
-        yield TimelinePlot("Your run: live memory", id="timeline")
         yield Static("What was live at the peak", classes="box heading", id="bars-title")
         yield CategoryBars(id="bars", classes="box")
-        yield Static("", id="summary", classes="box")
         yield Static("", id="prediction", classes="box")
+        yield Static("", id="diff", classes="box")
         yield Static("", id="checks", classes="box")
-        yield Static("", id="reference-note")
-        yield TimelinePlot("H200 reference (recorded)", id="reference")
+        yield Static("", id="beside-note")
+        yield TimelinePlot("", id="beside")
+        yield Static("", id="beside-table", classes="box")
         yield Static("", id="history", classes="box")
         yield Static("", id="notes", classes="box")
 
     def on_mount(self) -> None:
+        self._live_done: int | None = None  # variants finished in the live view (None: not live)
+        self._live_series: list[Series] = []
         self.show(None)
 
-    def show(self, data: ResultsData | None) -> None:
-        results = data.results if data else []
-        has = bool(results)
+    def show(self, data: ResultsData | None, empty_hint: Text | str = "") -> None:
+        self._live_done = None
+        lead = data.lead if data else ResultSet()
+        has = bool(lead)
         empty = self.query_one("#results-empty", Static)
         empty.display = not has
-        empty.update(Text("No results yet. Press r to run the experiment (every selected variant); "
-                          "results appear here.", style="dim"))
-        for wid in ("#timeline", "#bars-title", "#bars", "#summary"):
+        empty.update(empty_hint or Text("No results yet. Press r to run the experiment.",
+                                        style="dim"))
+        for wid in ("#source", "#timeline", "#bars-title", "#bars", "#summary"):
             self.query_one(wid).display = has
-        if data is None:
-            for wid in ("#failures", "#prediction", "#checks", "#reference-note", "#reference",
-                        "#history", "#notes"):
+        if not has:
+            for wid in ("#failures", "#prediction", "#diff", "#checks", "#beside-note",
+                        "#beside", "#beside-table", "#history", "#notes"):
                 self.query_one(wid).display = False
             return
-        lesson = data.lesson
-        failures = [r for r in results if not r.ok]
+        lesson, src = data.lesson, lead.source
+        head = Text.assemble(("▶ ", "bold"), (src.long[0].upper() + src.long[1:], "bold"))
+        if src.recorded:
+            head.append(" — played back; not run on this machine.", style="dim")
+        if data.restored:
+            head.append(f" Shown {data.restored}.", style="dim")
+        if data.versions:
+            head.append("\n" + data.versions, style="yellow")
+        self.query_one("#source", Static).update(head)
+        failures = [r for r in lead.results if not r.ok]
         box = self.query_one("#failures", Static)
         box.display = bool(failures)
-        box.update(Text("\n").join(failure_box(r) for r in failures))
+        box.update(Text("\n").join(failure_box(r, src) for r in failures))
         box.set_class(any(r.status in ("oom", "error") for r in failures), "-bad")
-
-        if has:
-            first = results[0]
-            top = max(results, key=lambda r: r.peak.bytes)
-            title = (f"Your run ({first.mode}, {first.scale}) · "
-                     f"● peak {gb(top.peak.bytes)} {top.variant}")
-            self.query_one("#timeline", TimelinePlot).set_series(
-                [Series.of(r, variant_rgb(variant_index(lesson, r.variant))) for r in results], title)
-            self.query_one("#bars", CategoryBars).set_results(
-                [(r.variant, data.color(r.variant), r) for r in results])
-            self.query_one("#summary", Static).update(summary_table(data))
-        pred = prediction_text(data)
-        self._set("#prediction", pred)
-        self._set("#checks", checks_table(data))
-        refs = data.references
-        ref_plot = self.query_one("#reference", TimelinePlot)
-        ref_plot.display = bool(refs)
-        note = self.query_one("#reference-note", Static)
-        note.display = bool(refs)
-        if refs:
-            any_ref = next(iter(refs.values()))
-            note.update(Text.assemble(
-                ("Recorded reference — ", "bold"),
-                f"not run on this machine: {any_ref.device.name}, mode {any_ref.mode}, "
-                f"{any_ref.scale} scale" + (f", {any_ref.created[:10]}" if any_ref.created else "")
-                + ". Compare its shape with your run above."))
-            ordered = sorted(refs.values(), key=lambda r: variant_index(lesson, r.variant))
-            ref_plot.set_series(
-                [Series.of(r, variant_rgb(variant_index(lesson, r.variant))) for r in ordered],
-                f"H200 reference, recorded ({any_ref.device.name})")
-        self._set("#history", history_table(data))
-        notes = [n for r in results for n in r.notes if not n.startswith("stderr tail")]
+        self.query_one("#timeline", TimelinePlot).set_series(
+            series_of(lesson, lead), plot_title(lead), capacity_of(lead.results))
+        self.query_one("#bars-title", Static).update(f"What was live at the peak — {src.short}")
+        self.query_one("#bars", CategoryBars).set_results(
+            [(r.variant, data.color(r.variant), r) for r in lead.results])
+        self.query_one("#summary", Static).update(summary_table(lesson, lead))
+        self._set("#prediction", prediction_text(data))
+        self._set("#diff", diff_tables(lesson, lead))
+        self._set("#checks", checks_table(lesson, lead))
+        beside = data.beside
+        self.query_one("#beside").display = bool(beside)
+        note = None
+        if beside:
+            b = beside.source
+            note = Text.assemble(("Beside it: ", "bold"), b.long[0].upper() + b.long[1:],
+                                 "." if not b.recorded else " — not run on this machine.")
+            self.query_one("#beside", TimelinePlot).set_series(
+                series_of(lesson, beside), plot_title(beside), capacity_of(beside.results))
+        self._set("#beside-note", note)
+        self._set("#beside-table", beside_table(lesson, lead, beside) if beside else None)
+        current = [r for rs in (lead, beside) for r in rs.results if rs.how != "recording"]
+        self._set("#history", history_table(lesson, data.history, current))
+        notes = [n for r in lead.results for n in r.notes if not n.startswith("stderr tail")]
         notes = list(dict.fromkeys(notes))
         self._set("#notes", Text("\n".join(f"• {n}" for n in notes), style="dim") if notes else None)
+
+    def show_live(self, lesson: Lesson, head: Text, finished: ResultSet,
+                  partial: list[Series], capacity: tuple[int, str] | None) -> None:
+        """During a run: the variants done so far and the running one's growing timeline.
+        Called ~4×/s: the layout changes only when the run starts and when a variant ends."""
+        if self._live_done != len(finished.results):
+            if self._live_done is None:
+                for wid in ("#results-empty", "#failures", "#bars-title", "#bars",
+                            "#prediction", "#diff", "#checks", "#beside-note", "#beside",
+                            "#beside-table", "#history", "#notes"):
+                    self.query_one(wid).display = False
+                self._set("#source", head)
+                self.query_one("#timeline").display = True
+            self._live_done = len(finished.results)
+            self._live_series = series_of(lesson, finished) if finished else []
+            self._set("#summary", summary_table(lesson, finished) if finished else None)
+        self.query_one("#timeline", TimelinePlot).set_series(self._live_series + partial,
+                                                             "so far", capacity)
 
     def _set(self, selector: str, renderable) -> None:
         w = self.query_one(selector, Static)
@@ -253,4 +206,5 @@ class ResultsView(VerticalScroll):
             w.update(renderable)
 
 
-__all__ = ["ResultsData", "ResultsView", "variant_index"]
+__all__ = ["ResultSet", "ResultsData", "ResultsView", "capacity_of", "prediction_text",
+           "variant_index"]

@@ -1,0 +1,167 @@
+"""The experiment `memlab profile` hands the runner: the user's own script, run with runpy in
+the worker, under the lab's tensor tracker, its phases found by `AutoPhases`.
+
+Run by `lab.runner.worker` like any experiment file (RunRequest.experiment points here, variant
+"script"); `run.p` carries `target` (a path, or a module for `-m`), `module` (bool), `args`,
+`timeout_s` and `output_path`. Whatever the script does, the measurement so far is a result:
+
+  an exception      status error, its first line, and where in the script it was raised
+  sys.exit(0)       status ok, with a note: what ran until then was measured
+  sys.exit(N)       status error: "the script exited with code N"
+  --timeout         SIGALRM in the worker stops it (status timeout, set by lab.profile.run);
+                    what hangs in C code past that is killed by the client a little later
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+import traceback
+
+from lab.profile.phases import AutoPhases
+
+
+class _Alarm(BaseException):
+    """SIGALRM in the script's main thread: a BaseException, so the script's own
+    `except Exception:` does not swallow it."""
+
+
+class ScriptTimeout(Exception):
+    """The script ran past --timeout."""
+
+
+class ScriptExit(Exception):
+    """The script called sys.exit with a non-zero code."""
+
+
+class ScriptInterrupted(Exception):
+    """KeyboardInterrupt inside the script: a result, not a dead worker."""
+
+
+SIM_REFUSED = ("profiling a script in sim is a later step: a CUDA script's .item(), "
+               "torch.cuda.* calls and autocast('cuda') need a shim under FakeTensorMode; use "
+               "--mode cpu (a real run on this CPU) or --mode cuda on a GPU")
+
+
+class _Tee:
+    """The script's prints: to the output file (the CLI shows it live) and where they went."""
+
+    def __init__(self, file, stream):
+        self.file, self.stream = file, stream
+
+    def write(self, text):
+        self.file.write(text)
+        try:
+            return self.stream.write(text)
+        except (OSError, ValueError):
+            return len(text)
+
+    def flush(self):
+        self.file.flush()
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+    def __getattr__(self, name):  # isatty, encoding, fileno, ...: the original stream's
+        return getattr(self.stream, name)
+
+
+def where_raised(tb, folder: str) -> str:
+    """'train.py:12 (main)': the innermost frame of the script's folder, else the innermost
+    frame outside torch and the standard library."""
+    from lab.snapshots.frames import is_internal
+
+    frames = traceback.extract_tb(tb)
+    mine = [f for f in frames if os.path.abspath(f.filename).startswith(folder + os.sep)]
+    other = [f for f in frames if not is_internal(f.filename)
+             and "/lab/profile/" not in f.filename.replace("\\", "/")]
+    f = (mine or other or frames or [None])[-1]
+    return f"{os.path.basename(f.filename)}:{f.lineno} ({f.name})" if f else "?"
+
+
+def _run(p) -> None:
+    if p.module:
+        sys.argv = [p.target, *p.args]
+        sys.path.insert(0, os.getcwd())  # what `python -m` does
+        runpy.run_module(p.target, run_name="__main__", alter_sys=True)
+    else:
+        path = os.path.abspath(p.target)
+        sys.argv = [path, *p.args]
+        sys.path.insert(0, os.path.dirname(path))  # what `python train.py` does
+        runpy.run_path(path, run_name="__main__")
+
+
+def script(run) -> None:
+    """The variant the worker calls: the user's script under the tracker."""
+    if run.mode == "sim":
+        raise RuntimeError(SIM_REFUSED)
+    p = run.p
+    folder = os.path.dirname(os.path.abspath(p.target)) if not p.module else os.getcwd()
+    saved = sys.argv[:], sys.path[:], sys.stdout, sys.stderr
+    out = open(p.output_path, "a", buffering=1, encoding="utf-8") if p.output_path else None
+    if out is not None:
+        sys.stdout, sys.stderr = _Tee(out, sys.stdout), _Tee(out, sys.stderr)
+    timeout = float(p.timeout_s or 0)
+
+    def on_alarm(signum, frame):
+        raise _Alarm()
+
+    old_alarm = signal.signal(signal.SIGALRM, on_alarm) if timeout > 0 else None
+    auto = AutoPhases(run.tracker, records=run.phases, on_phase=run._on_phase) \
+        if run.tracker is not None else None
+    try:
+        if timeout > 0:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+        with auto if auto is not None else _nothing():
+            _run(p)
+    except SystemExit as e:
+        code = e.code if e.code is not None else 0
+        where = where_raised(e.__traceback__, folder)
+        if code in (0, "0"):
+            run.note(f"the script called sys.exit(0) at {where}; everything until then was "
+                     "measured")
+            return
+        _tail(out, e)
+        raise ScriptExit(f"the script exited with code {code} at {where}") from None
+    except KeyboardInterrupt as e:
+        raise ScriptInterrupted(f"interrupted at {where_raised(e.__traceback__, folder)}") from None
+    except _Alarm as e:
+        run.note(f"stopped by --timeout at {where_raised(e.__traceback__, folder)} "
+                 f"(phase {auto.name if auto else '?'})")
+        raise ScriptTimeout(f"the script ran past --timeout {timeout:g} s and was stopped; "
+                            "what ran until then was measured") from None
+    except Exception as e:
+        run.note(f"the script raised {type(e).__name__} at {where_raised(e.__traceback__, folder)}"
+                 + (f" (phase {auto.name})" if auto else ""))
+        _tail(out, e)
+        raise
+    finally:
+        if timeout > 0:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old_alarm)
+        sys.argv[:], sys.path[:] = saved[0], saved[1]
+        sys.stdout, sys.stderr = saved[2], saved[3]
+        if out is not None:
+            out.close()
+
+
+def _tail(out, exc: BaseException) -> None:
+    """The traceback goes where the script's output goes (the CLI shows it), from the script's
+    first frame on: runpy's and this module's frames are not the script's story."""
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__
+                              or "runpy" in tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
+    (out or sys.stderr).write(text)
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False

@@ -1,0 +1,98 @@
+"""The lesson's status line: what runs now (variant, phase, live bytes, seconds) and a sparkline.
+
+It repaints without a layout pass (it changes ~10×/s during a run). While a run is in flight
+a one-second timer keeps the elapsed time moving even when the worker is silent — a CPU
+matmul at seed scale can take minutes in one phase, and a frozen line looks like a hang.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widget import Widget
+from textual.widgets import Sparkline
+
+
+class StatusText(Widget):
+    """One line of text. `say()` repaints without a layout pass."""
+
+    DEFAULT_CSS = "StatusText { width: 1fr; height: 1; }"
+
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
+        self.text: Text | str = ""
+
+    def render(self) -> Text | str:
+        return self.text
+
+    @property
+    def content(self):  # the same accessor as Static, for tests
+        return self.text
+
+    def say(self, text: Text | str) -> None:
+        self.text = text
+        self.refresh()
+
+
+class RunStatus(Horizontal):
+    DEFAULT_CSS = """
+    RunStatus { height: 1; background: $panel; padding: 0 1; }
+    RunStatus > Sparkline { width: 24; display: none; }
+    RunStatus.-running > Sparkline { display: block; }
+    """
+
+    clock = staticmethod(time.monotonic)  # tests freeze it
+
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
+        self._line: Text | None = None  # the running line, without the elapsed time
+        self._started: float | None = None
+        self._timer = None
+
+    def compose(self) -> ComposeResult:
+        yield StatusText(id="status-text")
+        yield Sparkline([], id="status-spark")
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(1.0, self._tick, pause=True)
+
+    def say(self, text: Text | str) -> None:
+        """A message that is not about a run in flight (idle, done, cancelling)."""
+        self._line = None
+        self.query_one("#status-text", StatusText).say(text)
+
+    def start(self) -> None:
+        self._started = self.clock()
+        self.add_class("-running")
+        self.query_one("#status-spark", Sparkline).data = []
+        if self._timer is not None:
+            self._timer.resume()
+
+    def stop(self) -> None:
+        self._started = None
+        self.remove_class("-running")
+        if self._timer is not None:
+            self._timer.pause()
+
+    def running(self, line: Text, spark: list[float] | None = None) -> None:
+        """The run's line; the elapsed seconds are appended and kept moving by the timer."""
+        self._line = line
+        if spark is not None:
+            self.query_one("#status-spark", Sparkline).data = spark[-48:]
+        self._tick()
+
+    def elapsed(self) -> float:
+        return 0.0 if self._started is None else self.clock() - self._started
+
+    def _tick(self) -> None:
+        if self._line is None or self._started is None:
+            return
+        text = self._line.copy()
+        text.append(f" · {self.elapsed():.0f} s", style="dim")
+        self.query_one("#status-text", StatusText).say(text)
+
+
+__all__ = ["RunStatus", "StatusText"]

@@ -1,0 +1,77 @@
+"""The snapshot viewer screen: a real H200 snapshot, keys, Esc back (in the app) and Esc/q
+out (standalone, `memlab view FILE --app`), and gzip-compressed snapshots."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+
+from textual.widgets import DataTable
+
+from lab.snapshots import open_summary
+from lab.tui.screens import HomeScreen, LessonScreen
+from lab.tui.screens.snapshot_view import SnapshotViewApp, SnapshotViewScreen
+
+from tui_helpers import FIXTURES, make_app, screen_text, wait_until
+
+SNAPSHOT = FIXTURES / "h200_snapshot.pickle"
+
+
+async def test_standalone_viewer_escape_and_q_leave_instead_of_a_blank_screen():
+    for key in ("escape", "q"):
+        app = SnapshotViewApp(open_summary(SNAPSHOT)[0])
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.pause()
+            assert isinstance(app.screen, SnapshotViewScreen)
+            assert "esc back" in screen_text(app).lower()
+            await pilot.press(key)
+            await pilot.pause()
+            assert not app.is_running, key  # it left; no blank screen that no key leaves
+
+
+async def test_viewer_in_the_app_shows_the_peak_moves_and_goes_back(tmp_path):
+    # Given a compressed snapshot (the shipped H200 ones are *.profile.pkl.gz)
+    packed = tmp_path / "baseline.profile.pkl.gz"
+    with open(SNAPSHOT, "rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    app = make_app()
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("o")
+        await pilot.pause()
+        await pilot.press(*str(packed), "enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, SnapshotViewScreen), tries=1500)
+        await pilot.pause()
+        screen = app.screen
+        text = screen_text(app)
+        assert "peak 739.41 MB" in text  # the lab's units (GB = 10⁹ stepping down), not MiB
+        assert "GiB" not in text and "MiB" not in text
+        assert screen.query_one("#blocks", DataTable).row_count > 0
+        before = screen.plot.cursor
+        await pilot.press("0", "right")
+        assert screen.plot.cursor > before or screen.plot.cursor == screen.plot.x_max
+        await pilot.press("p")
+        assert screen.plot.cursor == screen.summary.peak_time_us
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, HomeScreen)  # back where it was opened, not blank
+
+
+async def test_a_lessons_recorded_snapshot_opens_with_s(tmp_path):
+    from lab.reference import REFERENCE_DIR
+
+    # Given an install whose lesson 01 has a recorded allocator snapshot beside its runs
+    root = tmp_path / "reference"
+    shutil.copytree(REFERENCE_DIR / "linear-baseline", root / "linear-baseline")
+    with open(SNAPSHOT, "rb") as src, gzip.open(root / "linear-baseline" /
+                                                "baseline.profile.pkl.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    app = make_app(references=root)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, LessonScreen)
+        await pilot.press("s")
+        await wait_until(pilot, lambda: isinstance(app.screen, SnapshotViewScreen), tries=1500)
+        assert "baseline.profile.pkl.gz" in screen_text(app)

@@ -1,0 +1,92 @@
+"""No peeking: the simulator and the workloads never read the H200 recordings (issue 10 item 4).
+
+The recordings (assets/reference) judge the simulator; if the simulator or the code it runs could
+read them, it could copy the answer. Two checks that can fail:
+1. static: no module of lab.measure / lab.experiments / lab.workloads and no lesson experiment
+   names the reference folder or imports a module that reads it (lab.reference, lab.cite);
+2. dynamic: simulating lesson variants (and importing everything that takes) opens no file under
+   assets/reference, seen by a Python audit hook on every `open`.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = (ROOT / "assets" / "reference").resolve()
+SIMULATOR = ["lab/measure", "lab/experiments", "lab/workloads"]
+FORBIDDEN = re.compile(r"assets[\\/\"', ]+reference|\breference_dir\b|\bREFERENCE_DIR\b|"
+                       r"(?:from|import)\s+lab(?:\.|\s+import\s+)(?:reference|cite)\b")
+
+
+def _sources() -> list[Path]:
+    files = [p for d in SIMULATOR if (ROOT / d).is_dir() for p in (ROOT / d).rglob("*.py")]
+    files += sorted((ROOT / "lessons").glob("*/experiment.py"))
+    assert len(files) > 20  # the folders exist: the check looks at something
+    return files
+
+
+def test_simulator_sources_do_not_name_the_recordings():
+    hits = [f"{p.relative_to(ROOT)}: {m.group(0)!r}" for p in _sources()
+            for m in FORBIDDEN.finditer(p.read_text())]
+    assert not hits, "the simulator must not read the recordings:\n" + "\n".join(hits)
+
+
+def test_the_static_check_can_fail():
+    assert FORBIDDEN.search('REF = ROOT / "assets" / "reference"')
+    assert FORBIDDEN.search("from lab.reference import load_reference")
+    assert FORBIDDEN.search("from lab import cite")
+
+
+_opened: list[str] = []
+_watching = False
+
+
+def _audit(event, args):
+    if _watching and event == "open" and args and isinstance(args[0], (str, bytes, Path)):
+        try:
+            path = Path(args[0] if not isinstance(args[0], bytes) else args[0].decode()).resolve()
+        except (OSError, ValueError):
+            return
+        if path == REFERENCE or REFERENCE in path.parents:
+            _opened.append(str(path))
+
+
+@pytest.fixture
+def watch_opens():
+    global _watching
+    if _audit not in _installed:
+        sys.addaudithook(_audit)  # cannot be removed: it only records while _watching
+        _installed.append(_audit)
+    _opened.clear()
+    _watching = True
+    yield _opened
+    _watching = False
+
+
+_installed: list = []
+
+
+@pytest.mark.parametrize("key,variant", [("01", "baseline"), ("13", "bf16"), ("10", "expandable_segments")])
+def test_simulating_a_lesson_opens_no_recording(watch_opens, key, variant):
+    from lab.curriculum import load_course
+    from lab.measure.measure import measure_variant
+    from lab.runner.worker import load_experiment
+
+    lesson = load_course().find(key)
+    params = dict(lesson.params("seed"))
+    if key == "13":
+        params.update(batch=1, seq=128)  # the same code paths, a fraction of the work
+    fn = getattr(load_experiment(str(lesson.experiment_path)), variant)
+    r = measure_variant(fn, lesson=lesson.id, variant=variant, mode="sim", scale="seed",
+                        params=params, timing=False)
+    assert r.status in ("ok", "oom")
+    assert not watch_opens, f"sim opened recordings: {watch_opens}"
+
+
+def test_the_audit_hook_sees_a_recording_opened(watch_opens):
+    some = next(REFERENCE.rglob("*.json"))
+    some.read_text()
+    assert watch_opens

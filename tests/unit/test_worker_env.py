@@ -1,0 +1,34 @@
+"""A warm worker whose variant sets its own environment restarts cold (lesson 10's
+PYTORCH_CUDA_ALLOC_CONF must be set before torch reads it), keeping its pid and pipes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lab.curriculum import LESSONS_DIR, load_course
+
+LESSON = next(l for l in load_course().lessons if any(v.env for v in l.variants))
+VARIANT = next(v for v in LESSON.variants if v.env)
+
+
+@pytest.mark.slow
+def test_a_warm_worker_hands_an_env_variant_to_a_cold_start():
+    req = {"lesson_path": str(LESSON.path), "variant": VARIANT.name, "mode": "cpu",
+           "scale": "small", "timing": False}
+    p = subprocess.Popen([sys.executable, "-m", "lab.runner.worker", "--warm"], text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ready = json.loads(p.stdout.readline())
+    assert ready["type"] == "ready"
+    p.stdin.write(json.dumps({"request": req, "env": {}}) + "\n")
+    p.stdin.flush()
+    out, _ = p.communicate(timeout=300)
+    msgs = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    started = next(m for m in msgs if m["type"] == "started")
+    assert started["pid"] == ready["pid"]  # the same process, exec'd: the runner's handle holds
+    result = next(m for m in msgs if m["type"] == "result")["result"]
+    assert result["status"] == "ok"
+    name, value = next(iter(dict(VARIANT.env).items()))
+    # the experiment saw the variant's environment (lesson 10 notes the setting it ran under)
+    assert any(f"{name}={value}" in n for n in result["notes"]), result["notes"]
