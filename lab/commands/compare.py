@@ -214,8 +214,9 @@ def main(args) -> int:
 
     live.start(next(labels))
     try:
-        comparison = run_compare(plan, default_runner(gpus=gpus_here if gpus_here > 1 else 0),
-                                 on_event=live.event, on_result=on_result)
+        # several GPUs: the direct runner hands them out, one per rank
+        runner = default_runner(gpus=gpus_here) if gpus_here > 1 else default_runner()
+        comparison = run_compare(plan, runner, on_event=live.event, on_result=on_result)
     finally:
         live.close()
     if export_dir is not None:

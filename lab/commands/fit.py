@@ -64,7 +64,7 @@ def main(args) -> int:
     if confirm_on_cuda:
         from lab.runner.client import default_runner
 
-        runner = default_runner(gpus=args.gpus if args.gpus > 1 else 0)
+        runner = default_runner(gpus=args.gpus) if args.gpus > 1 else default_runner()
     results = []
     for cfg in combos:
         if not args.json:
