@@ -21,9 +21,11 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                                              `world_size` (>= 1), if set, is how many ranks of
                                              torch.distributed every variant runs on
                                              (`Lesson.ranks`; --gpus N changes it)
-  [[checks]] name, phase, expected, measure, variants
+  [[checks]] name, phase, expected, measure, variants, tolerance
                                              expected: formula over the scale's parameters;
-                                             measure: "delta" | "peak" | "category:<name>"
+                                             measure: "delta" | "peak" | "category:<name>";
+                                             tolerance: how close a CUDA run must come
+                                             (a fraction; default 0.01, tests/gpu)
   [[quiz]] kind = "choice":  question, choices[], answer (index), explain
            kind = "predict_peak": question, variant, scale, tolerance, explain; the answer is the
                                   variant's recorded H200 peak (answer_gb: an optional formula,
