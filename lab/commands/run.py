@@ -54,6 +54,9 @@ def add_parser(sub) -> None:
                    help="ranks of torch.distributed for a lesson that trains on several GPUs "
                         "(its world_size): one GPU each on cuda, one process each on cpu "
                         "(gloo), simulated in one process in sim")
+    p.add_argument("--exclusive", action="store_true",
+                   help="cuda: every run gets a GPU of its own (step times and whole-GPU NVML "
+                        "numbers undisturbed; how the H200 reference runs are recorded)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="run at most N variants at once (default: as many as the machine's runner "
                         "service admits: sim/cpu by cores, cuda runs share a GPU only when their "
@@ -211,8 +214,8 @@ def main(args) -> int:
             tasks.append((lesson, RunRequest(
                 lesson_path=str(lesson.path), variant=variant, mode=mode, scale=scale,
                 gpu_memory=gpu_memory, profile_path=profile, timing=not args.no_timing,
-                timeout_s=args.timeout or lesson.timeout_s, overrides=overrides,
-                ranks=lesson.ranks(scale, mode, overrides),
+                timeout_s=args.timeout or lesson.timeout_s, exclusive=args.exclusive,
+                overrides=overrides, ranks=lesson.ranks(scale, mode, overrides),
             )))
 
     started = time.perf_counter()

@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterable
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
 from .trace import ALLOC, FREE, Event, Trace
-from .tracker_hooks import ResizeHook, inner_tensors, is_wrapper
+from .tracker_hooks import ResizeHook
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
@@ -65,6 +65,20 @@ def _short_path(path: str) -> str:
 def _ptr(storage) -> int:
     """Device address of a real CUDA storage (0 elsewhere: fake and CPU storages need none)."""
     return storage.data_ptr() if storage.device.type == "cuda" else 0
+
+
+def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors that hold a wrapper subclass's memory (torchao's 8-bit optimizer state:
+    uint8 codes, fp32 scales and a lookup table). The wrapper itself owns none: its storage
+    reports the appearance size (numel × the dtype it poses as) and has no data pointer. A
+    DTensor (FSDP2's sharded parameters, gradients, optimizer state) likewise: its local shard."""
+    out = []
+    for name in t.__tensor_flatten__()[0]:
+        inner = getattr(t, name)
+        if not isinstance(inner, torch.Tensor):  # a DTensor also names its device mesh here
+            continue
+        out += _inner_tensors(inner) if is_traceable_wrapper_subclass(inner) else [inner]
+    return out
 
 
 _COMPOSITE: dict = {}
@@ -221,8 +235,8 @@ class TensorTracker(TorchDispatchMode):
             return total
 
     def _mark(self, t: torch.Tensor, category: str) -> None:
-        if is_wrapper(t):  # a DTensor: its local shard holds the memory
-            for inner in inner_tensors(t):
+        if is_traceable_wrapper_subclass(t):
+            for inner in _inner_tensors(t):
                 self._mark(inner, category)
             return
         sid = self._sid_of(t)
@@ -284,8 +298,8 @@ class TensorTracker(TorchDispatchMode):
             self._mark(t, category)
 
     def _see(self, t: torch.Tensor, stack: str | None = None) -> None:
-        if is_wrapper(t):  # a DTensor: count its local shard, never the wrapper's global size
-            for inner in inner_tensors(t):
+        if is_traceable_wrapper_subclass(t):  # count what it wraps, not its phantom storage
+            for inner in _inner_tensors(t):
                 self._see(inner, stack)
             return
         if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable, Input, Select
 
-from lab.playground import Techniques
+from lab.workloads import TrainConfig
 from lab.runner.replay import ReplayRunner
 from lab.tui.screens.playground import PlaygroundScreen
 
@@ -18,7 +18,7 @@ class PlaygroundReplay(ReplayRunner):
     """Every playground request is variant "combo": pick the recording by combination."""
 
     def path_for(self, req):
-        label = Techniques(**req.overrides["techniques"]).label
+        label = TrainConfig.from_dict(req.overrides["config"]).label
         return self.root / "playground" / f"{label}.{req.mode}-{req.scale}.jsonl"
 
 
@@ -66,7 +66,7 @@ async def test_r_runs_every_combination_and_a_new_workload_clears_the_old_result
         await wait_until(pilot, lambda: screen.comparison is not None, tries=1500)
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert [Techniques(**r.overrides["techniques"]).label for r in runner.requests] == [
+        assert [TrainConfig.from_dict(r.overrides["config"]).label for r in runner.requests] == [
             "baseline", "ckpt"]
         table = screen.query_one("#results", DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]

@@ -201,16 +201,18 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
     received; replaying the log gives the same peaks, and under a cap the same OOM as a capped run."""
     import torch
 
-    from lab.experiments.models import Layout
-    from lab.experiments.train import TrainConfig, Workload, train
+    from lab.workloads import TrainConfig
+    from lab.workloads.registry import Layout
+    from lab.workloads.tasks import LM
+    from lab.workloads.train import train
     from lab.measure.allocator_replay import Replay, replay
     from lab.measure.session import Session
     from lab.measure.simulate import SimPolicy, fake_mode
     from lab.measure.tracker import TensorTracker
-    import lab.experiments.models as models
+    import lab.workloads.registry as registry
 
-    models.LAYOUTS["t-alloc"] = Layout("t-alloc", "gpt2", 512, 2, 4, 256, 128)
-    work = Workload("t-alloc", 4, 128, TrainConfig(precision="bf16"))
+    registry.LAYOUTS["t-alloc"] = Layout("t-alloc", "gpt2", 512, 2, 4, 256, 128)
+    task = LM("t-alloc", 4, 128)
 
     def run(cap=None):
         alloc = Replay(cap=cap, record=True)
@@ -218,7 +220,7 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
         tr = TensorTracker(policy=policy, allocator=alloc)
         try:
             with fake_mode(), policy, tr:
-                train(Session("sim", {}, torch.device("cpu"), tr), work, 2)
+                train(Session("sim", {}, torch.device("cpu"), tr), task, TrainConfig(precision="bf16"), 2)
         except torch.OutOfMemoryError:
             pass
         return alloc
@@ -232,4 +234,4 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
     again = replay(full.log, cap=cap)
     assert capped.oom is not None and again.oom is not None
     assert (again.oom.requested, again.oom.allocated) == (capped.oom.requested, capped.oom.allocated)
-    del models.LAYOUTS["t-alloc"]
+    del registry.LAYOUTS["t-alloc"]

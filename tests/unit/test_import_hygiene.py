@@ -26,6 +26,9 @@ TORCH_FREE = [
     "lab.playground", "lab.playground.text", "lab.export",
     "lab.snapshots", "lab.snapshots.text", "lab.measure.snapshot", "lab.measure.result",
     "lab.runner.client", "lab.runner.replay",
+    # workshops: the class state, the instructor's view, progress merging
+    "lab.serve.policy", "lab.serve.workshop", "lab.serve.classroom", "lab.serve.classview",
+    "lab.commands.serve_cmd", "lab.commands.class_cmd",
     "lab.cli",
 ]
 # the CLI's startup: every subcommand's parser (compare's --help lists the combination tokens)

