@@ -252,13 +252,13 @@ def fsdp_unsharded(run, model) -> int:
     of the largest block's. Call after the first forward (they are made lazily)."""
     largest = 0
     for module in model.modules():
-        state = getattr(module, "_get_fsdp_state", None)
-        group = state()._fsdp_param_group if state is not None else None
+        state = getattr(module, "_get_fsdp_state", None)  # FSDP2's private state: feature-detected
+        group = getattr(state(), "_fsdp_param_group", None) if state is not None else None
         if group is None:
             continue
         size = 0
-        for p in group.fsdp_params:
-            for t in p.all_gather_outputs:
+        for p in getattr(group, "fsdp_params", ()):
+            for t in getattr(p, "all_gather_outputs", ()):
                 run.mark(t, "parameters")
                 size += t.numel() * t.element_size()
         largest = max(largest, size)

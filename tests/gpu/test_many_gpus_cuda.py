@@ -96,7 +96,14 @@ def test_sim_at_the_same_n_is_within_3_percent_of_each_rank(variant):
     from lab.runner.worker import load_experiment
 
     fn = getattr(load_experiment(str(LESSON.experiment_path)), variant)
-    sim = measure_variant(fn, lesson=LESSON.id, variant=variant, mode="sim", scale="seed",
-                          params={**LESSON.params("seed"), "world_size": N}, timing=False)
+
+    @functools.lru_cache(maxsize=None)
+    def sim(rank: int) -> int:
+        params = {**LESSON.params("seed"), "world_size": N, "sim_rank": rank}
+        return measure_variant(fn, lesson=LESSON.id, variant=variant, mode="sim", scale="seed",
+                               params=params, timing=False).peak.bytes
+
     for r in run(variant).ranks:
-        assert sim.peak.bytes == pytest.approx(r.peak.bytes, rel=0.03), (variant, r.metrics)
+        # ZeRO-1's ranks hold different parts of the optimizer state: simulate that rank
+        rank = int(r.metrics["rank"]) if variant == "zero1" else 0
+        assert sim(rank) == pytest.approx(r.peak.bytes, rel=0.03), (variant, r.metrics)
