@@ -56,8 +56,8 @@ def comparison_header(c: Comparison) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in c.sizes.items())
     timed = ("step time from an untracked pass" if c.mode != "sim"
              else "sim: exact bytes, no timings")
-    ranks = (f" · ddp/zero1/fsdp on {c.gpus} GPUs (peak per GPU: rank 0's; {c.unit}/s per GPU)"
-             if getattr(c, "gpus", 1) > 1 else "")
+    ranks = (f" · ddp/zero1/fsdp on {c.gpus} ranks, one GPU (or CPU process) each: peak per "
+             f"rank (rank 0's), {c.unit}/s per rank" if getattr(c, "gpus", 1) > 1 else "")
     return f"{c.workload} · {comparison_source(c)} · {sizes} · {timed}{ranks}"
 
 
