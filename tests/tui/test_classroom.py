@@ -13,7 +13,8 @@ from lab.serve.classroom import Classroom
 from lab.tui.app import MemLabApp
 from lab.tui.screens import LessonScreen
 
-from tui_helpers import COURSE, NO_REFERENCE, REFERENCE, RUNS, run_and_wait, wait_until
+from tui_helpers import (COURSE, NO_REFERENCE, REFERENCE, RUNS, answer_predict_prompt, run_and_wait,
+                         wait_until)
 
 LESSON = "linear-baseline"
 
@@ -21,7 +22,7 @@ LESSON = "linear-baseline"
 def learner_app(workshop, name: str, prediction: float | None = None) -> MemLabApp:
     progress = Progress.load(workshop / "learners" / name / "progress.jsonl")
     if prediction is not None:
-        progress.set_prediction(LESSON, prediction)
+        progress.commit_prediction(LESSON, prediction)
     return MemLabApp(runner=ReplayRunner(RUNS), course=COURSE, progress=progress, gpu=None,
                      reference_root=NO_REFERENCE)
 
@@ -49,9 +50,8 @@ async def test_a_pushed_run_reaches_every_connected_learner(tmp_path, monkeypatc
         assert [r.variant for r in ada.screen.results] == ["baseline", "no_grad"]
         assert not bob.screen.results
         # When bob predicts and presses r, he sees the same run, and nothing ran here
-        await pb.press("2")
-        bob.screen.query_one("#predict").value = "3.5"
         await pb.press("r")
+        await answer_predict_prompt(pb, "3.5")
         await wait_until(pb, lambda: bob.screen.results, tries=400)
         assert bob.screen.class_run_label == ada.screen.class_run_label
         assert Progress.load(workshop / "learners" / "bob" / "progress.jsonl") \

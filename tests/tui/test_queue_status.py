@@ -8,7 +8,7 @@ import threading
 from lab.runner.client import failed_result
 from lab.tui.screens import LessonScreen
 
-from tui_helpers import make_app, open_first_lesson, text_of, wait_until
+from tui_helpers import answer_predict_prompt, make_app, open_first_lesson, text_of, wait_until
 
 
 class QueuedRunner:
@@ -32,7 +32,8 @@ async def test_waiting_in_the_gpu_queue_is_shown_and_esc_cancels_it():
         await open_first_lesson(pilot)
         screen = app.screen
         assert isinstance(screen, LessonScreen)
-        await pilot.press("r")
+        await pilot.press("r")  # (no recordings in this app: r runs it; skip the prediction)
+        await answer_predict_prompt(pilot, None)
         await wait_until(pilot, lambda: "2 ahead" in text_of(screen, "#status-text"), tries=500)
         assert "waiting for GPU 0 — 2 ahead" in text_of(screen, "#status-text")
         await pilot.press("escape")

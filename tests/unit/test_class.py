@@ -34,7 +34,7 @@ def workshop(tmp_path, monkeypatch):
     root = tmp_path / "workshop"
     for name, (gb, answers) in LEARNERS.items():
         p = Progress.load(root / "learners" / name / "progress.jsonl")
-        p.set_prediction(LESSON, gb)
+        p.commit_prediction(LESSON, gb)
         for i, answer, ok in answers:
             p.record_answer(LESSON, i, answer, ok, 3)
     return root
