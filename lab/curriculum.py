@@ -17,10 +17,15 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                                              PYTORCH_CUDA_ALLOC_CONF, read once per process)
   [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools);
                                              `gpu_memory` (bytes), if set, is the virtual GPU
-                                             the lesson runs on unless --gpu-memory is given
-  [[checks]] name, phase, expected, measure, variants
+                                             the lesson runs on unless --gpu-memory is given;
+                                             `world_size` (>= 1), if set, is how many ranks of
+                                             torch.distributed every variant runs on
+                                             (`Lesson.ranks`; --gpus N changes it)
+  [[checks]] name, phase, expected, measure, variants, tolerance
                                              expected: formula over the scale's parameters;
-                                             measure: "delta" | "peak" | "category:<name>"
+                                             measure: "delta" | "peak" | "category:<name>";
+                                             tolerance: how close a CUDA run must come
+                                             (a fraction; default 0.01, tests/gpu)
   [[quiz]] kind = "choice":  question, choices[], answer (index), explain
            kind = "predict_peak": question, variant, scale, tolerance, explain; the answer is the
                                   variant's recorded H200 peak (answer_gb: an optional formula,
@@ -175,6 +180,13 @@ class Lesson:
     def params(self, scale: str) -> dict[str, Any]:
         return dict(self.scales[scale])
 
+    def ranks(self, scale: str, mode: str, overrides: dict[str, Any] | None = None) -> int:
+        """How many workers a run of this lesson starts (`RunRequest.ranks`): its `world_size`
+        parameter on cuda and cpu (one process per rank, one GPU each on cuda), 1 in sim, which
+        simulates the ranks in one process (lab/measure/distributed.py)."""
+        n = int({**self.params(scale), **(overrides or {})}.get("world_size", 1))
+        return 1 if mode == "sim" else n
+
 
 @dataclass(frozen=True)
 class Part:
@@ -322,6 +334,11 @@ def load_lesson(folder: Path) -> Lesson:
     for scale in scales:
         if scale not in SCALES:
             raise LessonError(path, f"scales.{scale}", f"unknown scale; use {', '.join(SCALES)}")
+
+    for scale, params in scales.items():
+        n = params.get("world_size", 1)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise LessonError(path, f"scales.{scale}.world_size", f"{n!r} must be a whole number >= 1")
 
     checks = []
     for i, c in enumerate(data.get("checks", [])):

@@ -2,6 +2,7 @@
 
     memlab fit mlp --gpu-memory 16GiB --combo baseline --combo bf16+ckpt --combo ckpt+accum4
     memlab fit linear --gpu-memory 24GB --json
+    memlab fit qwen2-1.5b --gpus 8 --gpu-memory 80GB --combo ddp --combo fsdp   (batch per GPU)
 
 Predicted by simulation (exact tensor bytes, a few sim runs per combination in this process),
 then confirmed by a real run on CUDA when a GPU is visible (--no-confirm skips it): the margin
@@ -51,24 +52,35 @@ def main(args) -> int:
     from lab.workloads.fit import confirm, search, sim_probe
 
     confirm_on_cuda = not args.no_confirm and cuda_available()
+    unconfirmed = None
+    if confirm_on_cuda and args.gpus > 1:
+        from lab.commands.compare import cuda_gpus
+
+        if cuda_gpus() < args.gpus:  # the prediction stands; say why it is not confirmed
+            confirm_on_cuda = False
+            unconfirmed = (f"not confirmed on CUDA: --gpus {args.gpus} and this machine has "
+                           f"{cuda_gpus()} GPU(s)")
     runner = None
     if confirm_on_cuda:
         from lab.runner.client import default_runner
 
-        runner = default_runner()
+        runner = default_runner(gpus=args.gpus) if args.gpus > 1 else default_runner()
     results = []
     for cfg in combos:
         if not args.json:
             print(f"▶ {w.name} · {cfg.label}: predicting by simulation …", file=sys.stderr,
                   flush=True)
-        res = search(sim_probe(w.name, sizes, cfg, scale), capacity, cfg, max_micro=args.max_batch)
+        res = search(sim_probe(w.name, sizes, cfg, scale, gpus=args.gpus), capacity, cfg,
+                     max_micro=args.max_batch)
         if runner is not None:
             if not args.json:
                 print(f"    confirming batch {res.batch} on CUDA …", file=sys.stderr, flush=True)
             res = confirm(res, runner_probe(runner, w.name, sizes, cfg, "cuda", scale, capacity,
-                                            args.timeout), cfg)
+                                            args.timeout, args.gpus), cfg)
         results.append(res)
-    if not confirm_on_cuda:
+    if unconfirmed:
+        note = unconfirmed
+    elif not confirm_on_cuda:
         note = ("not confirmed on CUDA (--no-confirm)" if args.no_confirm else
                 "not confirmed: no CUDA GPU here; the real allocator adds 512-byte rounding, "
                 "the cuBLAS workspace and fragmentation on top of these predictions")
@@ -77,7 +89,8 @@ def main(args) -> int:
                 "(torch.cuda.set_per_process_memory_fraction; the CUDA context is outside it)")
     if args.json:
         print(json.dumps({"schema": 1, "kind": "fit", "workload": w.name, "sizes": sizes,
-                          "capacity_bytes": capacity, "confirmed_on_cuda": confirm_on_cuda,
+                          "capacity_bytes": capacity, "gpus": args.gpus,
+                          "confirmed_on_cuda": confirm_on_cuda,
                           "note": note, "results": [r.to_dict() for r in results]}, indent=1))
     else:
         from types import SimpleNamespace
@@ -89,7 +102,9 @@ def main(args) -> int:
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
         sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None,
                                          torch_version=installed_versions()[0] or ""))
-        print(f"\n{w.name} in {cap_text(capacity)} · {sz}")
+        per = (f" per GPU · ddp/zero1/fsdp on {args.gpus} GPUs, batch per GPU"
+               if args.gpus > 1 else "")
+        print(f"\n{w.name} in {cap_text(capacity)}{per} · {sz}")
         print(f"predicted peaks: {sim}" + ("; CUDA columns: your GPU" if confirm_on_cuda else "")
               + "\n")
         print(fit_table(results))

@@ -170,15 +170,17 @@ def confirm(res: FitResult, probe: ProbeFn, cfg: TrainConfig, tries: int = 4) ->
 
 # ---- probes ------------------------------------------------------------------------------------
 def sim_probe(workload: str, sizes: dict[str, Any], cfg: TrainConfig, scale: str,
-              label: str = "playground") -> ProbeFn:
-    """Probe by simulation in this process (imports torch and the engine on first use)."""
+              label: str = "playground", gpus: int = 1) -> ProbeFn:
+    """Probe by simulation in this process (imports torch and the engine on first use);
+    ddp/zero1/fsdp on `gpus` simulated ranks (rank 0 measured: a per-GPU batch)."""
 
     def probe(batch: int) -> Probe:
         from lab.measure.measure import measure_variant
 
         from . import experiment
 
-        params = {**sizes, "batch": batch, "workload": workload, "config": cfg.to_dict()}
+        params = {**sizes, "batch": batch, "workload": workload, "config": cfg.to_dict(),
+                  **({"world_size": gpus} if cfg.parallel != "none" else {})}
         r = measure_variant(experiment.combo, lesson=label, variant=cfg.label, mode="sim",
                             scale=scale, params=params, timing=False)
         return Probe(batch, r.status, r.peak.bytes, r.error)

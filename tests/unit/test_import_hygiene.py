@@ -39,6 +39,7 @@ CORE_WITH_TORCH = [
     "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda",
     "lab.measure.simulate", "lab.runner.worker", "lab.workloads.train", "lab.workloads.tasks",
     "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run",
+    "lab.measure.distributed", "lab.workloads.parallel",
 ]
 
 _PROBE = """
