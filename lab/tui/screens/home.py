@@ -56,7 +56,6 @@ class HomeScreen(Screen):
         self.title = self.app.course.title
         self.sub_title = "course map"
         table = self.query_one("#lessons", DataTable)
-        table.add_column("part", key="part")  # the course's parts (course.toml), on their first row
         table.add_column("#", key="n")
         # status before the title: long titles may be cut at 80 columns, the status never
         table.add_column("status", key="status")
@@ -86,9 +85,10 @@ class HomeScreen(Screen):
             if status == QUIZ_DONE:
                 right, total = app.progress.lessons[lesson.id].quiz_score
                 label = f"◐ quiz {right}/{total}"
-            table.add_row(part_label, lesson.key, Text(label, style=style),
+            # the part (course.toml) is the row label of its first lesson: the columns stay put
+            table.add_row(lesson.key, Text(label, style=style),
                           guess_text(app.progress.lessons.get(lesson.id)), lesson.title,
-                          key=lesson.id)
+                          key=lesson.id, label=part_label)
         if app.course.lessons:
             table.move_cursor(row=min(row, len(app.course.lessons) - 1))
         target = app.continue_target()

@@ -185,7 +185,8 @@ class LessonRunMixin:
         cancel, total = self._cancel, len(plan.variants)
         reqs = [RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=plan.mode,
                            scale=plan.scale, gpu_memory=plan.gpu_memory,
-                           timeout_s=self.lesson.timeout_s) for variant in plan.variants]
+                           timeout_s=self.lesson.timeout_s,
+                           ranks=self.lesson.ranks(plan.scale, plan.mode)) for variant in plan.variants]
         results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
             runner, reqs, jobs=1, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
             on_event=lambda pos, msg: self.post_message(
