@@ -208,7 +208,7 @@ def job_sdpa(cpu: bool) -> list:
 
 
 def _layout(family: str, cpu: bool):
-    from lab.experiments.models import Layout
+    from lab.workloads.registry import Layout
 
     if family == "gpt2":
         if cpu:
@@ -223,9 +223,10 @@ def job_ops(cpu: bool, name: str) -> list:
     """One small workload per job, op by op."""
     import torch
 
-    from lab.experiments.data import random_batch
-    from lab.experiments.models import build_model
-    from lab.experiments.train import TrainConfig, enable_checkpointing, eval_loss, make_optimizer, train_step
+    from lab.workloads import TrainConfig
+    from lab.workloads.data import random_batch
+    from lab.workloads.models import build_model
+    from lab.workloads.train import enable_checkpointing, eval_step, make_optimizer, train_step
 
     dev, sink, run = _dev(cpu), [], _tiny_run(cpu)
     torch.manual_seed(0)
@@ -252,8 +253,9 @@ def job_ops(cpu: bool, name: str) -> list:
         _, grad_mode, prec = mode.split("-")
         model.eval()
         with OpLog(cpu, sink):
-            loss = eval_loss(run, model, x, y, {"nograd": "no_grad", "infer": "inference_mode",
-                                                "grad": "grad"}[grad_mode], prec)
+            loss = eval_step(run, model, x, y, TrainConfig(precision=prec), 0,
+                             grad_mode={"nograd": "no_grad", "infer": "inference_mode",
+                                        "grad": "grad"}[grad_mode])
             del loss
         return sink
     prec, _, ckpt = mode.partition("-")
@@ -271,12 +273,12 @@ OPS_JOBS = ["linear_threads", "gpt2_fp32", "gpt2_bf16", "gpt2_fp16", "gpt2_bf16-
             "gpt2_eval-infer-fp32", "gpt2_eval-grad-fp32"]
 
 # (lesson key, variant, param overrides): seed scale, as `memlab run` would, plus fit boundaries
-TRACE_JOBS = [("05", "baseline", {}), ("05", "bf16", {}), ("13", "bf16", {}),
-              ("13", "bf16_checkpointing", {}), ("10", "baseline", {}),
-              ("10", "expandable_segments", {}), ("01", "baseline", {}), ("06", "checkpoint_blocks", {}),
-              ("07", "accumulate", {}), ("05", "fp16", {}), ("04", "no_grad", {}), ("02", "baseline", {}),
-              ("13", "baseline", {"batch": 8}), ("13", "baseline", {"batch": 9}),
-              ("13", "bf16_checkpointing", {"batch": 20}), ("13", "bf16_checkpointing", {"batch": 21}),
+TRACE_JOBS = [("08", "baseline", {}), ("08", "bf16", {}), ("18", "bf16", {}),
+              ("18", "bf16_checkpointing", {}), ("17", "baseline", {}),
+              ("17", "expandable_segments", {}), ("01", "baseline", {}), ("09", "checkpoint_blocks", {}),
+              ("10", "accumulate", {}), ("08", "fp16", {}), ("07", "no_grad", {}), ("02", "baseline", {}),
+              ("18", "baseline", {"batch": 8}), ("18", "baseline", {"batch": 9}),
+              ("18", "bf16_checkpointing", {"batch": 20}), ("18", "bf16_checkpointing", {"batch": 21}),
               ("03", "small_batch", {})]
 
 

@@ -1,6 +1,6 @@
-"""Runner overhead: lesson 05 in sim at seed scale, request to results, against a bare import.
+"""Runner overhead: lesson 08 in sim at seed scale, request to results, against a bare import.
 
-    PYTHONPATH=. python bench/runner_overhead.py [--lesson 05] [--mode sim] [--scale seed]
+    PYTHONPATH=. python bench/runner_overhead.py [--lesson 08] [--mode sim] [--scale seed]
                                                  [--repeat 3] [--json FILE]
 
 Prints (seconds, never asserted):
@@ -75,7 +75,7 @@ def wait_ready(timeout: float = 300.0) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--lesson", default="05")
+    p.add_argument("--lesson", default="08")
     p.add_argument("--mode", default="sim")
     p.add_argument("--scale", default="seed")
     p.add_argument("--repeat", type=int, default=3, help="bare imports timed (median)")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from lab.measure.allocator_replay import Replay, SimulatedOutOfMemory  # noqa: E402
 
 DEFAULT = Path("/work/coord/gpu-results/sim-1/traces.jsonl.gz")
-CAP_16GIB = 16 * 2**30  # lesson 13's virtual GPU (set_per_process_memory_fraction)
+CAP_16GIB = 16 * 2**30  # lesson 18's virtual GPU (set_per_process_memory_fraction)
 FIXTURE_RUNS = {("mixed-precision", "bf16", "{}"), ("out-of-memory", "baseline", '{"batch": 9}'),
                 ("out-of-memory", "bf16_checkpointing", '{"batch": 20}'),
                 ("caching-allocator", "expandable_segments", "{}")}

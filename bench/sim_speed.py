@@ -1,6 +1,6 @@
 """Seconds per lesson variant in sim at seed scale, in this process (no worker start-up).
 
-    python bench/sim_speed.py [--lesson 05] [--repeat 3] [--profile 05:bf16]
+    python bench/sim_speed.py [--lesson 08] [--repeat 3] [--profile 08:bf16]
 
 Prints, per variant, the best of `--repeat` runs of `measure_variant(..., mode="sim")`: wall and
 CPU seconds (CPU time is steadier on a shared machine), and the one-off costs a worker pays before

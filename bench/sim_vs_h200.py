@@ -1,6 +1,6 @@
 """Every lesson variant in sim at seed scale, next to its H200 recording (assets/reference).
 
-    python bench/sim_vs_h200.py [--lesson 05] [--json OUT.json] [--from OUT.json]
+    python bench/sim_vs_h200.py [--lesson 08] [--json OUT.json] [--from OUT.json]
 
 Per variant: the H200's tracked peak and sim's, the error, the error of the variant's ratio to
 its lesson's baseline, ok/oom status, and sim's predicted allocator numbers against the H200's

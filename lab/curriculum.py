@@ -17,10 +17,15 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                                              PYTORCH_CUDA_ALLOC_CONF, read once per process)
   [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools);
                                              `gpu_memory` (bytes), if set, is the virtual GPU
-                                             the lesson runs on unless --gpu-memory is given
-  [[checks]] name, phase, expected, measure, variants
+                                             the lesson runs on unless --gpu-memory is given;
+                                             `world_size` (>= 1), if set, is how many ranks of
+                                             torch.distributed every variant runs on
+                                             (`Lesson.ranks`; --gpus N changes it)
+  [[checks]] name, phase, expected, measure, variants, tolerance
                                              expected: formula over the scale's parameters;
-                                             measure: "delta" | "peak" | "category:<name>"
+                                             measure: "delta" | "peak" | "category:<name>";
+                                             tolerance: how close a CUDA run must come
+                                             (a fraction; default 0.01, tests/gpu)
   [[quiz]] kind = "choice":  question, choices[], answer (index), explain
            kind = "predict_peak": question, variant, scale, tolerance, explain; the answer is the
                                   variant's recorded H200 peak (answer_gb: an optional formula,
@@ -175,13 +180,31 @@ class Lesson:
     def params(self, scale: str) -> dict[str, Any]:
         return dict(self.scales[scale])
 
+    def ranks(self, scale: str, mode: str, overrides: dict[str, Any] | None = None) -> int:
+        """How many workers a run of this lesson starts (`RunRequest.ranks`): its `world_size`
+        parameter on cuda and cpu (one process per rank, one GPU each on cuda), 1 in sim, which
+        simulates the ranks in one process (lab/measure/distributed.py)."""
+        n = int({**self.params(scale), **(overrides or {})}.get("world_size", 1))
+        return 1 if mode == "sim" else n
+
+
+@dataclass(frozen=True)
+class Part:
+    title: str
+    short: str  # for the course map's narrow column
+    lessons: tuple[str, ...]  # lesson ids, in teaching order
+
 
 @dataclass
 class Course:
     title: str
     intro: str
-    lessons: list[Lesson] = field(default_factory=list)
+    lessons: list[Lesson] = field(default_factory=list)  # in teaching order (the parts')
     errors: list[LessonError] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+
+    def part_of(self, lesson: Lesson) -> Part | None:
+        return next((p for p in self.parts if lesson.id in p.lessons), None)
 
     def find(self, ref: str) -> Lesson:
         """By number ("01", "1"), id ("linear-baseline") or folder ("01-linear-baseline")."""
@@ -203,7 +226,7 @@ def load_course(root: Path | str | None = None) -> Course:
         raise CourseNotFound(f"no course folder at {root}: reinstall memlab (its wheel ships "
                              f"lessons/ and assets/) or set {LESSONS_ENV} to a lessons folder")
     course_file = root / "course.toml"
-    title, intro, errors = "GPU Memory Lab", "", []
+    title, intro, errors, data = "GPU Memory Lab", "", [], {}
     if course_file.exists():
         try:
             data = tomllib.loads(course_file.read_text(encoding="utf-8"))
@@ -211,6 +234,11 @@ def load_course(root: Path | str | None = None) -> Course:
         except tomllib.TOMLDecodeError as e:
             errors.append(LessonError(course_file, "", f"invalid TOML: {e}"))
     course = Course(title, intro, errors=errors)
+    for i, p in enumerate(data.get("parts", [])):
+        if not (isinstance(p.get("title"), str) and isinstance(p.get("lessons"), list)):
+            errors.append(LessonError(course_file, f"parts[{i}]", "needs a title and a list of lessons"))
+            continue
+        course.parts.append(Part(p["title"], str(p.get("short", p["title"])), tuple(p["lessons"])))
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         if not FOLDER_RE.match(folder.name):
             continue
@@ -222,6 +250,13 @@ def load_course(root: Path | str | None = None) -> Course:
     for l in course.lessons:
         if ids.count(l.id) > 1:
             course.errors.append(LessonError(l.path / "lesson.toml", "id", f"{l.id!r} is used twice"))
+    listed = [lid for part in course.parts for lid in part.lessons]
+    for lid in listed:
+        if lid not in ids:
+            course.errors.append(LessonError(course_file, "parts", f"{lid!r} is no lesson's id"))
+    # teaching order: the parts', then any lesson in no part, by number
+    rank = {lid: i for i, lid in enumerate(listed)}
+    course.lessons.sort(key=lambda l: (rank.get(l.id, len(rank)), l.number))
     return course
 
 
@@ -299,6 +334,11 @@ def load_lesson(folder: Path) -> Lesson:
     for scale in scales:
         if scale not in SCALES:
             raise LessonError(path, f"scales.{scale}", f"unknown scale; use {', '.join(SCALES)}")
+
+    for scale, params in scales.items():
+        n = params.get("world_size", 1)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise LessonError(path, f"scales.{scale}.world_size", f"{n!r} must be a whole number >= 1")
 
     checks = []
     for i, c in enumerate(data.get("checks", [])):

@@ -14,6 +14,9 @@ The learning loop's rules live here, not in the screens: a prediction is committ
 never changed (one made after a result was on screen is kept but marked `late`, and does not
 count in the calibration record); a quiz answer is final (no retry after the answer is shown).
 
+Several processes of one learner (two browser tabs, a tab and a terminal) share the file: a
+save takes a file lock (`progress.jsonl.lock`, filelock), reads the file again and merges this
+process's changes into it (lab/progress_merge.py), so none of them loses another's progress.
 Every save rewrites the whole file atomically (a temp file in the same folder, fsync, then
 `os.replace`), so a crash mid-write leaves the previous file intact. A file damaged some other
 way is recovered line by line: every record that parses is kept, the damaged original is kept
@@ -30,11 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from lab.atomic import atomic_write
+from lab.progress_merge import State, merge
 
 FILE_NAME = "progress.jsonl"
 ENV_VAR = "MEMLAB_HOME"
 VERSION = 1
 HISTORY_LIMIT = 500  # run records kept; the oldest go first
+LOCK_TIMEOUT_S = 30  # a save holds the lock for milliseconds; this only guards a stuck holder
 
 NOT_STARTED, RUN, QUIZ_DONE, QUIZ_PASSED = "not started", "run", "quiz done", "quiz passed"
 RESULTS_DIR = "results"
@@ -162,6 +167,7 @@ class Progress:
         self.lessons: dict[str, LessonProgress] = {}
         self.history: list[RunRecord] = []
         self.recovered: str | None = None  # set when a damaged file was recovered
+        self._base = State()  # the file as this process last read or wrote it (for merging)
 
     # ---- load / save ----------------------------------------------------------------------
     @classmethod
@@ -174,25 +180,8 @@ class Progress:
         except OSError as e:
             prog.recovered = f"could not read {prog.path}: {e}; starting fresh"
             return prog
-        bad = 0
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                kind = rec.get("kind")
-                if kind == "meta":
-                    last = rec.get("last_lesson")
-                    prog.last_lesson = last if isinstance(last, str) else None
-                elif kind == "lesson":
-                    lp = LessonProgress.from_record(rec)
-                    prog.lessons[lp.id] = lp
-                elif kind == "run":
-                    prog.history.append(RunRecord.from_record(rec))
-                else:
-                    raise ValueError(f"unknown record kind {kind!r}")
-            except (ValueError, TypeError, KeyError, AttributeError):
-                bad += 1
+        state, bad = parse(text)
+        prog._adopt(state)
         if bad:
             backup = prog.path.with_name(prog.path.name + ".corrupt")
             try:
@@ -207,12 +196,46 @@ class Progress:
         return prog
 
     def save(self) -> None:
-        records: list[dict[str, Any]] = [{"kind": "meta", "version": VERSION,
-                                          "last_lesson": self.last_lesson}]
-        records += [lp.to_record() for lp in self.lessons.values()]
-        records += [r.to_record() for r in self.history[-HISTORY_LIMIT:]]
-        data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
-        atomic_write(self.path, data)
+        """Merge this process's changes into the file as it is now, under the file lock.
+
+        Another process of the same learner (a second tab, a terminal) may have saved since
+        this one read the file: its changes are kept (lab/progress_merge.py says how), and this
+        object sees them afterwards."""
+        from filelock import FileLock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT_S):
+            try:
+                disk, _ = parse(self.path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                disk = State()
+            mine = State(self.last_lesson, self.lessons, self.history)
+            merged = merge(self._base, mine, disk, LessonProgress)
+            merged.history = merged.history[-HISTORY_LIMIT:]
+            records: list[dict[str, Any]] = [{"kind": "meta", "version": VERSION,
+                                              "last_lesson": merged.last_lesson}]
+            records += [lp.to_record() for lp in merged.lessons.values()]
+            records += [r.to_record() for r in merged.history]
+            atomic_write(self.path, "".join(json.dumps(r, separators=(",", ":")) + "\n"
+                                            for r in records))
+        self._adopt(merged)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def _adopt(self, state: State) -> None:
+        """Take `state` as this process's view; lesson objects already held are updated in
+        place (a screen may hold one)."""
+        lessons = {}
+        for lid, lp in state.lessons.items():
+            held = self.lessons.get(lid)
+            if held is not None and held is not lp:
+                held.__dict__.update(lp.__dict__)
+                lp = held
+            lessons[lid] = lp
+        self.last_lesson, self.lessons, self.history = state.last_lesson, lessons, state.history
+        self._base = state.snapshot()
 
     # ---- queries --------------------------------------------------------------------------
     def lesson(self, lesson_id: str) -> LessonProgress:
@@ -316,3 +339,27 @@ class Progress:
                 f.unlink()
             except OSError:
                 pass
+
+
+def parse(text: str) -> tuple[State, int]:
+    """The records of a progress file, and how many lines could not be read."""
+    state, bad = State(), 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            kind = rec.get("kind")
+            if kind == "meta":
+                last = rec.get("last_lesson")
+                state.last_lesson = last if isinstance(last, str) else None
+            elif kind == "lesson":
+                lp = LessonProgress.from_record(rec)
+                state.lessons[lp.id] = lp
+            elif kind == "run":
+                state.history.append(RunRecord.from_record(rec))
+            else:
+                raise ValueError(f"unknown record kind {kind!r}")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            bad += 1
+    return state, bad

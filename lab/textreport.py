@@ -64,6 +64,11 @@ def variant_report(r: RunResult) -> str:
         out.append(f"step time {seconds(r.step_time_s)} (untracked pass)")
     if r.metrics:
         out.append("metrics: " + ", ".join(f"{k} = {metric(k, v)}" for k, v in r.metrics.items()))
+    if len(r.ranks) > 1:  # torch.distributed: the numbers above are rank 0's; each rank's own
+        out.append(f"ranks ({len(r.ranks)}, one process each): " + "; ".join(
+            f"{i}: {status_text(x.status)} peak {format_bytes(x.peak.bytes)}"
+            + (f", allocated {format_bytes(x.allocator.peak_allocated_bytes)}" if x.allocator else "")
+            for i, x in enumerate(r.ranks)))
     for n in r.notes:
         out.append(f"note: {n}")
     return "\n".join(out)

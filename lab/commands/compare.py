@@ -3,6 +3,7 @@
     memlab compare mlp --combo baseline --combo bf16 --combo ckpt --combo bf16+ckpt
     memlab compare mlp --mode sim --scale seed --combo baseline --combo accum4 --json
     memlab compare linear --batch 1024 --combo baseline --combo pure-bf16 --export out/
+    memlab compare qwen2-1.5b --mode sim --gpus 1024 --combo ddp --combo zero1 --combo fsdp
     memlab compare --model llama-3.2-1b --combo baseline --combo bf16+ckpt   # a shipped config
     memlab compare --config my/config.json --batch 8 --seq 2048              # your own model
 
@@ -22,6 +23,7 @@ from lab.commands import UsageError, gpu_memory_arg
 from lab.measure.modes import MODE_HELP, SCALE_HELP
 
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
+PARALLEL_COMBOS = ["ddp", "zero1", "fsdp", "fsdp+bf16", "fsdp+ckpt"]  # the default with --gpus
 
 
 def workload_parser(sub, name: str, help: str):
@@ -55,6 +57,10 @@ def add_workload_args(p) -> None:
     p.add_argument("--steps", type=int, help="optimizer steps per run (default 2)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
                    help="any other size of the workload, e.g. --set layers=8 (repeatable)")
+    p.add_argument("--gpus", type=int, default=1, metavar="N",
+                   help="ranks for the data-parallel combinations (ddp, zero1, fsdp; their batch "
+                        "is per rank): one GPU each on cuda, one process each on cpu, simulated "
+                        "in one process in sim (any N, e.g. 1024); default 1")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--timeout", type=float, metavar="S", default=600.0,
                    help="seconds per worker (default 600)")
@@ -122,9 +128,17 @@ def resolve(args, default_combos: list[str], check_batch: bool = True):
             if key == "seq" and "seq" not in sizes:
                 raise UsageError(f"workload {w.name!r} has no sequence length")
             sizes[key] = v
+    gpus = getattr(args, "gpus", 1)
+    if gpus < 1:
+        raise UsageError("--gpus must be 1 or more")
+    if gpus > 1 and not args.combo:
+        default_combos = PARALLEL_COMBOS
     wanted = args.combo or [c for c in default_combos if _supported(w, c)]
     try:
         combos = parse_combos(wanted)
+        if gpus > 1 and not any(cfg.parallel != "none" for cfg in combos):
+            raise ComboError(f"--gpus {gpus} is for the data-parallel combinations; add one of "
+                             "ddp, zero1, fsdp (e.g. --combo fsdp)")
         for cfg in combos:
             w.check(cfg, sizes if check_batch else None)
     except ComboError as e:
@@ -198,6 +212,12 @@ def pick_mode(args, scale_asked: str | None):
         raise UsageError(str(e)) from None
 
 
+def cuda_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def main(args) -> int:
     if args.list:
         print(list_workloads())
@@ -221,8 +241,14 @@ def main(args) -> int:
     # every mode writes a snapshot when asked: the allocator's history on cuda, the tensor
     # tracker's trace (in memory_viz's format) in cpu and sim
     plan = ComparePlan(w.name, sizes, combos, mode, scale, gpu_memory, not args.no_timing,
-                       args.timeout, profile_dir=str(export_dir) if export_dir else None)
+                       args.timeout, profile_dir=str(export_dir) if export_dir else None,
+                       gpus=args.gpus)
     from lab.runner.client import default_runner
+
+    gpus_here = cuda_gpus() if mode == "cuda" else 0
+    if mode == "cuda" and args.gpus > gpus_here:
+        raise UsageError(f"--gpus {args.gpus}: this machine has {gpus_here} CUDA GPU(s); "
+                         "simulate more with --mode sim")
 
     if not args.json:
         print(f"memlab: {choice.line()}", file=sys.stderr)
@@ -240,8 +266,9 @@ def main(args) -> int:
 
     live.start(next(labels))
     try:
-        comparison = run_compare(plan, default_runner(), on_event=live.event,
-                                 on_result=on_result)
+        # several GPUs: the direct runner hands them out, one per rank
+        runner = default_runner(gpus=gpus_here) if gpus_here > 1 else default_runner()
+        comparison = run_compare(plan, runner, on_event=live.event, on_result=on_result)
     finally:
         live.close()
     if export_dir is not None:

@@ -1,6 +1,9 @@
 """`memlab fit`: the largest batch that fits a GPU, per combination, without over-promising.
 
     memlab fit gpt2-small --gpu-memory 16GiB --combo baseline --combo bf16+ckpt
+    memlab fit mlp --gpu-memory 16GiB --combo baseline --combo bf16+ckpt --combo ckpt+accum4
+    memlab fit linear --gpu-memory 24GB --json
+    memlab fit qwen2-1.5b --gpus 8 --gpu-memory 80GB --combo ddp --combo fsdp   (batch per GPU)
     memlab fit --model llama-3.2-1b --gpu a100-40gb --combo bf16+ckpt
     memlab fit --config my/config.json --gpu t4 --seq 2048 --json
 
@@ -10,7 +13,8 @@ allocator's own release-and-retry, and decides (lab/workloads/fit.py, fit_sim.py
 `--gpu-memory SIZE` is an H200 capped at SIZE with set_per_process_memory_fraction (the CUDA
 context outside the cap); `--gpu CARD` is that card's memory minus the context and libraries
 (lab/measure/gpus.py says what is assumed and why). Confirmed by a real run on CUDA when a GPU
-is visible (--no-confirm skips it).
+is visible (--no-confirm skips it). With `--gpus N`, ddp/zero1/fsdp run on N simulated ranks
+(rank 0 recorded: the batch and the limit are per GPU); confirming them needs N CUDA GPUs here.
 """
 
 from __future__ import annotations
@@ -96,24 +100,35 @@ def main(args) -> int:
     from lab.workloads.fit_sim import predict, sim_recorder
 
     confirm_on_cuda = not args.no_confirm and cuda_available()
+    unconfirmed = None
+    if confirm_on_cuda and args.gpus > 1:
+        from lab.commands.compare import cuda_gpus
+
+        if cuda_gpus() < args.gpus:  # the prediction stands; say why it is not confirmed
+            confirm_on_cuda = False
+            unconfirmed = (f"not confirmed on CUDA: --gpus {args.gpus} and this machine has "
+                           f"{cuda_gpus()} GPU(s)")
     runner = None
     if confirm_on_cuda:
         from lab.runner.client import default_runner
 
-        runner = default_runner()
+        runner = default_runner(gpus=args.gpus) if args.gpus > 1 else default_runner()
     results = []
     for cfg in combos:
         if not args.json:
             print(f"▶ {w.name} · {cfg.label}: predicting by simulation …", file=sys.stderr,
                   flush=True)
-        res = predict(sim_recorder(w.name, sizes, cfg), capacity, cfg, max_micro=args.max_batch)
+        res = predict(sim_recorder(w.name, sizes, cfg, gpus=args.gpus), capacity, cfg,
+                      max_micro=args.max_batch)
         if runner is not None:
             if not args.json:
                 print(f"    confirming batch {res.batch} on CUDA …", file=sys.stderr, flush=True)
             res = confirm(res, runner_probe(runner, w.name, sizes, cfg, "cuda", scale, capacity,
-                                            args.timeout), cfg)
+                                            args.timeout, args.gpus), cfg)
         results.append(res)
-    if not confirm_on_cuda:
+    if unconfirmed:
+        note = unconfirmed
+    elif not confirm_on_cuda:
         note = ("not confirmed on CUDA (--no-confirm)" if args.no_confirm else
                 "not confirmed: no CUDA GPU here")
     else:
@@ -121,9 +136,9 @@ def main(args) -> int:
                 "(torch.cuda.set_per_process_memory_fraction; the CUDA context is outside it)")
     if args.json:
         print(json.dumps({"schema": 1, "kind": "fit", "workload": w.name, "sizes": sizes,
-                          "capacity_bytes": capacity, "gpu": args.gpu, "limit": lines,
-                          "rule": RULE, "confirmed_on_cuda": confirm_on_cuda, "note": note,
-                          "results": [r.to_dict() for r in results]}, indent=1))
+                          "capacity_bytes": capacity, "gpu": args.gpu, "gpus": args.gpus,
+                          "limit": lines, "rule": RULE, "confirmed_on_cuda": confirm_on_cuda,
+                          "note": note, "results": [r.to_dict() for r in results]}, indent=1))
     else:
         from types import SimpleNamespace
 
@@ -134,7 +149,9 @@ def main(args) -> int:
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
         sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None,
                                          torch_version=installed_versions()[0] or ""))
-        print(f"\n{w.name} · {sz}")
+        per = (f" · ddp/zero1/fsdp on {args.gpus} GPUs, batch per GPU, each GPU with the limit "
+               "below" if args.gpus > 1 else "")
+        print(f"\n{w.name} · {sz}{per}")
         print("\n".join(lines))
         print(RULE)
         print(f"predicted: {sim}" + ("; CUDA columns: your GPU" if confirm_on_cuda else "")

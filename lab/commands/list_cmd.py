@@ -18,11 +18,16 @@ def main(args) -> int:
     course = load_course()
     if args.json:
         print(json.dumps([{"number": l.key, "id": l.id, "title": l.title,
+                           "part": (course.part_of(l).title if course.part_of(l) else None),
                            "variants": [v.name for v in l.variants], "modes": list(l.modes)}
                           for l in course.lessons], indent=2))
     else:
         print(course.title)
+        part = None
         for l in course.lessons:
+            if course.part_of(l) is not part:
+                part = course.part_of(l)
+                print(f"\n{part.title if part else 'More'}")
             print(f"  {l.key}  {l.id:<24} {l.title}")
             print(f"      variants: {', '.join(v.name for v in l.variants)}")
     for err in course.errors:

@@ -50,6 +50,13 @@ def add_parser(sub) -> None:
                    help="save each result as DIR/<lesson-id>/<variant>.json (DIR is created)")
     p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
+    p.add_argument("--gpus", type=int, metavar="N",
+                   help="ranks of torch.distributed for a lesson that trains on several GPUs "
+                        "(its world_size): one GPU each on cuda, one process each on cpu "
+                        "(gloo), simulated in one process in sim")
+    p.add_argument("--exclusive", action="store_true",
+                   help="cuda: every run gets a GPU of its own (step times and whole-GPU NVML "
+                        "numbers undisturbed; how the H200 reference runs are recorded)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="run at most N variants at once (default: as many as the machine's runner "
                         "service admits: sim/cpu by cores, cuda runs share a GPU only when their "
@@ -173,6 +180,13 @@ def main(args) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     plan = [(lesson, pick_variants(lesson, args.variant)) for lesson in lessons]
+    ranks_asked = getattr(args, "gpus", None)
+    if ranks_asked is not None:
+        if ranks_asked < 1:
+            raise UsageError("--gpus must be 1 or more")
+        if not args.all and "world_size" not in lessons[0].scales["seed"]:
+            raise UsageError(f"lesson {lessons[0].key} runs on one GPU; --gpus is for a lesson "
+                             "that trains on several (one with a world_size)")
     choice, gpus = pick_mode(args, lessons)
     mode, scale = choice.mode, choice.scale
     if args.jobs is not None and args.jobs < 1:
@@ -191,13 +205,17 @@ def main(args) -> int:
                 raise UsageError(f"lesson {lesson.key} runs in modes {', '.join(lesson.modes)}, not {mode}")
             live.note(f"· {lesson.key} {lesson.id}: skipped (runs in {', '.join(lesson.modes)})")
             continue
+        # --gpus N: the lesson's world_size (lessons that have one)
+        overrides = ({"world_size": ranks_asked}
+                     if ranks_asked is not None and "world_size" in lesson.params(scale) else {})
         for variant in variants:
             profile = (snapshot_path(snapshot, lesson.id, variant, len(variants) > 1, len(plan) > 1)
                        if snapshot else None)
             tasks.append((lesson, RunRequest(
                 lesson_path=str(lesson.path), variant=variant, mode=mode, scale=scale,
                 gpu_memory=gpu_memory, profile_path=profile, timing=not args.no_timing,
-                timeout_s=args.timeout or lesson.timeout_s,
+                timeout_s=args.timeout or lesson.timeout_s, exclusive=args.exclusive,
+                overrides=overrides, ranks=lesson.ranks(scale, mode, overrides),
             )))
 
     started = time.perf_counter()

@@ -8,7 +8,7 @@ form for a finished sequence (`memlab fit`, tests, the bench against real alloca
     result.oom, result.peak_allocated, result.peak_reserved
 
 Other events: ("empty_cache",) and ("expandable", True|False) (allocator settings changed at run
-time, as lesson 10 does).
+time, as lesson 17 does).
 """
 
 from __future__ import annotations

@@ -42,7 +42,15 @@ def stats_dict(device: int | torch.device = 0) -> dict[str, int]:
 
 
 def nvml_used_bytes(index: int = 0) -> int | None:
-    """What nvidia-smi shows as used on the whole GPU (all processes), or None without NVML."""
+    """What nvidia-smi shows as used on the whole GPU (all processes), or None without NVML.
+
+    `index` is this process's CUDA device: torch maps it through CUDA_VISIBLE_DEVICES (a rank
+    of a group sees its own GPU as device 0), which NVML's own indices ignore, so torch's
+    wrapper is asked first."""
+    try:
+        return int(torch.cuda.device_memory_used(index))  # torch >= 2.6 wraps NVML itself
+    except Exception:
+        pass
     try:
         import pynvml  # from nvidia-ml-py; optional
 
@@ -52,10 +60,6 @@ def nvml_used_bytes(index: int = 0) -> int | None:
             return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
         finally:
             pynvml.nvmlShutdown()
-    except Exception:
-        pass
-    try:
-        return int(torch.cuda.device_memory_used(index))  # torch >= 2.6 wraps NVML itself
     except Exception:
         return None
 

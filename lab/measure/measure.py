@@ -75,7 +75,7 @@ def measure_variant(
     emit = emit or (lambda msg: None)
     started = time.perf_counter()
     if gpu_memory is None and params.get("gpu_memory"):
-        # a lesson can run on a virtual GPU of its own (lesson 13); --gpu-memory still overrides
+        # a lesson can run on a virtual GPU of its own (lesson 18); --gpu-memory still overrides
         gpu_memory = int(params["gpu_memory"])
     if mode == "cuda":
         info = gpu_info()

@@ -10,6 +10,11 @@ What a storage *is* (parameter, gradient, optimizer state, ...) is usually not k
 (`nn.Linear` calls `torch.empty` before wrapping the result in a Parameter), so categories are
 decided later, by `classify()`, from roots found through PyTorch's global hooks: every module
 parameter/buffer registered and every optimizer that stepped while the tracker was on.
+
+torch.distributed (lab/measure/distributed.py): a DTensor (FSDP2's sharded parameters, their
+gradients and optimizer state) is a wrapper with no memory of its own; its local shard is what is
+counted. FSDP2 frees and re-allocates its all-gather buffers with `UntypedStorage.resize_`, which
+no dispatcher op sees; while a tracker is on, that method reports to it (`_resized`).
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from collections.abc import Callable, Iterable
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_flatten
 
 from .trace import ALLOC, FREE, Event, Trace
+from .tracker_hooks import ResizeHook
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
@@ -59,6 +65,20 @@ def _short_path(path: str) -> str:
 def _ptr(storage) -> int:
     """Device address of a real CUDA storage (0 elsewhere: fake and CPU storages need none)."""
     return storage.data_ptr() if storage.device.type == "cuda" else 0
+
+
+def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors that hold a wrapper subclass's memory (torchao's 8-bit optimizer state:
+    uint8 codes, fp32 scales and a lookup table). The wrapper itself owns none: its storage
+    reports the appearance size (numel × the dtype it poses as) and has no data pointer. A
+    DTensor (FSDP2's sharded parameters, gradients, optimizer state) likewise: its local shard."""
+    out = []
+    for name in t.__tensor_flatten__()[0]:
+        inner = getattr(t, name)
+        if not isinstance(inner, torch.Tensor):  # a DTensor also names its device mesh here
+            continue
+        out += _inner_tensors(inner) if is_traceable_wrapper_subclass(inner) else [inner]
+    return out
 
 
 _COMPOSITE: dict = {}
@@ -173,6 +193,7 @@ class TensorTracker(TorchDispatchMode):
         self._hooks.append(mod.register_module_parameter_registration_hook(self._on_param))
         self._hooks.append(mod.register_module_buffer_registration_hook(self._on_param))
         self._hooks.append(register_optimizer_step_post_hook(self._on_step))
+        self._hooks.append(ResizeHook(self))
 
     def _on_param(self, module, name, tensor):
         if isinstance(tensor, torch.Tensor):
@@ -200,7 +221,24 @@ class TensorTracker(TorchDispatchMode):
         for t in tensors:
             self._mark(t, category)
 
+    def label_live_since(self, index: int, category: str) -> int:
+        """Give `category` to every storage born since event `index` that is still live and has
+        no category yet: the buffers a C++ component made inside one call (DDP's gradient
+        buckets). Returns their bytes."""
+        with self._lock:
+            sids = {e.sid for e in self.trace.events[index:] if e.kind == ALLOC}
+            total = 0
+            for sid in sorted(sids):
+                if sid in self._refs and sid not in self._roles and self._nbytes[sid]:
+                    self._roles[sid] = category
+                    total += self._nbytes[sid]
+            return total
+
     def _mark(self, t: torch.Tensor, category: str) -> None:
+        if is_traceable_wrapper_subclass(t):
+            for inner in _inner_tensors(t):
+                self._mark(inner, category)
+            return
         sid = self._sid_of(t)
         if sid is not None:
             # a gradient or optimizer buffer never becomes a "parameter" again; first role wins
@@ -260,6 +298,10 @@ class TensorTracker(TorchDispatchMode):
             self._mark(t, category)
 
     def _see(self, t: torch.Tensor, stack: str | None = None) -> None:
+        if is_traceable_wrapper_subclass(t):  # count what it wraps, not its phantom storage
+            for inner in _inner_tensors(t):
+                self._see(inner, stack)
+            return
         if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):
             return
         try:
@@ -293,6 +335,28 @@ class TensorTracker(TorchDispatchMode):
             self._refs[sid] = weakref.ref(storage, self._freer(sid, cdata))
             self.alloc_threads.add(threading.get_ident())
             self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(), _ptr(storage))
+
+    def _resized(self, storage) -> None:
+        """`storage.resize_(n)` happened: a known storage's bytes were freed and/or allocated
+        again (FSDP2's all-gather buffers: resized to 0 after use, back before the next
+        all-gather). Storages never seen are left alone (nothing of theirs was counted)."""
+        try:
+            cdata, nbytes = storage._cdata, storage.nbytes()
+        except Exception:
+            return
+        with self._lock:
+            sid = self._sid_by_cdata.get(cdata)
+            if sid is None or self._closed or self._nbytes[sid] == nbytes:
+                return
+            old, self._nbytes[sid] = self._nbytes[sid], nbytes
+            if old:
+                self._emit(FREE, sid, old, "")
+                if self.allocator is not None:
+                    self.allocator.free(sid)
+            if nbytes:
+                if self.allocator is not None:
+                    self.allocator.alloc(sid, nbytes)  # may raise: out of memory, as on the GPU
+                self._emit(ALLOC, sid, nbytes, user_frame(), _ptr(storage))
 
     def extra_alloc(self, key, nbytes: int) -> None:
         """An allocation that backs no tensor (sim: a cuBLAS workspace), kept to the end."""

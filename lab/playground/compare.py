@@ -39,6 +39,9 @@ class ComparePlan:
     timing: bool = True
     timeout_s: float = 600.0
     profile_dir: str | None = None  # cuda: one profile-<combo>.pkl per combination
+    # ranks of the data-parallel combinations (ddp, zero1, fsdp): one GPU each on cuda, one
+    # process each on cpu (gloo), simulated in one process in sim; the others run on one GPU
+    gpus: int = 1
 
     def requests(self) -> list[RunRequest]:
         w = workload_for(self.workload, self.sizes)  # registered, or a --config file
@@ -50,16 +53,26 @@ class ComparePlan:
             out.append(RunRequest(lesson_path=LABEL, variant=VARIANT, mode=self.mode,
                                   scale=self.scale, gpu_memory=self.gpu_memory,
                                   profile_path=profile, timing=self.timing and self.mode != "sim",
-                                  overrides=run_params(self.workload, self.sizes, cfg),
-                                  timeout_s=self.timeout_s,
-                                  experiment=EXPERIMENT))
+                                  overrides=run_params(self.workload, self.sizes, cfg,
+                                                       self.gpus),
+                                  timeout_s=self.timeout_s, experiment=EXPERIMENT,
+                                  ranks=worker_ranks(cfg, self.mode, self.gpus)))
         return out
 
 
-def run_params(workload: str, sizes: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
-    """What the generic experiment reads (run.p), and what its result reports under params."""
+def run_params(workload: str, sizes: dict[str, Any], cfg: TrainConfig,
+               gpus: int = 1) -> dict[str, Any]:
+    """What the generic experiment reads (run.p), and what its result reports under params;
+    ddp/zero1/fsdp also their ranks (`world_size`)."""
     return {**sizes, "workload": workload, "config": cfg.to_dict(),
-            "optimizer": optimizer_info(cfg)}
+            "optimizer": optimizer_info(cfg),
+            **({"world_size": gpus} if cfg.parallel != "none" else {})}
+
+
+def worker_ranks(cfg: TrainConfig, mode: str, gpus: int) -> int:
+    """Workers a combination starts (RunRequest.ranks): one per rank for ddp/zero1/fsdp on
+    cuda and cpu; one in sim, which simulates the ranks in one process."""
+    return gpus if cfg.parallel != "none" and mode != "sim" else 1
 
 
 @dataclass
@@ -86,6 +99,7 @@ class Comparison:
     unit: str
     rows: list[Row] = field(default_factory=list)
     results: list[RunResult] = field(default_factory=list)
+    gpus: int = 1  # ranks of the data-parallel combinations (peaks are per GPU: rank 0's)
     schema: int = SCHEMA
 
     @property
@@ -95,7 +109,7 @@ class Comparison:
     def to_dict(self, results: bool = True) -> dict[str, Any]:
         d = {"schema": self.schema, "kind": "comparison", "workload": self.workload,
              "sizes": self.sizes, "mode": self.mode, "scale": self.scale, "unit": self.unit,
-             "rows": [asdict(r) for r in self.rows]}
+             "gpus": self.gpus, "rows": [asdict(r) for r in self.rows]}
         if results:
             d["results"] = [r.to_dict() for r in self.results]
         return d
@@ -106,6 +120,7 @@ class Comparison:
             raise ValueError("not a comparison (expected kind: comparison)")
         return cls(workload=d["workload"], sizes=d["sizes"], mode=d["mode"], scale=d["scale"],
                    unit=d.get("unit", "samples"), rows=[Row(**r) for r in d["rows"]],
+                   gpus=int(d.get("gpus", 1)),
                    results=[RunResult.from_dict(r) for r in d.get("results", [])])
 
 
@@ -145,7 +160,9 @@ def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None]
     results = run_all(runner, requests, cancel=cancel, on_result=landed,
                       on_event=(lambda i, msg: on_event(labels[i], msg)) if on_event else None)
     return Comparison(plan.workload, dict(plan.sizes), plan.mode, plan.scale, w.unit,
-                      rows_for(results, w.items_per_step(plan.sizes), w.unit), results)
+                      rows_for(results, w.items_per_step(plan.sizes), w.unit), results,
+                      gpus=plan.gpus)
 
 
-__all__ = ["ComparePlan", "Comparison", "LABEL", "Row", "rows_for", "run_compare", "run_params"]
+__all__ = ["ComparePlan", "Comparison", "LABEL", "Row", "rows_for", "run_compare", "run_params",
+           "worker_ranks"]

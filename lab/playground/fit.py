@@ -12,21 +12,25 @@ from lab.runner.protocol import RunRequest
 from lab.workloads import EXPERIMENT, VARIANT, TrainConfig
 from lab.workloads.fit import Probe, ProbeFn
 
-from .compare import LABEL, run_params
+from .compare import LABEL, run_params, worker_ranks
 
 
 def runner_probe(runner, workload: str, sizes: dict[str, Any], cfg: TrainConfig, mode: str,
-                 scale: str, capacity: int | None, timeout_s: float = 600.0) -> ProbeFn:
-    """Probe with a real run in a fresh worker (cuda: capped at `capacity`)."""
+                 scale: str, capacity: int | None, timeout_s: float = 600.0,
+                 gpus: int = 1) -> ProbeFn:
+    """Probe with a real run in a fresh worker (cuda: capped at `capacity`; ddp/zero1/fsdp on
+    `gpus` ranks, one GPU each, every one capped: the fullest decides)."""
 
     def probe(batch: int) -> Probe:
         req = RunRequest(lesson_path=LABEL, variant=VARIANT, mode=mode, scale=scale,
                          gpu_memory=capacity, timing=False,
-                         overrides=run_params(workload, {**sizes, "batch": batch}, cfg),
-                         timeout_s=timeout_s, experiment=EXPERIMENT)
+                         overrides=run_params(workload, {**sizes, "batch": batch}, cfg, gpus),
+                         timeout_s=timeout_s, experiment=EXPERIMENT,
+                         ranks=worker_ranks(cfg, mode, gpus))
         r = runner.run(req)
-        a = r.allocator
-        peak = a.peak_allocated_bytes if a else r.peak.bytes
+        every = r.ranks or [r]
+        a = max(every, key=lambda x: x.allocator.peak_allocated_bytes if x.allocator else 0).allocator
+        peak = a.peak_allocated_bytes if a else max(x.peak.bytes for x in every)
         return Probe(batch, r.status, peak, r.error, a.peak_reserved_bytes if a else None)
 
     return probe

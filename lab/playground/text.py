@@ -38,6 +38,8 @@ def comparison_table(c: Comparison, markdown: bool = False) -> str:
         body.append(cells)
     out = table(headers, body, right=set(range(2, len(headers))), markdown=markdown)
     errors = [f"{r.combo}: {r.error}" for r in c.rows if r.error]
+    # sim beyond the rank counts measured on GPUs says so (lab/measure/distributed.py)
+    errors += sorted({n for r in c.results for n in r.notes if "extrapolation" in n})
     if errors:
         out += "\n" + "\n".join(("- " if markdown else "  ") + e for e in errors)
     return out
@@ -55,7 +57,9 @@ def comparison_header(c: Comparison) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in c.sizes.items())
     timed = ("step time from an untracked pass" if c.mode != "sim"
              else "sim: exact bytes, no timings")
-    return f"{c.workload} · {comparison_source(c)} · {sizes} · {timed}"
+    ranks = (f" · ddp/zero1/fsdp on {c.gpus} ranks, one GPU (or CPU process) each: peak per "
+             f"rank (rank 0's), {c.unit}/s per rank" if getattr(c, "gpus", 1) > 1 else "")
+    return f"{c.workload} · {comparison_source(c)} · {sizes} · {timed}{ranks}"
 
 
 def fit_table(results: list[FitResult], markdown: bool = False) -> str:

@@ -85,3 +85,29 @@ def visible_gpus() -> list[Gpu]:
         else:
             break  # CUDA stops at the first entry it cannot resolve
     return out
+
+
+def describe_first() -> tuple[str, int, int] | None:
+    """(name, total bytes, free bytes) of the first GPU this process would see, from nvidia-smi:
+    no CUDA context, so an app (a served tab, forty of them in a workshop) holds no GPU memory
+    for merely asking. None when nvidia-smi cannot tell (the caller may then ask torch)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=index,uuid,name,memory.total,memory.free",
+                              "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [[p.strip() for p in line.split(",")] for line in out.splitlines()]
+    rows = [r for r in rows if len(r) == 5 and r[0].isdigit()]
+    wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = (wanted or "").split(",")[0].strip() if wanted is not None else None
+    for index, uuid, name, total, free in rows:
+        if first is None or first == index or (first.startswith("GPU-") and uuid.startswith(first)):
+            try:
+                return name, int(float(total)) * 2**20, int(float(free)) * 2**20  # MiB
+            except ValueError:
+                return None
+    return None

@@ -1,6 +1,8 @@
 """Where the runner service lives: socket, lock and pid file (per-user runtime dir), log (state dir).
 
-`MEMLAB_HOME` (tests, workshops) puts everything under it: `$MEMLAB_HOME/run`, `$MEMLAB_HOME/state`.
+`MEMLAB_HOME` (tests, workshops) puts everything under it: `$MEMLAB_HOME/run`, `$MEMLAB_HOME/state`;
+`MEMLAB_RUNNER_HOME` overrides it for the runner alone (`memlab serve` gives every tab the
+server's, so forty learners' tabs share one service and its queue per GPU).
 Otherwise platformdirs' user runtime dir (`$XDG_RUNTIME_DIR/memlab`) and user state dir.
 """
 
@@ -13,7 +15,16 @@ import warnings
 from pathlib import Path
 
 HOME_ENV = "MEMLAB_HOME"
+# the runner's own home, before MEMLAB_HOME: a workshop's tabs each have their learner's
+# MEMLAB_HOME but must share the machine's one service (one queue per GPU); "" = the defaults
+RUNNER_HOME_ENV = "MEMLAB_RUNNER_HOME"
 SOCKET_MAX = 100  # sun_path holds 108 bytes on Linux, 104 on macOS
+
+
+def runner_home() -> str | None:
+    if RUNNER_HOME_ENV in os.environ:
+        return os.environ[RUNNER_HOME_ENV] or None
+    return os.environ.get(HOME_ENV) or None
 
 
 def _private_dir(path: Path) -> Path:
@@ -22,7 +33,7 @@ def _private_dir(path: Path) -> Path:
 
 
 def runtime_dir() -> Path:
-    home = os.environ.get(HOME_ENV)
+    home = runner_home()
     if home:
         return _private_dir(Path(home).expanduser() / "run")
     from platformdirs import user_runtime_dir
@@ -33,7 +44,7 @@ def runtime_dir() -> Path:
 
 
 def state_dir() -> Path:
-    home = os.environ.get(HOME_ENV)
+    home = runner_home()
     if home:
         return _private_dir(Path(home).expanduser() / "state")
     from platformdirs import user_state_dir

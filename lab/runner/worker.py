@@ -77,7 +77,7 @@ def read_request(emit) -> tuple[str, dict[str, str]]:
 
 
 def restart_cold_if_env(raw: str, emit) -> None:
-    """A variant with an environment of its own (lesson 10's PYTORCH_CUDA_ALLOC_CONF) in a warm
+    """A variant with an environment of its own (lesson 17's PYTORCH_CUDA_ALLOC_CONF) in a warm
     worker: torch is imported already and may have read that environment, so this process
     becomes a cold worker (exec: same pid, same pipes, same process group) that sets it first."""
     try:
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             lesson = load_lesson(Path(req.lesson_path))
             # a variant's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is set before anything in
-            # this process imports torch, which reads some of it once (lesson 10)
+            # this process imports torch, which reads some of it once (lesson 17, the caching allocator)
             os.environ.update(dict(lesson.variant(req.variant).env))
             lesson_id, experiment_path = lesson.id, lesson.experiment_path
             params, checks = {**lesson.params(req.scale), **req.overrides}, list(lesson.checks)

@@ -22,6 +22,7 @@ from lab.measure.result import RunResult
 from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress
 from lab.reference import REFERENCE_DIR, load_reference
 from lab.report.units import format_bytes
+from lab.serve.policy import served
 
 from .commands import LessonCommands
 from .screens import (CalibrationScreen, ConfirmScreen, HelpScreen, HomeScreen, LessonScreen,
@@ -51,8 +52,8 @@ class MemLabApp(App):
                  progress: Progress | None = None, gpu: Any = DETECT,
                  reference_root: Path | str | None = None, playback_seconds: float = 0.6):
         super().__init__()
-        if runner is None:  # the machine's runner service (warm workers), or direct workers
-            from lab.runner.client import default_runner
+        if runner is None:  # the machine's runner service: one queue per GPU for every tab,
+            from lab.runner.client import default_runner  # terminal and shell on the machine
 
             runner = default_runner()
         self.runner = runner
@@ -78,13 +79,18 @@ class MemLabApp(App):
             self.notify(self.progress.recovered, title="Progress recovered", severity="warning",
                         timeout=10)
         self._check_size()
+        from .classroom import install  # a served workshop: the class, the test hook
+
+        install(self)
 
     @work(thread=True, exit_on_error=False, group="device")
     def detect_gpu(self) -> None:
-        from lab.measure.device import gpu_info  # imports torch: keep it off the UI thread
+        from lab.measure.device import GpuInfo, gpu_info  # may import torch: off the UI thread
+        from lab.runner.gpus import describe_first
 
-        try:
-            info = gpu_info()
+        try:  # nvidia-smi first: no CUDA context (and no torch) in the app's own process
+            seen = describe_first()
+            info = GpuInfo(*seen) if seen else gpu_info()
         except Exception:
             info = None
         self.call_from_thread(self._set_gpu, info)
@@ -205,6 +211,11 @@ class MemLabApp(App):
 
     def action_open_snapshot(self) -> None:
         """Read a memory snapshot (torch.cuda.memory._dump_snapshot) or a result JSON."""
+        if served():
+            self.notify("Opening a file by its path is off in a lab served to a browser: it "
+                        "would read files on the server.", severity="warning")
+            return
+
         def chosen(path: str | None) -> None:
             if path:
                 self.load_snapshot(path)
@@ -237,6 +248,9 @@ class MemLabApp(App):
 
     def action_save_svg(self) -> None:
         """Export what is on screen (e.g. the results) as an SVG, in the current folder."""
+        if served():  # to the browser, as a download: nothing is written on the server
+            self.deliver_screenshot()
+            return
         path = self.save_screenshot()
         self.notify(f"saved {path}", title="Screenshot")
 

@@ -19,6 +19,7 @@ class RunPlan:
     gpu_memory: int | None = None
     requested_mode: str = "auto"
     recorded: bool = False  # the H200 recording played back, not a run on this machine
+    how: str = ""  # provenance of the results when not "recording"/"live": "class" (a workshop)
 
 
 class RunStarted(Message):

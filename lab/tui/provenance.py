@@ -15,7 +15,7 @@ from importlib import metadata
 
 from lab.measure.result import RunResult
 
-RECORDING, LIVE = "recording", "live"
+RECORDING, LIVE, CLASS = "recording", "live", "class"  # CLASS: the instructor's run, pushed
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,10 @@ class Source:
 
 
 def source_of(r: RunResult, how: str) -> Source:
+    if how == CLASS:  # a served workshop: played back like a recording, labelled as his run
+        from lab.serve.classroom import instructor_label
+
+        return Source("instructor's run", instructor_label(r), True)
     if how == RECORDING:
         gpu = r.device.name or "GPU"
         short = "H200 recording" if "H200" in gpu else f"{gpu} recording"
@@ -77,5 +81,5 @@ def version_mismatch(recording: RunResult) -> str | None:
             "from the recording for that reason too.")
 
 
-__all__ = ["LIVE", "RECORDING", "Source", "local_version", "recorded_versions", "source_of",
+__all__ = ["CLASS", "LIVE", "RECORDING", "Source", "local_version", "recorded_versions", "source_of",
            "version_mismatch"]

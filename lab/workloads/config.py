@@ -7,8 +7,9 @@ temporaries). `TOKENS` is the one table of tokens; `--help`, error messages and 
 made from it. Torch-free: the CLI and the app parse combinations without importing torch.
 
 Extension points (later issues add rows here and a field below whose default means "off"):
-distributed training (`ddp`, `zero1`, `fsdp`: kind "parallel", issue 13); LoRA, 8-bit
-optimizers and a chunked loss (issue 12). The step that reads the new field lives in
+LoRA, 8-bit optimizers and a chunked loss (issue 12). Distributed training (`ddp`, `zero1`,
+`fsdp`: kind "parallel", issue 13) is one: `TrainConfig.parallel`, run by
+lab/workloads/parallel.py on `world_size` ranks (memlab compare/fit --gpus N). The step that reads the new field lives in
 lab/workloads/train.py; `Workload.supports` says which workloads accept the new kind.
 """
 
@@ -52,7 +53,9 @@ TOKENS: tuple[Token, ...] = (
     Token("fused", "impl", "the optimizer's fused=True implementation: one kernel per update"),
     Token("forloop", "impl", "foreach=False: the optimizer loops over parameters in Python"),
     Token("bf16", "precision", "torch.autocast(dtype=torch.bfloat16) around forward and loss; "
-          "weights, gradients and optimizer state stay fp32"),
+          "weights, gradients and optimizer state stay fp32 (with fsdp: the same bf16 compute "
+          "over fp32 shards, by FSDP2's MixedPrecisionPolicy(param_dtype=bfloat16, "
+          "reduce_dtype=float32))"),
     Token("fp16", "precision", "torch.autocast(dtype=torch.float16) + torch.amp.GradScaler "
           "(the scaler on CUDA only: it reads values)"),
     Token("pure-bf16", "precision", "the model in torch.bfloat16, no autocast: weights, "
@@ -65,6 +68,14 @@ TOKENS: tuple[Token, ...] = (
           "stay allocated, filled with zeros"),
     Token("eval", "eval", "evaluation only: forward under torch.no_grad(), no backward, no "
           "optimizer (combine only with a precision)"),
+    Token("ddp", "parallel", "DistributedDataParallel(model) on --gpus N ranks, each its own "
+          "batch: every rank holds the whole model, its gradients, the optimizer state and "
+          "DDP's gradient buckets"),
+    Token("zero1", "parallel", "DDP + ZeroRedundancyOptimizer(optimizer_class=...): the "
+          "optimizer state split across the --gpus N ranks (whole tensors per rank)"),
+    Token("fsdp", "parallel", "FSDP2: fully_shard(block) per transformer block, then "
+          "fully_shard(model): parameters, gradients and optimizer state split 1/N across the "
+          "--gpus N ranks, each block all-gathered just before it runs"),
 )
 KINDS = tuple(dict.fromkeys(t.kind for t in TOKENS if t.kind))  # what Workload.supports names
 _BY_NAME = {t.name: t for t in TOKENS}
@@ -74,6 +85,7 @@ PRECISIONS = ("fp32", "bf16", "fp16", "pure-bf16")
 CHECKPOINTING = ("none", "blocks", "hf")
 OPTIMIZERS = ("adamw", "adam", "sgd", "momentum")
 IMPLS = ("foreach", "fused", "forloop")
+PARALLEL = ("none", "ddp", "zero1", "fsdp")
 
 
 def tokens_help(width: int = 12) -> str:
@@ -103,10 +115,12 @@ class TrainConfig:
     lr: float = LR
     set_to_none: bool = True  # zero_grad(set_to_none=...): free the gradients, or zero them
     eval: bool = False  # forward only, under torch.no_grad()
+    parallel: str = "none"  # ddp | zero1 | fsdp: data parallel on world_size ranks
 
     def __post_init__(self):
         for name, allowed in (("precision", PRECISIONS), ("checkpointing", CHECKPOINTING),
-                              ("optimizer", OPTIMIZERS), ("impl", IMPLS)):
+                              ("optimizer", OPTIMIZERS), ("impl", IMPLS),
+                              ("parallel", PARALLEL)):
             if getattr(self, name) not in allowed:
                 raise ComboError(f"TrainConfig.{name}={getattr(self, name)!r}; use one of "
                                  f"{', '.join(allowed)}")
@@ -117,6 +131,8 @@ class TrainConfig:
     def label(self) -> str:
         """The canonical spelling: `ckpt+bf16` and `bf16+ckpt` are the same run."""
         parts: list[str] = []
+        if self.parallel != "none":
+            parts.append(self.parallel)
         if self.eval:
             parts.append("eval")
         if self.precision != "fp32":
@@ -142,7 +158,7 @@ class TrainConfig:
                                         ("checkpointing", "checkpointing"),
                                         ("accum", "micro_batches"), ("optimizer", "optimizer"),
                                         ("impl", "impl"), ("set_to_none", "set_to_none"),
-                                        ("eval", "eval"))
+                                        ("eval", "eval"), ("parallel", "parallel"))
                 if getattr(self, name) != getattr(default, name)}
         return used
 
@@ -187,9 +203,16 @@ def parse_combo(text: str) -> TrainConfig:
             cfg = replace(cfg, set_to_none=False)
         elif token.kind == "eval":
             cfg = replace(cfg, eval=True)
+        elif token.kind == "parallel":
+            cfg = replace(cfg, parallel=tok)
     if cfg.eval and cfg.kinds() - {"eval", "precision"}:
         raise ComboError(f"{text!r}: eval runs no backward and no optimizer; combine it only "
                          "with bf16, fp16 or pure-bf16")
+    if cfg.parallel != "none" and cfg.micro_batches > 1:
+        raise ComboError(f"{text!r}: {cfg.parallel} with gradient accumulation is not supported "
+                         "yet (it needs no_sync() / set_requires_gradient_sync(False))")
+    if cfg.parallel == "fsdp" and cfg.precision == "fp16":
+        raise ComboError(f"{text!r}: fsdp+fp16 needs a sharded GradScaler; use fsdp+bf16")
     return cfg
 
 
@@ -203,6 +226,6 @@ def parse_combos(texts: list[str]) -> list[TrainConfig]:
     return combos
 
 
-__all__ = ["CHECKPOINTING", "ComboError", "IMPLS", "KINDS", "OPTIMIZERS", "PRECISIONS", "TOKENS",
+__all__ = ["CHECKPOINTING", "ComboError", "IMPLS", "KINDS", "OPTIMIZERS", "PARALLEL", "PRECISIONS", "TOKENS",
            "Token", "TrainConfig", "parse_combo", "parse_combos", "tokens_help",
            "tokens_markdown"]

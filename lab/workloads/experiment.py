@@ -11,7 +11,8 @@ from lab.workloads.registry import workload_for
 from lab.workloads.tasks import task_for
 from lab.workloads.train import evaluate, train
 
-NOT_SIZES = ("workload", "config", "optimizer", "steps")  # run.p keys that are not sizes
+# run.p keys that are not sizes (world_size, sim_rank: the ranks of ddp/zero1/fsdp)
+NOT_SIZES = ("workload", "config", "optimizer", "steps", "world_size", "sim_rank")
 
 
 def combo(run):

@@ -1,4 +1,4 @@
-"""The largest batch that fits a GPU of a given size (`memlab fit`, the app, lesson 13's question).
+"""The largest batch that fits a GPU of a given size (`memlab fit`, the app, lesson 18's question).
 
 A batch *fits* when the run does not run out of memory under the cap: on CUDA, the real caching
 allocator capped by `set_per_process_memory_fraction` (or the card's free memory) decides; in a

@@ -13,6 +13,14 @@ e.g. GPT-2 at batch 1 makes 8 allocations fewer). Replaying a log under the cap
 
 Never over-promise: the answer is simulated for real before it is reported; if its log is not
 the extrapolated one, the line is not trusted and the search runs again on real sim runs only.
+
+Many GPUs (`--gpus N` with ddp/zero1/fsdp): the recording is rank 0 of N simulated ranks
+(lab.measure.distributed's fake process group, `world_size` in the params), so the batch and
+the cap are per GPU. The fake group's collectives move no data but their outputs are allocated
+like any op's, DDP's bucket and FSDP's shards are sized by the parameters, not the batch: the
+log is the same program at every batch, so the line holds (qwen2-1.5b on 8 ranks: the log at
+micro-batch 5 extrapolated from 2 and 3 is the recorded one, event for event, for all three).
+Where it does not, the check above is the fallback: every batch is simulated and replayed.
 """
 
 from __future__ import annotations
@@ -174,21 +182,28 @@ def predict(record: Callable[[int], Any], capacity: int, cfg: TrainConfig,
         res = search(probe, capacity, cfg, max_micro, label)
         res.notes.append("the allocations did not follow the line between micro-batches 2 and "
                          "3; every batch was simulated")
+    # what sim cannot know at this many ranks (lab.measure.distributed.extrapolation_note)
+    for rec in probe.recs.values():
+        res.notes += [n for n in getattr(rec, "notes", ()) if "extrapolation" in n
+                      and n not in res.notes]
     res.sim_runs = probe.sim_runs
     res.seconds = round(time.perf_counter() - t0, 2)
     return res
 
 
-def sim_recorder(workload: str, sizes: dict[str, Any], cfg: TrainConfig) -> Callable[[int], Any]:
+def sim_recorder(workload: str, sizes: dict[str, Any], cfg: TrainConfig,
+                 gpus: int = 1) -> Callable[[int], Any]:
     """record(global batch) -> SimRecord: the workload's training step in sim, in this process
-    (FakeTensorMode allocates nothing, so no worker is needed for isolation)."""
+    (FakeTensorMode allocates nothing, so no worker is needed for isolation); ddp/zero1/fsdp on
+    `gpus` simulated ranks (lab.measure.distributed: rank 0 recorded, so the batch is per GPU)."""
 
     def record(batch: int):
         from lab.measure.sim_record import record_sim
 
         from . import experiment
 
-        params = {**sizes, "batch": batch, "workload": workload, "config": cfg.to_dict()}
+        params = {**sizes, "batch": batch, "workload": workload, "config": cfg.to_dict(),
+                  **({"world_size": gpus} if cfg.parallel != "none" else {})}
         return record_sim(experiment.combo, params)
 
     return record

@@ -18,21 +18,27 @@ import torch
 
 from .data import ids_batch, lm_batch, tensor_batch
 from .models import LinearModel, MLPStack, build_hf, build_model, hf_loss, lm_loss, mse_loss
-from .registry import Workload, layout
+from .registry import Layout, Workload, layout
 
 
 @dataclass
 class LM:
-    layout: str = "gpt2-124m"  # a name in lab.workloads.registry.LAYOUTS
-    batch: int = 8  # B, sequences per optimizer step (the effective batch)
+    layout: str | Layout = "gpt2-124m"  # a name in lab.workloads.registry.LAYOUTS (or a Layout)
+    batch: int = 8  # B, sequences per optimizer step (the effective batch; per rank with ranks)
     seq: int = 1024  # T, tokens per sequence
+    seed: int = 0  # which batches: data-parallel ranks each draw their own (seed = rank)
+
+    @property
+    def shape(self) -> Layout:
+        return self.layout if isinstance(self.layout, Layout) else layout(self.layout)
 
     def build(self, device, dtype: torch.dtype = torch.float32):
-        return build_model(layout(self.layout), device, dtype)
+        return build_model(self.shape, device, dtype)
 
     def get(self, step: int, device, dtype=None, split: str = "train"):
         """(x, y) token ids, each (B, T); dtype is the model's, not the ids'."""
-        return lm_batch(layout(self.layout), self.batch, self.seq, step, device, split=split)
+        return lm_batch(self.shape, self.batch, self.seq, step, device, seed=self.seed,
+                        split=split)
 
     loss = staticmethod(lm_loss)
 

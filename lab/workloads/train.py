@@ -11,7 +11,8 @@ and zero_grad separately:
     (scaler.)step(optimizer)                    phase "step {i}"
     optimizer.zero_grad(set_to_none=...)        phase "zero_grad {i}"
 
-Any task of lab/workloads/tasks.py trains here (a language model, the regression models).
+Any task of lab/workloads/tasks.py trains here (a language model, the regression models);
+data parallel (TrainConfig.parallel: ddp, zero1, fsdp) in lab/workloads/parallel.py.
 """
 
 from __future__ import annotations
@@ -126,7 +127,12 @@ def train_step(run, model, opt, scaler, x, y, cfg: TrainConfig, i: int,
 
 
 def train(run, task: Task, cfg: TrainConfig, steps: int) -> list:
-    """`steps` optimizer steps; records the first and last loss as metrics (not in sim)."""
+    """`steps` optimizer steps; records the first and last loss as metrics (not in sim).
+    ddp / zero1 / fsdp: on `run.p.world_size` ranks (lab/workloads/parallel.py)."""
+    if cfg.parallel != "none":
+        from .parallel import train_parallel
+
+        return train_parallel(run, task, cfg, steps)
     model, opt, scaler = setup(run, task, cfg)
     losses = []
     for i in range(steps):

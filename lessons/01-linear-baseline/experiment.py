@@ -9,10 +9,10 @@ from torch import nn
 
 
 def forward_loop(run, model):
-    # Three passes, as in PyTorch's memory-visualizer tutorial. When `inputs` is reassigned, the
+    # Three passes, as in the Hugging Face blog's example. When `inputs` is reassigned, the
     # old input is *not* freed if the old `outputs` still holds the autograd graph that saved it
     # (Linear saves its input to compute the weight gradient later).
-    for i in range(1, run.p.passes + 1):
+    for i in range(run.p.passes):  # phases count from 0, as everywhere in the lab
         with run.phase(f"input {i}", category="inputs"):
             inputs = torch.randn(run.p.batch, run.p.d_in, device=run.device)  # (B, d_in)
         with run.phase(f"forward {i}"):

@@ -1,4 +1,4 @@
-"""Lesson 10's design, on a real CUDA GPU: fragmentation under a cap, and what avoids it.
+"""Lesson 17's design, on a real CUDA GPU: fragmentation under a cap, and what avoids it.
 
 Skipped without CUDA. The lesson's claims (their numbers) are checked by test_lessons_cuda.py;
 this file checks the mechanism the lesson is built on, with no number from the lesson, so that a

@@ -99,7 +99,7 @@ async def test_command_palette_lists_the_lab_actions():
             assert wanted in titles
 
 
-@pytest.mark.parametrize("query, number", [("13", 13), ("memory", 13), ("checkpoint", 6)])
+@pytest.mark.parametrize("query, number", [("18", 18), ("out of memory", 18), ("checkpoint", 9)])
 async def test_the_command_palette_opens_a_lesson_by_number_or_words(query, number):
     from textual.command import CommandPalette
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable, Input, Select
 
-from lab.playground import Techniques
+from lab.workloads import TrainConfig
 from lab.runner.replay import ReplayRunner
 from lab.tui.screens.playground import PlaygroundScreen
 
@@ -18,7 +18,7 @@ class PlaygroundReplay(ReplayRunner):
     """Every playground request is variant "combo": pick the recording by combination."""
 
     def path_for(self, req):
-        label = Techniques(**req.overrides["techniques"]).label
+        label = TrainConfig.from_dict(req.overrides["config"]).label
         return self.root / "playground" / f"{label}.{req.mode}-{req.scale}.jsonl"
 
 
@@ -44,7 +44,7 @@ async def test_the_playground_explains_itself_and_loads_its_workloads_off_the_ui
         await pilot.pause()
         text = screen_text(app)
         assert "Playground" in text and "the first one is the baseline" in text
-        assert "tokens: baseline, bf16, fp16, ckpt" in text  # the syntax, up front
+        assert "tokens: baseline, bf16, fp16, pure-bf16, ckpt" in text  # the syntax, up front
         # the default sizes are the placeholders, whole ("4", "64" — not "defa"), no red
         assert screen.query_one("#batch", Input).placeholder == "4"
         assert screen.query_one("#seq", Input).placeholder == "64"
@@ -66,12 +66,12 @@ async def test_r_runs_every_combination_and_a_new_workload_clears_the_old_result
         await wait_until(pilot, lambda: screen.comparison is not None, tries=1500)
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert [Techniques(**r.overrides["techniques"]).label for r in runner.requests] == [
+        assert [TrainConfig.from_dict(r.overrides["config"]).label for r in runner.requests] == [
             "baseline", "ckpt"]
         table = screen.query_one("#results", DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         assert [r[0] for r in rows] == ["baseline", "ckpt"]
-        assert rows[0][2] == "12.63 MB" and rows[1][3] == "−2.36 MB (−19%)"
+        assert rows[0][2] == "12.63 MB" and rows[1][3] == "−1.82 MB (−14%)"
         assert rows[0][4].endswith("ms")  # cpu runs are timed
         plot = screen.query_one("#timelines")
         assert [s.label for s in plot.series] == ["baseline", "ckpt"]

@@ -59,7 +59,7 @@ async def test_inspector_cursor_keys_mouse_and_live_blocks():
         inspector = screen.query_one(InspectorView)
         assert inspector.variant == "baseline" and inspector.index == 5  # opens at the peak
         info = text_of(screen, "#cursor-info")
-        assert "live 4.40 GB" in info and "the peak" in info and "forward 2" in info
+        assert "live 4.40 GB" in info and "the peak" in info and "forward 1" in info
         table = screen.query_one("#blocks")
         assert table.row_count == 6  # weights, bias, two outputs, two inputs
         assert "experiment.py:25 baseline" in str(table.get_row_at(0)[4])

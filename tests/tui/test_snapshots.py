@@ -56,7 +56,7 @@ def test_inspector(snap_compare, size):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_results_h200_recording(snap_compare, size):
-    # no GPU: after the prediction, the H200 recording of lesson 13 (OOMs, a 16 GiB cap)
+    # no GPU: after the prediction, the H200 recording of lesson 18 (OOMs, a 16 GiB cap)
     async def go(pilot):
         await pilot.pause()
         app = pilot.app

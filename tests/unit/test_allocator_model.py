@@ -159,7 +159,7 @@ def test_replay_of_a_real_h200_trace_makes_the_same_segments():
 
 def test_replays_of_h200_allocator_traces_match_to_the_byte():
     """tests/fixtures/h200_allocator_traces.json.gz (bench/probe_cuda.py on the H200, cut by
-    bench/sim_allocator_traces.py --fixture): GPT-2 bf16, lesson 13 at the OOM boundary under a
+    bench/sim_allocator_traces.py --fixture): GPT-2 bf16, lesson 18 at the OOM boundary under a
     16 GiB cap (batch 9 fails, bf16+ckpt batch 20 fits after a release-and-retry), expandable
     segments switched on at run time. With the GPU's segment addresses (best fit breaks ties by
     address), the model's peaks, OOM and retries equal the GPU's exactly."""

@@ -2,7 +2,7 @@
 
 Quick tests: the lab's hand-over of an experiment's own snapshot, the saved-tensor hook's
 bookkeeping, and the issue's bar for the shipped H200 snapshot (skipped while it is pending).
-Slow tests run the lessons at small scale in cpu mode (and lesson 18 in sim) through
+Slow tests run the lessons at small scale in cpu mode (and lesson 05 in sim) through
 `measure_variant`, in-process.
 """
 
@@ -41,7 +41,7 @@ def measured(key: str, variant: str, mode: str = "cpu", scale: str = "small"):
 
 # ---- the lab: an experiment that records the allocator history itself ------------------------
 def test_a_kept_snapshot_is_what_snapshot_saves(tmp_path):
-    # Given an experiment that makes its own snapshot and hands it over (lesson 16's way),
+    # Given an experiment that makes its own snapshot and hands it over (lesson 04's way),
     # when the lab is asked for a profile, then the file is the experiment's, not the tracker's
     mine = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 1024,
                                                 "time_us": 5, "frames": []}]]}
@@ -79,13 +79,13 @@ def test_gzipped_snapshots_open(tmp_path):
     assert open_summary(path)[0].peak_bytes == 512
 
 
-# ---- lesson 16: the shipped H200 snapshot (issue 12's bar) -----------------------------------
+# ---- lesson 04: the shipped H200 snapshot (issue 12's bar) -----------------------------------
 SNAPSHOT_LESSON = "reading-snapshots"
 SHIPPED = sorted((REFERENCE_DIR / SNAPSHOT_LESSON).glob("*.profile.pkl.gz"))
 
 
 @pytest.mark.skipif(not SHIPPED, reason=f"pending: no H200 snapshot in assets/reference/"
-                    f"{SNAPSHOT_LESSON}/ yet (lesson 16 is waiting for its recording)")
+                    f"{SNAPSHOT_LESSON}/ yet (lesson 04 is waiting for its recording)")
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_snapshot_opens_and_its_peak_is_max_memory_allocated(path, capsys):
     # Given the H200 snapshot of a variant whose ring held the whole run, when `memlab view
@@ -105,19 +105,19 @@ def test_shipped_snapshot_opens_and_its_peak_is_max_memory_allocated(path, capsy
 
 @pytest.mark.slow
 def test_16_the_small_ring_drops_the_start_and_the_snapshot_opens(tmp_path):
-    full, ring = measured("16", "baseline"), measured("16", "small_ring")
+    full, ring = measured("04", "baseline"), measured("04", "small_ring")
     assert full.status == ring.status == "ok"
     assert full.metrics["untraced_bytes"] == 0 and full.metrics["ring_full"] == 0
     assert ring.metrics["ring_full"] == 1
-    assert ring.metrics["trace_entries"] == LESSONS["16"].params("small")["small_max_entries"]
+    assert ring.metrics["trace_entries"] == LESSONS["04"].params("small")["small_max_entries"]
     # the weights and AdamW's state are allocated but their alloc entries are gone
-    assert ring.metrics["untraced_bytes"] >= 3 * 4 * LESSONS["16"].params("small")["param_count"]
+    assert ring.metrics["untraced_bytes"] >= 3 * 4 * LESSONS["04"].params("small")["param_count"]
 
 
-# ---- lesson 17: the chunked loss -----------------------------------------------------------
+# ---- lesson 06: the chunked loss -----------------------------------------------------------
 @pytest.mark.slow
 def test_17_chunked_loss_is_the_same_loss_at_a_lower_peak():
-    base, chunked, no_remat = (measured("17", v) for v in ("baseline", "chunked", "chunked_no_remat"))
+    base, chunked, no_remat = (measured("06", v) for v in ("baseline", "chunked", "chunked_no_remat"))
     assert base.status == chunked.status == no_remat.status == "ok"
     assert chunked.metrics["loss"] == pytest.approx(base.metrics["loss"], rel=1e-4)
     assert no_remat.metrics["loss"] == pytest.approx(base.metrics["loss"], rel=1e-4)
@@ -126,15 +126,15 @@ def test_17_chunked_loss_is_the_same_loss_at_a_lower_peak():
 
 @pytest.mark.slow
 def test_17_fused_says_it_needs_cuda():
-    res = measured("17", "fused")
+    res = measured("06", "fused")
     assert res.status == "error" and "cuda only" in res.error
 
 
-# ---- lesson 18: the saved-tensor hook and the formula ------------------------------------------
+# ---- lesson 05: the saved-tensor hook and the formula ------------------------------------------
 def test_18_pack_hook_keeps_nothing_alive_and_backward_still_works():
     # Given the lesson's hook, when a forward saves its own output and backward never runs,
     # then dropping the output frees it at once (no reference cycle for gc to find)
-    SavedPerLayer = _module("18").SavedPerLayer
+    SavedPerLayer = _module("05").SavedPerLayer
     model = torch.nn.Sequential(torch.nn.Linear(8, 8))
     hook = SavedPerLayer.__new__(SavedPerLayer)
     hook.params = {p.untyped_storage()._cdata for p in model.parameters()}
@@ -164,13 +164,13 @@ def test_18_pack_hook_keeps_nothing_alive_and_backward_still_works():
     assert torch.equal(g1, g2)
 
 
-ACTIVATION_VARIANTS = [v.name for v in LESSONS["18"].variants]
+ACTIVATION_VARIANTS = [v.name for v in LESSONS["05"].variants]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ACTIVATION_VARIANTS)
 def test_18_the_formula_predicts_the_saved_bytes_in_cpu_mode(variant):
-    res = measured("18", variant)
+    res = measured("05", variant)
     assert res.status == "ok", res.error
     assert res.checks, "every variant has its formula check"
     for c in res.checks:  # the CPU kernels are the ones the formula was derived from: exact
@@ -196,9 +196,9 @@ def sim_mask_extra(variant: str, p: dict) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ACTIVATION_VARIANTS)
 def test_18_sim_is_the_formula_plus_its_known_mask_detour(variant):
-    res = measured("18", variant, "sim", "small")
+    res = measured("05", variant, "sim", "small")
     assert res.status == "ok", res.error
-    p = LESSONS["18"].params("small")
+    p = LESSONS["05"].params("small")
     for c in res.checks:
         if variant.startswith("math"):  # the math path adds a mask in place: nothing extra saved
             assert c.measured_bytes == c.expected_bytes, c
@@ -209,7 +209,7 @@ def test_18_sim_is_the_formula_plus_its_known_mask_detour(variant):
 ACTIVATION_RECORDED = sorted(load_reference("activation-memory").items())
 
 
-@pytest.mark.skipif(not ACTIVATION_RECORDED, reason="pending: lesson 18 has no H200 recording yet")
+@pytest.mark.skipif(not ACTIVATION_RECORDED, reason="pending: lesson 05 has no H200 recording yet")
 @pytest.mark.parametrize("variant,recording", ACTIVATION_RECORDED, ids=[v for v, _ in ACTIVATION_RECORDED])
 def test_18_the_formula_is_within_10_percent_of_the_h200(variant, recording):
     # issue 12's bar: the derived formula predicts the measured bytes at every length shown

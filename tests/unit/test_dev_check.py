@@ -23,7 +23,7 @@ LESSON = "01-linear-baseline"
 def course_copy(tmp_path) -> tuple[Path, Path]:
     lessons, ref = tmp_path / "lessons", tmp_path / "reference"
     lessons.mkdir()
-    shutil.copy(LESSONS_DIR / "course.toml", lessons)
+    (lessons / "course.toml").write_text('title = "A course of one lesson"\n')  # no parts
     shutil.copytree(LESSONS_DIR / LESSON, lessons / LESSON)
     shutil.copytree(REFERENCE_DIR / "linear-baseline", ref / "linear-baseline")
     return lessons, ref
@@ -125,7 +125,7 @@ def test_a_missing_recording_fails_unless_pending(course_copy):
 def test_dev_new_scaffolds_a_lesson_that_checks_with_warnings_only(tmp_path):
     lessons = tmp_path / "lessons"
     lessons.mkdir()
-    shutil.copy(LESSONS_DIR / "course.toml", lessons)
+    (lessons / "course.toml").write_text('title = "A new course"\n')
     from lab.dev.new import new_lesson
 
     new_lesson(lessons, "16-my-lesson", "My lesson")

@@ -44,7 +44,7 @@ def _adds_up(d) -> None:
 
 
 def test_two_recorded_results(capsys):
-    # Given the H200 recordings of lesson 05 (fp32 baseline, bf16 autocast)
+    # Given the H200 recordings of lesson 08 (fp32 baseline, bf16 autocast)
     a, b = REF / "mixed-precision" / "baseline.json", REF / "mixed-precision" / "bf16.json"
     ra, rb = (json.loads(p.read_text()) for p in (a, b))
     code, out, err = _cli(capsys, "diff", str(a), str(b), "--json")

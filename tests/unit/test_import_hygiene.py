@@ -28,6 +28,9 @@ TORCH_FREE = [
     "lab.playground", "lab.playground.text", "lab.export",
     "lab.snapshots", "lab.snapshots.text", "lab.measure.snapshot", "lab.measure.result",
     "lab.runner.client", "lab.runner.replay",
+    # workshops: the class state, the instructor's view, progress merging
+    "lab.serve.policy", "lab.serve.workshop", "lab.serve.classroom", "lab.serve.classview",
+    "lab.commands.serve_cmd", "lab.commands.class_cmd",
     "lab.cli",
 ]
 # the CLI's startup: every subcommand's parser (compare's --help lists the combination tokens)
@@ -38,6 +41,7 @@ CORE_WITH_TORCH = [
     "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda",
     "lab.measure.simulate", "lab.runner.worker", "lab.workloads.train", "lab.workloads.tasks",
     "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run", "lab.measure.sim_record",
+    "lab.measure.distributed", "lab.workloads.parallel",
 ]
 
 _PROBE = """

@@ -63,6 +63,14 @@ def measured(key: str, variant: str, mode: str):
     _warm_up()
     lesson = LESSONS[key]
     scale = SCALE[mode]
+    ranks = lesson.ranks(scale, mode)
+    if ranks > 1:  # a lesson on several ranks (gloo on cpu): one worker per rank, as memlab runs it
+        from lab.runner.client import SubprocessRunner
+        from lab.runner.protocol import RunRequest
+
+        return SubprocessRunner().run(RunRequest(lesson_path=str(lesson.path), variant=variant,
+                                                 mode=mode, scale=scale, timing=False,
+                                                 ranks=ranks, timeout_s=lesson.timeout_s))
     return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
                            mode=mode, scale=scale, params=lesson.params(scale),
                            checks=list(lesson.checks), timing=False)
@@ -102,8 +110,14 @@ def test_variant_runs_and_its_checks_hold(key, variant, mode):
     else:
         assert res.status == "ok", res.error
         assert res.peak.bytes > 0 and res.timeline.events > 0
+    tolerance = {c["name"]: c.get("tolerance") for c in lesson.checks}
     for c in res.checks:  # the checks of the phases that ran
-        if c.source.startswith("tracked peak"):
+        if tolerance.get(c.name):
+            # a formula with a tolerance models CUDA's kernels (lesson 22's per-rank peaks): sim
+            # takes CUDA's paths and is held to it; the CPU's kernels save other tensors
+            if mode == "sim":
+                assert c.measured_bytes == pytest.approx(c.expected_bytes, rel=tolerance[c.name]), c
+        elif c.source.startswith("tracked peak"):
             assert c.measured_bytes == pytest.approx(c.expected_bytes, rel=1e-4), c
         else:  # deltas and categories are numel × itemsize: exact off CUDA
             assert c.measured_bytes == c.expected_bytes, c
@@ -203,7 +217,7 @@ def with_env(run):
 
 @pytest.mark.slow
 def test_a_variant_env_reaches_its_process_before_torch(tmp_path, monkeypatch):
-    # Given a lesson whose variant sets an environment variable (lesson 10 sets
+    # Given a lesson whose variant sets an environment variable (lesson 17 sets
     # PYTORCH_CUDA_ALLOC_CONF this way), when the worker runs it, then the experiment sees the
     # variable at import time, before torch is imported, and the other variant does not
     from lab.runner.client import SubprocessRunner

@@ -118,8 +118,8 @@ def test_03_saved_tensor_hook_keeps_the_gradients_exact():
 
 @pytest.mark.slow
 def test_07_baseline_is_the_same_step_as_05_baseline():
-    # Lesson 07 once kept step 0's gradients alive through zero_grad(set_to_none=True) (a list
-    # made for comparing them), so its baseline peaked one gradient set above lesson 05's, which
+    # Lesson 10 once kept step 0's gradients alive through zero_grad(set_to_none=True) (a list
+    # made for comparing them), so its baseline peaked one gradient set above lesson 08's, which
     # runs the same training step. Given both baselines on a real CPU, their peaks are equal.
     from lab.measure.measure import measure_variant
 

@@ -29,6 +29,8 @@ def test_a_token_means_the_same_optimizer_on_every_workload(token):
     cfg = parse_combo("accum4" if token == "accumN" else token)
     seen = set()
     for name in ("mlp", "gpt2-tiny", "gpt2-small", "qwen2-1.5b"):
+        if cfg.kinds() - get_workload(name).supports:  # ddp/zero1/fsdp: the language models
+            continue
         sizes = get_workload(name).default_sizes("small")
         [req] = ComparePlan(name, sizes, [cfg], "sim", "small").requests()
         seen.add(json.dumps(req.overrides["optimizer"], sort_keys=True))

@@ -1,4 +1,4 @@
-"""A warm worker whose variant sets its own environment restarts cold (lesson 10's
+"""A warm worker whose variant sets its own environment restarts cold (lesson 17's
 PYTORCH_CUDA_ALLOC_CONF must be set before torch reads it), keeping its pid and pipes."""
 
 import json
@@ -30,5 +30,5 @@ def test_a_warm_worker_hands_an_env_variant_to_a_cold_start():
     result = next(m for m in msgs if m["type"] == "result")["result"]
     assert result["status"] == "ok"
     name, value = next(iter(dict(VARIANT.env).items()))
-    # the experiment saw the variant's environment (lesson 10 notes the setting it ran under)
+    # the experiment saw the variant's environment (lesson 17 notes the setting it ran under)
     assert any(f"{name}={value}" in n for n in result["notes"]), result["notes"]

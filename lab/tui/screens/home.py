@@ -74,17 +74,21 @@ class HomeScreen(Screen):
         app, table = self.app, self.query_one("#lessons", DataTable)
         row = table.cursor_row
         table.clear()
-        done = 0
+        done, part = 0, None
         for lesson in app.course.lessons:
+            mine = app.course.part_of(lesson)
+            part_label = Text(mine.short if mine else "", style="bold") if mine is not part else Text("")
+            part = mine
             status = app.progress.status(lesson.id)
             done += status == QUIZ_PASSED
             label, style = STATUS_TEXT[status]
             if status == QUIZ_DONE:
                 right, total = app.progress.lessons[lesson.id].quiz_score
                 label = f"◐ quiz {right}/{total}"
+            # the part (course.toml) is the row label of its first lesson: the columns stay put
             table.add_row(lesson.key, Text(label, style=style),
                           guess_text(app.progress.lessons.get(lesson.id)), lesson.title,
-                          key=lesson.id)
+                          key=lesson.id, label=part_label)
         if app.course.lessons:
             table.move_cursor(row=min(row, len(app.course.lessons) - 1))
         target = app.continue_target()

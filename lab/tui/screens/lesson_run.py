@@ -26,7 +26,7 @@ from lab.runner.protocol import RunRequest
 from ..look import STATUS_LABEL, size, variant_color, variant_rgb
 from ..messages import RunFinished, RunPlan, RunProgress, RunStarted, VariantFinished
 from ..playback import RecordingRunner
-from ..provenance import LIVE, RECORDING
+from ..provenance import CLASS, LIVE, RECORDING, source_of
 from ..widgets import CodeView, ResultsView, RunControls
 from ..widgets.status import RunStatus
 from ..widgets.tables import ResultSet, variant_index
@@ -51,7 +51,38 @@ class LessonRunMixin:
     def action_run(self) -> None:
         if self._busy():
             return
+        if self.class_variants() and not self.class_run_shown:  # a workshop: the instructor's run
+            self._ask_prediction(self.play_class_run)
+            return
         self._ask_prediction(self._play_recording if self.main_is_recording() else self._run_live)
+
+    # ---- a served workshop: the run the instructor pushed ----------------------------------------
+    class_run_shown = False
+
+    @property
+    def class_run_label(self) -> str | None:
+        """"run by your instructor on …" while the instructor's run is the result on screen."""
+        lead = self.lead
+        if lead and lead.how == CLASS:
+            return source_of(lead.results[0], CLASS).long
+        return None
+
+    def class_variants(self) -> tuple[str, ...]:
+        follower = getattr(self.app, "class_follower", None)
+        if follower is None:
+            return ()
+        pushed = follower.room.pushed(self.lesson.id)
+        return tuple(v.name for v in self.lesson.variants if v.name in pushed)
+
+    def play_class_run(self) -> None:
+        """Play the pushed run through the recording path, labelled as the instructor's."""
+        variants = self.class_variants()
+        if not variants or self.running:
+            return
+        self.class_run_shown = True  # r again runs it yourself
+        runner = RecordingRunner(self.app.class_follower.room.runs_dir, self.app.playback_seconds)
+        self._start(RunPlan(variants, "cuda", "seed", None, "class", recorded=True, how=CLASS),
+                    runner)
 
     def action_run_yourself(self) -> None:
         if not self._busy():
@@ -154,7 +185,8 @@ class LessonRunMixin:
         cancel, total = self._cancel, len(plan.variants)
         reqs = [RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=plan.mode,
                            scale=plan.scale, gpu_memory=plan.gpu_memory,
-                           timeout_s=self.lesson.timeout_s) for variant in plan.variants]
+                           timeout_s=self.lesson.timeout_s,
+                           ranks=self.lesson.ranks(plan.scale, plan.mode)) for variant in plan.variants]
         results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
             runner, reqs, jobs=1, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
             on_event=lambda pos, msg: self.post_message(
@@ -190,12 +222,17 @@ class LessonRunMixin:
 
     def _say_progress(self, message: RunProgress, kind) -> None:
         color = variant_color(variant_index(self.lesson, message.variant))
-        verb = "▶ H200 recording: " if self.plan and self.plan.recorded else "▶ "
+        verb = ("▶ instructor's run: " if self.plan and self.plan.how == CLASS else
+                "▶ H200 recording: " if self.plan and self.plan.recorded else "▶ ")
         text = Text.assemble((verb, "bold"), (message.variant, f"bold {color}"),
                              f" ({message.position + 1}/{message.total})")
         if kind == "queued":
             text.append(" · starting worker…" if not self.plan.recorded else " · loading…",
                         style="dim")
+        ev = message.event
+        if kind == "status" and ev.get("text"):  # the runner service: "waiting for GPU 0 —
+            waiting = ev.get("stage") == "waiting"  # 2 ahead", "starting a worker", …
+            text.append(f" · {ev['text']}", style="bold yellow" if waiting else "dim")
         phase, live = self._last.get("phase"), self._last.get("live")
         if phase:
             text.append(" · phase ", style="dim")
@@ -233,7 +270,7 @@ class LessonRunMixin:
         status.stop()
         plan = message.plan
         if message.results:
-            new = ResultSet(list(message.results), RECORDING if plan.recorded else LIVE)
+            new = ResultSet(list(message.results), plan.how or (RECORDING if plan.recorded else LIVE))
             if plan.recorded or self.app.device_state == "cuda" or not self.main_is_recording():
                 self.lead = new
                 if self.app.device_state == "cuda" and not plan.recorded:
@@ -270,12 +307,13 @@ class LessonRunMixin:
         partial = [Series(name, variant_rgb(variant_index(lesson, name)), d["x"], d["y"],
                           d["phases"])
                    for name, d in self._live.items() if d["x"]]
-        what = ("Playing back the H200 recording (recorded on an NVIDIA H200, not run on this "
+        what = ("Playing back your instructor's run" if self.plan.how == CLASS else
+                "Playing back the H200 recording (recorded on an NVIDIA H200, not run on this "
                 "machine)" if self.plan.recorded else
                 f"Running on this machine: {self.plan.mode}, {self.plan.scale} scale")
         self.query_one(ResultsView).show_live(lesson, Text(f"▶ {what}…", style="bold"),
-                                              ResultSet(list(self._finished),
-                                                        RECORDING if self.plan.recorded else LIVE),
+                                              ResultSet(list(self._finished), self.plan.how or (
+                                                  RECORDING if self.plan.recorded else LIVE)),
                                               partial,
                                               self.live_capacity())
 

@@ -34,7 +34,11 @@ def load_catalog() -> Catalog:
     infos = {w.name: WorkloadInfo(w.name, w.title, {s: w.default_sizes(s) for s in w.sizes},
                                   w.unit, tuple(w.notes))
              for w in all_workloads().values()}
-    names = ", ".join(t.name for t in TOKENS)
+    # the memory techniques first (what the playground is for), then the optimizer choices
+    first = ("", "precision", "checkpointing", "accum", "set_to_none", "eval")
+    order = sorted(TOKENS, key=lambda t: (t.kind not in first, first.index(t.kind)
+                                          if t.kind in first else 0))
+    names = ", ".join(t.name for t in order)
     return Catalog(infos, f"{names} — joined with '+', e.g. bf16+ckpt+accum4")
 
 

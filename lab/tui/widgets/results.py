@@ -95,6 +95,19 @@ def prediction_text(data: ResultsData) -> Text | None:
     return text
 
 
+def bar_rows(results, color) -> list[tuple[str, str, object]]:
+    """One bar per variant; a run of several ranks (torch.distributed) gets one bar per rank,
+    side by side, so each GPU's memory by category shows (rank 0 first)."""
+    rows = []
+    for r in results:
+        ranks = getattr(r, "ranks", None) or []
+        if len(ranks) > 1:
+            rows += [(f"{r.variant} · rank {i}", color(r.variant), rr) for i, rr in enumerate(ranks)]
+        else:
+            rows.append((r.variant, color(r.variant), r))
+    return rows
+
+
 class ResultsView(VerticalScroll):
     DEFAULT_CSS = """
     ResultsView { height: 1fr; }
@@ -158,8 +171,7 @@ class ResultsView(VerticalScroll):
         self.query_one("#timeline", TimelinePlot).set_series(
             series_of(lesson, lead), plot_title(lead), capacity_of(lead.results))
         self.query_one("#bars-title", Static).update(f"What was live at the peak — {src.short}")
-        self.query_one("#bars", CategoryBars).set_results(
-            [(r.variant, data.color(r.variant), r) for r in lead.results])
+        self.query_one("#bars", CategoryBars).set_results(bar_rows(lead.results, data.color))
         self.query_one("#summary", Static).update(summary_table(lesson, lead))
         self._set("#prediction", prediction_text(data))
         self._set("#diff", diff_tables(lesson, lead))

@@ -1,0 +1,66 @@
+"""`memlab serve`: the lab in the browser for a workshop (textual-serve, one app per tab).
+
+    memlab serve                          http://localhost:8000 on this machine (or an SSH tunnel)
+    memlab serve --host 0.0.0.0           every address: learners need the access token it prints
+    memlab serve --data /srv/workshop     where learners' progress and the class state live
+
+Needs the optional extra: `pip install 'memlab[serve]'`. docs/WORKSHOPS.md says how to run a
+workshop with it (SSH tunnels, the token, TLS in front, `memlab class`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from lab.commands import UsageError
+
+TOKEN_ENV = "MEMLAB_SERVE_TOKEN"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("serve", help="serve the lab to browsers (workshops; one app per tab)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine and SSH tunnels; "
+                        "any other address requires the access token)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--data", metavar="DIR",
+                   help="workshop folder: learners' progress, the class state, the token "
+                        "(default: the lab's data folder's 'workshop')")
+    p.add_argument("--token", metavar="TOKEN",
+                   help=f"access token (default: ${TOKEN_ENV}, else one kept in the workshop "
+                        "folder; required off loopback)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the address learners use when a proxy (TLS) stands in front, "
+                        "e.g. https://lab.example.org")
+    p.set_defaults(func=main)
+
+
+def main(args) -> int:
+    try:
+        import textual_serve  # noqa: F401
+    except ImportError:
+        raise UsageError("memlab serve needs textual-serve: pip install 'memlab[serve]'") from None
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be 1 to 65535 (got {args.port})")
+    if args.public_url and not args.public_url.startswith(("http://", "https://")):
+        raise UsageError(f"--public-url must start with http:// or https:// "
+                         f"(got {args.public_url!r})")
+    from lab.serve.workshop import is_loopback, workshop_dir
+
+    root = workshop_dir(args.data)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    # off loopback, or behind a proxy that others reach: the token is not optional
+    if token is None and (not is_loopback(args.host) or args.public_url):
+        from lab.serve.workshop import load_or_create_token
+
+        token = load_or_create_token(root)
+    root.mkdir(parents=True, exist_ok=True)
+    from lab.serve.server import LabServer
+
+    server = LabServer(root, args.host, args.port, token, args.public_url,
+                       say=lambda text: print(text, flush=True))
+    try:
+        server.serve()
+    except OSError as e:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    return 0

@@ -1,0 +1,61 @@
+"""Served mode: the one place that says what a lab served to browsers may not do.
+
+`memlab serve` starts one app process per browser tab with `MEMLAB_SERVED=1` and the learner's
+own data folder as `MEMLAB_HOME`. A learner in a browser types into a process on the server,
+so in that process nothing reads or writes outside the lab's data folder: no snapshot opened
+from an arbitrary path, no `profile` of a script, no `--config` file, no screenshot written to
+the server's disk (it goes to the browser as a download instead). Every such feature asks here.
+
+Headless: no Textual, no aiohttp.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+SERVED_ENV = "MEMLAB_SERVED"  # "1" in a process started by `memlab serve`
+CLASS_ENV = "MEMLAB_CLASS"  # the workshop folder whose class state a served app follows
+LEARNER_ENV = "MEMLAB_LEARNER"  # the learner's (sanitised) name
+TEST_STATE_ENV = "MEMLAB_TEST_STATE"  # "1": the app writes test-state.json (browser test)
+
+
+class Refused(Exception):
+    """What a served lab does not do; the message is one line for the learner."""
+
+
+def served() -> bool:
+    return os.environ.get(SERVED_ENV) == "1"
+
+
+def refuse_if_served(what: str) -> None:
+    """Raise `Refused` for a feature that is off in a served lab (`what` names it)."""
+    if served():
+        raise Refused(f"{what} is off in a lab served to a browser: it would read or write "
+                      "files on the server outside your data folder")
+
+
+def allowed_path(path: str | os.PathLike, what: str = "that file") -> Path:
+    """`path` itself; in a served lab, only when it lies inside the learner's data folder."""
+    p = Path(path).expanduser()
+    if not served():
+        return p
+    from lab.progress import data_dir
+
+    home = data_dir().resolve()
+    try:
+        resolved = (home / p).resolve()  # relative paths are taken inside the data folder
+    except (OSError, RuntimeError):
+        resolved = None
+    if resolved is None or not resolved.is_relative_to(home):
+        raise Refused(f"{what}: a lab served to a browser opens files only inside your data "
+                      f"folder on the server ({home})")
+    return resolved
+
+
+def learner() -> str | None:
+    return os.environ.get(LEARNER_ENV) or None
+
+
+__all__ = ["CLASS_ENV", "LEARNER_ENV", "Refused", "SERVED_ENV", "TEST_STATE_ENV", "allowed_path",
+           "learner", "refuse_if_served", "served"]

@@ -1,0 +1,150 @@
+"""`LabServer`: textual-serve's `Server`, with the lab's guard, learners and one app per tab.
+
+textual-serve starts one app process per websocket (browser tab) from a shell command. The lab
+hooks in at three places of its `Server`, without copying its code:
+
+- `_make_app`: the aiohttp application gets the access guard (lab/serve/auth.py) as a
+  middleware, before any route, and a `/learner` route for the name form.
+- `command`: read per connection from a context variable that `handle_websocket` sets, so
+  each tab's process gets its learner's data folder (`MEMLAB_HOME=<workshop>/learners/<name>`)
+  and `MEMLAB_SERVED=1` (aiohttp runs each request in its own task: the variable is that
+  connection's alone).
+- `handle_index`: asks for a name first (a cookie keeps it), and builds the page's websocket
+  address from the address the browser used, so an SSH tunnel on any local port works.
+"""
+
+from __future__ import annotations
+
+import html
+import shlex
+import sys
+from contextvars import ContextVar
+from pathlib import Path
+
+from aiohttp import web
+from textual_serve.server import Server
+
+from lab.runner.paths import RUNNER_HOME_ENV, runner_home
+from lab.serve import policy
+from lab.serve.auth import Guard, refused
+from lab.serve.workshop import NAME_HELP, learner_home, sanitize_name
+
+LEARNER_COOKIE = "memlab_learner"
+_TAB_COMMAND: ContextVar[str | None] = ContextVar("memlab_tab_command", default=None)
+
+
+class LabServer(Server):
+    def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 8000,
+                 token: str | None = None, public_url: str | None = None, say=print):
+        self.root = Path(root)
+        self._base_command = ""
+        self.explicit_url = public_url.rstrip("/") if public_url else None
+        self.token = token
+        self.say = say
+        super().__init__(command=f"{shlex.quote(sys.executable)} -m lab", host=host, port=port,
+                         title="GPU Memory Lab",
+                         public_url=self.explicit_url or f"http://{host}:{port}")
+        self.guard = Guard(token, self.explicit_url)
+
+    # ---- one app process per tab, with its learner's data folder -----------------------------
+    @property
+    def command(self) -> str:
+        return _TAB_COMMAND.get() or self._base_command
+
+    @command.setter
+    def command(self, value: str) -> None:
+        self._base_command = value
+
+    def tab_command(self, name: str) -> str:
+        env = {"MEMLAB_HOME": str(learner_home(self.root, name)), policy.LEARNER_ENV: name,
+               policy.SERVED_ENV: "1", policy.CLASS_ENV: str(self.root),
+               # the machine's one runner service (the server's), not one per learner's folder
+               RUNNER_HOME_ENV: runner_home() or ""}
+        return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + self._base_command
+
+    async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
+        name = learner_of(request)
+        if name is None:
+            return refused("Give your name first: reload the page.")
+        reset = _TAB_COMMAND.set(self.tab_command(name))
+        try:
+            return await super().handle_websocket(request)
+        finally:
+            _TAB_COMMAND.reset(reset)
+
+    # ---- pages -------------------------------------------------------------------------------
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        app.middlewares.append(self.guard.middleware)  # before the app is frozen at startup
+        app.router.add_route("*", "/learner", self.handle_learner)
+        return app
+
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
+        if learner_of(request) is None:
+            return name_form()
+        if not self.explicit_url:
+            # The base handler builds the page's URLs from `public_url` synchronously (it has no
+            # await before that), so setting it just before is this request's alone.
+            scheme = request.headers.get("X-Forwarded-Proto") or request.scheme
+            self.public_url = f"{scheme}://{request.host}"
+        return await super().handle_index(request)
+
+    async def handle_learner(self, request: web.Request) -> web.StreamResponse:
+        data = await request.post() if request.method == "POST" else request.query
+        raw = data.get("name")
+        if raw is None:
+            return name_form()
+        try:
+            name = sanitize_name(str(raw))
+        except ValueError:
+            return name_form(f"Please use {NAME_HELP}.")
+        learner_home(self.root, name)
+        response = web.HTTPSeeOther(location="/")
+        response.set_cookie(LEARNER_COOKIE, name, max_age=30 * 24 * 3600, httponly=True,
+                            samesite="Lax", path="/")
+        raise response
+
+    async def on_startup(self, app: web.Application) -> None:
+        self.say(startup_text(self.host, self.port, self.token, self.explicit_url, self.root))
+
+
+def learner_of(request: web.Request) -> str | None:
+    raw = request.cookies.get(LEARNER_COOKIE)
+    if not raw:
+        return None
+    try:
+        return raw if sanitize_name(raw) == raw else None
+    except ValueError:
+        return None
+
+
+def name_form(error: str = "") -> web.Response:
+    note = f"<p style='color:#f88'>{html.escape(error)}</p>" if error else ""
+    page = f"""<!doctype html><meta charset=utf-8><title>GPU Memory Lab</title>
+<body style="font-family:monospace;background:#0c181f;color:#eee;padding:2em">
+<h1>GPU Memory Lab</h1>
+<p>Your name, once: your progress and runs are kept on this server under it.
+Use the same name next time (or in another tab) to find them again.</p>{note}
+<form method="post" action="/learner">
+<input name="name" id="name" autofocus maxlength="64" placeholder="e.g. ada-lovelace">
+<button type="submit" id="go">Start</button></form></body>"""
+    return web.Response(text=page, content_type="text/html")
+
+
+def startup_text(host: str, port: int, token: str | None, public_url: str | None,
+                 root: Path) -> str:
+    base = public_url or f"http://{'localhost' if host in ('127.0.0.1', 'localhost') else host}:{port}"
+    lines = [f"GPU Memory Lab served on {host}:{port} (one app per browser tab; Ctrl+C stops)",
+             f"workshop folder: {root}"]
+    if token:
+        lines.append(f"learners open: {base}/?token={token}")
+        if not (public_url or "").startswith("https"):
+            lines.append("this is plain HTTP: put a TLS proxy in front on a shared network "
+                         "(docs/WORKSHOPS.md)")
+    else:
+        lines.append(f"open: {base}/  (from another machine: "
+                     f"ssh -N -L {port}:localhost:{port} <this machine>, then the same address)")
+    return "\n".join(lines)
+
+
+__all__ = ["LEARNER_COOKIE", "LabServer", "learner_of", "name_form", "startup_text"]

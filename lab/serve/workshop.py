@@ -1,0 +1,91 @@
+"""The workshop folder on the server: learners, the access token, the class state.
+
+    <workshop>/token                  the access token (0600), kept across restarts
+    <workshop>/learners/<name>/       each learner's data folder (their MEMLAB_HOME):
+                                      progress.jsonl, results, test-state.json
+    <workshop>/class/state.json       the class state (lab/serve/classroom.py)
+    <workshop>/class/runs/<lesson-id>/<variant>.json   runs the instructor pushed
+
+`<workshop>` is `--data DIR`, else `$MEMLAB_HOME/workshop` (the user data folder's
+`workshop`). A learner's name becomes a folder name, so it is sanitised first.
+
+Headless: no Textual, no aiohttp.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import unicodedata
+from pathlib import Path
+
+NAME_MAX = 32
+NAME_HELP = f"letters, digits, '-' or '_', at most {NAME_MAX} characters"
+TOKEN_FILE = "token"
+LEARNERS = "learners"
+LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+
+
+def is_loopback(host: str) -> bool:
+    """A host name or address that only this machine reaches."""
+    host = host.strip("[]").lower()
+    return host in LOOPBACK_NAMES or host.startswith("127.")
+
+
+def workshop_dir(explicit: str | os.PathLike | None = None) -> Path:
+    if explicit:
+        return Path(explicit).expanduser()
+    from lab.progress import data_dir
+
+    return data_dir() / "workshop"
+
+
+def sanitize_name(raw: str) -> str:
+    """'Zoë Martin' -> 'zoe-martin'. ValueError when nothing usable is left.
+
+    Accents are folded to ASCII, anything but letters, digits, '-' and '_' becomes '-', so the
+    name is one folder (no '/', no '..', no hidden file) on any file system."""
+    text = unicodedata.normalize("NFKD", str(raw)).encode("ascii", "ignore").decode()
+    text = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-_")
+    text = re.sub(r"-{2,}", "-", text)[:NAME_MAX].strip("-_")
+    if not text:
+        raise ValueError(f"a name needs {NAME_HELP} (got {raw!r})")
+    return text
+
+
+def learner_home(root: Path, name: str) -> Path:
+    """The learner's data folder (created); `name` must already be sanitised."""
+    if sanitize_name(name) != name:
+        raise ValueError(f"not a sanitised learner name: {name!r}")
+    home = root / LEARNERS / name
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def learners(root: Path) -> list[str]:
+    folder = root / LEARNERS
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def load_or_create_token(root: Path) -> str:
+    """The workshop's access token: read from `<workshop>/token`, or made (0600) once."""
+    path = root / TOKEN_FILE
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    root.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token
+
+
+__all__ = ["NAME_HELP", "is_loopback", "learner_home", "learners", "load_or_create_token", "sanitize_name",
+           "workshop_dir"]

@@ -1,0 +1,222 @@
+"""Many GPUs (issue 13): DDP, ZeRO-1 and FSDP2 on ranks that are real (gloo, one process each)
+or simulated (the fake process group, one process); lesson 22's formulas against the sim.
+
+Quick: the tracker's view of FSDP2 (shards, resized all-gather buffers), each strategy's model
+states in sim at 2 and 8 ranks against their analytic bytes, the tokens and the requests.
+Slow: the lesson's formulas at seed scale, two real gloo ranks per variant against the sim, the
+compare CLI, and (once recorded) the sim against the two-H200 recordings.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from lab.curriculum import load_course
+from lab.measure.distributed import VALIDATED_RANKS, _LazyChunks, extrapolation_note
+from lab.measure.measure import measure_variant
+from lab.runner.worker import load_experiment
+from lab.workloads import TrainConfig, parse_combo
+from lab.workloads.config import ComboError
+
+LESSON = next(l for l in load_course().lessons if l.id == "many-gpus")
+EXPERIMENT = load_experiment(str(LESSON.experiment_path))
+VARIANTS = [v.name for v in LESSON.variants]
+PARALLEL = {"baseline": "ddp", "zero1": "zero1", "fsdp": "fsdp", "fsdp_bf16": "fsdp",
+            "fsdp_ckpt": "fsdp"}
+
+
+def sim(variant: str, world_size: int, scale: str = "small", sim_rank: int = 0):
+    params = {**LESSON.params(scale), "world_size": world_size, "sim_rank": sim_rank}
+    return measure_variant(getattr(EXPERIMENT, variant), lesson=LESSON.id, variant=variant,
+                           mode="sim", scale=scale, params=params, checks=list(LESSON.checks),
+                           timing=False)
+
+
+def live_at_end(result, phase: str, category: str) -> int:
+    """Bytes of `category` live when `phase` ended (from the downsampled timeline's last point
+    inside the phase: the phase's end_index is an event index)."""
+    ph = result.phase(phase)
+    tl = result.timeline
+    idx = max(i for i, x in enumerate(tl.index) if x < ph.end_index)
+    return tl.by_category.get(category, [0] * len(tl.index))[idx]
+
+
+def param_count(p) -> int:
+    kv = p["kv_heads"] * p["hidden"] // p["heads"]
+    h, f = p["hidden"], p["ff"]
+    return p["vocab"] * h + p["layers"] * (2 * h * h + 2 * h * kv + 3 * h * f + 3 * h + 2 * kv) + h
+
+
+# ---- quick -------------------------------------------------------------------------------------
+def test_the_lesson_runs_on_world_size_ranks_and_states_its_parameter_count():
+    for scale in ("seed", "small"):
+        p = LESSON.params(scale)
+        assert p["param_count"] == param_count(p)  # the formulas' P is the model's
+        assert LESSON.ranks(scale, "cuda") == LESSON.ranks(scale, "cpu") == p["world_size"] == 2
+        assert LESSON.ranks(scale, "sim") == 1  # simulated in one process
+        assert LESSON.ranks(scale, "cpu", {"world_size": 8}) == 8  # --gpus 8
+
+
+@pytest.mark.parametrize("size,n", [(0, 2), (1, 8), (5, 3), (768, 1024), (50257, 2), (1024, 8)])
+def test_lazy_chunks_are_torch_chunk_padded(size, n):
+    t = torch.arange(size * 3).view(size, 3)
+    eager = list(torch.chunk(t, n, 0))
+    eager += [eager[0].new_empty(0)] * (n - len(eager))
+    lazy = _LazyChunks(t, n, 0)
+    assert len(lazy) == n
+    for k in range(n):
+        assert lazy[k].shape == eager[k].shape and torch.equal(lazy[k], eager[k])
+
+
+def test_the_extrapolation_is_named_beyond_what_was_measured():
+    assert extrapolation_note(2) is None and 2 in VALIDATED_RANKS
+    note = extrapolation_note(1024)
+    assert "rank-0 extrapolation" in note and "NCCL" in note and "CUDA context" in note
+
+
+@pytest.mark.parametrize("n", [2, 8])
+def test_model_states_per_rank_in_sim_are_the_strategies_bytes(n):
+    # Given the small Qwen2 layout (P parameters, every dim divisible by 8, fp32, AdamW), when
+    # each strategy runs on n simulated ranks, then at the end of step 1 each rank holds:
+    p = LESSON.params("small")
+    P, tensors = p["param_count"], 2 + 12 * p["layers"]  # AdamW keeps a 4-byte step per tensor
+    want = {  # (parameters, gradients, optimizer state)
+        "baseline": (4 * P, 4 * P + 4 * P, 8 * P + 4 * tensors),  # gradients + DDP's buckets
+        "fsdp": (4 * P // n, 4 * P // n, 8 * P // n + 4 * tensors),
+    }
+    for variant, (params, grads, state) in want.items():
+        r = sim(variant, n)
+        assert r.status == "ok", r.error
+        assert r.metrics["world_size"] == n
+        rope = live_at_end(r, "step 1", "parameters") - params  # the rotary inv_freq buffer
+        assert 0 <= rope <= 256
+        assert live_at_end(r, "step 1", "gradients") == grads
+        assert live_at_end(r, "step 1", "optimizer_state") == state
+    # ZeRO-1 splits whole tensors, largest first: rank 0 gets the embedding's state, and no
+    # rank holds more than its share plus one tensor's (the greedy partition's bound)
+    embedding = 8 * p["vocab"] * p["hidden"]
+    state = live_at_end(sim("zero1", n), "step 1", "optimizer_state")
+    assert max(embedding, 8 * P // n) <= state <= 8 * P // n + embedding + 4 * tensors
+
+
+def test_sharding_lowers_the_per_rank_peak_in_sim():
+    peaks = {v: sim(v, 2).peak.bytes for v in VARIANTS}
+    assert peaks["fsdp"] < peaks["zero1"] < peaks["baseline"]
+    assert peaks["fsdp_bf16"] < peaks["fsdp"] and peaks["fsdp_ckpt"] < peaks["fsdp"]
+    eight = sim("fsdp", 8)
+    assert eight.peak.bytes < peaks["fsdp"]  # more ranks, smaller shards
+    assert any("rank-0 extrapolation" in n for n in eight.notes)
+
+
+def test_fsdp_unsharded_blocks_are_parameters_and_ddp_buckets_are_gradients():
+    r = sim("fsdp", 2)
+    p = LESSON.params("small")
+    root = 4 * (p["vocab"] * p["hidden"] + p["hidden"])  # tied embedding + final norm
+    block = (4 * p["param_count"] - root) // p["layers"]
+    assert r.metrics["fsdp_unsharded_block_bytes"] == max(root, block)  # the largest group
+    # at the peak: every shard, and the root group, all-gathered from forward to backward
+    assert r.peak.by_category["parameters"] >= 4 * p["param_count"] // 2 + root
+    d = sim("baseline", 2)
+    assert d.metrics["ddp_bucket_bytes"] == 4 * p["param_count"]  # one bucket of every gradient
+
+
+def test_the_parallel_tokens():
+    assert parse_combo("fsdp+bf16").label == "fsdp+bf16" == parse_combo("bf16+fsdp").label
+    assert parse_combo("ckpt+fsdp").parallel == "fsdp"
+    assert TrainConfig(parallel="zero1").kinds() == {"parallel"}
+    for bad, why in [("fsdp+fp16", "GradScaler"), ("ddp+accum4", "accumulation"),
+                     ("ddp+fsdp", "both choose"), ("eval+ddp", "eval")]:
+        with pytest.raises(ComboError, match=why):
+            parse_combo(bad)
+
+
+def test_compare_requests_one_worker_per_rank_except_in_sim():
+    from lab.playground import ComparePlan
+    from lab.workloads import get_workload
+
+    sizes = get_workload("gpt2-tiny").default_sizes("small")
+    combos = [parse_combo(c) for c in ("baseline", "ddp", "fsdp+ckpt")]
+    cpu = ComparePlan("gpt2-tiny", sizes, combos, "cpu", "small", gpus=4).requests()
+    assert [r.ranks for r in cpu] == [1, 4, 4]
+    assert [r.overrides.get("world_size") for r in cpu] == [None, 4, 4]
+    simulated = ComparePlan("gpt2-tiny", sizes, combos, "sim", "small", gpus=1024).requests()
+    assert [r.ranks for r in simulated] == [1, 1, 1]
+    assert simulated[2].overrides["world_size"] == 1024
+
+
+# ---- slow --------------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [2, 8])
+def test_the_formulas_match_the_sim_at_seed_scale(n):
+    # the lesson's formula per strategy (lesson.toml [[checks]]) against sim, which takes CUDA's
+    # paths (attention kernels, workspaces): the bar on the H200 is 5 %; sim is exact but for
+    # ZeRO-1, whose whole-tensor partition puts the embedding's state on rank 0
+    for variant in VARIANTS:
+        r = sim(variant, n, "seed")
+        assert r.status == "ok", r.error
+        [check] = r.checks
+        tol = 0.02 if variant == "zero1" else 0.001
+        assert check.ratio == pytest.approx(1, abs=tol), (variant, check)
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_hold_what_the_sim_says():
+    # Given the runner's torchrun-like start (gloo on CPU, one process per rank), when each
+    # variant trains at small scale, then both ranks finish, each with its own timeline, and
+    # their model states equal the simulation's byte for byte (the same code path: the fake
+    # process group instead of gloo). Activations may differ: CPU attention vs CUDA's in sim.
+    from lab.runner.client import SubprocessRunner
+    from lab.runner.protocol import RunRequest
+
+    runner = SubprocessRunner()
+    for variant in VARIANTS:
+        res = runner.run(RunRequest(lesson_path=str(LESSON.path), variant=variant, mode="cpu",
+                                    scale="small", timing=False, ranks=2, timeout_s=120))
+        assert res.status == "ok", (variant, res.error)
+        assert [r.metrics["rank"] for r in res.ranks] == [0.0, 1.0]
+        expected = sim(variant, 2)
+        for r in res.ranks:
+            assert r.timeline.by_category and r.phases[0].name == "model"
+            for cat in ("parameters", "gradients", "optimizer_state"):
+                got, want = live_at_end(r, "step 1", cat), live_at_end(expected, "step 1", cat)
+                if variant == "zero1" and cat == "optimizer_state":
+                    continue  # rank 1 holds the other part of the state
+                assert got == want, (variant, r.metrics["rank"], cat, got, want)
+
+
+@pytest.mark.slow
+def test_compare_cli_simulates_many_gpus(capsys):
+    from lab.cli import main
+
+    code = main(["compare", "gpt2-tiny", "--mode", "sim", "--scale", "small", "--gpus", "8",
+                 "--combo", "ddp", "--combo", "fsdp", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["gpus"] == 8
+    ddp, fsdp = out["rows"]
+    assert ddp["status"] == fsdp["status"] == "ok" and fsdp["peak_bytes"] < ddp["peak_bytes"]
+    assert all(r["params"]["world_size"] == 8 for r in out["results"])
+
+
+H200 = Path(__file__).resolve().parents[2] / "assets" / "reference" / LESSON.id
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sim_is_within_3_percent_of_each_h200_rank(variant):
+    # issue 13's bar, checked once the two-H200 recording exists (pending until then)
+    from lab.measure.result import RunResult
+
+    path = H200 / f"{variant}.json"
+    if variant in LESSON.pending or not path.is_file():
+        pytest.skip("H200 recording pending")
+    rec = RunResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    ranks = rec.ranks or [rec]
+    for rank in ranks:
+        # ZeRO-1's ranks hold different parts of the optimizer state: simulate that rank
+        r = sim(variant, len(ranks), rec.scale,
+                sim_rank=int(rank.metrics["rank"]) if variant == "zero1" else 0)
+        assert r.peak.bytes == pytest.approx(rank.peak.bytes, rel=0.03), (variant, rank.metrics)
