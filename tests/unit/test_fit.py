@@ -216,6 +216,38 @@ def test_fit_by_simulation_fits_and_one_more_does_not():
     assert replay(rec(10).log, cap=cap).oom is not None
 
 
+def test_fit_on_many_gpus_records_rank_0_of_the_simulated_ranks():
+    # --gpus 8 with fsdp: the log is rank 0's of 8 (its shard, not the whole model), the line
+    # through micro-batches 2 and 3 holds for it, and the answer is per GPU
+    from lab.measure.allocator_replay import replay
+
+    sizes = get_workload("gpt2-tiny").default_sizes("small")
+    cfg = parse_combo("fsdp")
+    rec = sim_recorder("gpt2-tiny", sizes, cfg, gpus=8)
+    logs = {m: rec(m).log for m in (2, 3, 5)}
+    assert extrapolate(logs[2], 2, logs[3], 3, 5) == logs[5]
+    cap = replay(rec(4).log).peak_reserved
+    assert cap < replay(sim_recorder("gpt2-tiny", sizes, cfg)(4).log).peak_reserved
+    r = predict(rec, cap, cfg, max_micro=64)
+    assert r.status == "ok" and r.batch == 4 and r.reserved_bytes <= cap
+    assert any("8 ranks is a rank-0 extrapolation" in n for n in r.notes)
+
+
+def test_fit_cli_with_gpus_says_batch_per_gpu(capsys):
+    from lab.cli import main
+
+    argv = ["fit", "gpt2-tiny", "--scale", "small", "--gpus", "8", "--gpu-memory", "1GiB",
+            "--combo", "ddp", "--combo", "fsdp", "--max-batch", "64", "--no-confirm"]
+    assert main(argv + ["--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gpus"] == 8 and out["gpu"] is None and out["limit"] and out["rule"]
+    ddp, fsdp = out["results"]
+    assert ddp["status"] == fsdp["status"] == "ok" and fsdp["batch"] >= ddp["batch"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "on 8 GPUs, batch per GPU" in text and "headroom: none beyond that" in text
+
+
 # ---- the bars (sim only; the ground truth is the H200's, bench/h200_ground_truth.py) -------------
 def _fit_json(capsys, argv: list[str]) -> dict:
     from lab.cli import main
