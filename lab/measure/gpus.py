@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 MiB = 2**20
 H200_TOTAL = 150_109_880_320  # measured: torch.cuda.get_device_properties(0).total_memory
-# NVML used - max reserved on the H200 (lesson 10's runs and bench/h200_ground_truth.py's
+# NVML used - max reserved on the H200 (lesson 17's runs and bench/h200_ground_truth.py's
 # session): 1.20-1.29 GB; the upper end is what every preset keeps
 CONTEXT_BYTES = 1_290_000_000
 # where CUDA's total is not published for a card, nvidia-smi's total minus the largest gap seen
