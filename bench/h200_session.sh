@@ -20,7 +20,7 @@ set -u
 DIR=${1:?usage: bash bench/h200_session.sh DIR [record|benches]}
 shift
 PHASES=${*:-record benches}
-SNAPSHOT_LESSONS=${SNAPSHOT_LESSONS:-"05 16"}
+SNAPSHOT_LESSONS=${SNAPSHOT_LESSONS:-"08 04"}
 MODE=${MODE:-cuda}  # MODE=sim LESSONS="01 16" tries the record phase on a machine without a GPU
 ROOT=$(pwd)
 mkdir -p "$DIR/logs" "$DIR/reference" "$DIR/snapshots"

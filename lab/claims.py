@@ -32,9 +32,11 @@ TIME_UNITS = {"ms": 1e-3, "s": 1.0}
 DIRECTIONS = ("lower", "higher", "same", "equal")
 DIRECTION_WORDS = {  # how a direction renders, and the words `says` may use for it
     "lower": ("lower", {"lower", "lowers", "less", "smaller", "fewer", "below", "down", "saves",
-                        "shrinks", "cuts", "falls", "drops", "reduces", "frees", "halves"}),
+                        "shrinks", "cuts", "falls", "drops", "reduces", "frees", "halves",
+                        "halved", "faster", "shorter", "quicker"}),
     "higher": ("higher", {"higher", "raises", "more", "larger", "above", "up", "grows",
-                          "increases", "adds", "rises", "costs", "doubles"}),
+                          "increases", "adds", "rises", "costs", "doubles", "doubled",
+                          "longer", "slower"}),
     "same": ("about the same", {"same", "unchanged", "equal", "identical", "matches", "as"}),
     "equal": ("exactly the same", {"same", "unchanged", "equal", "identical", "exactly"}),
 }

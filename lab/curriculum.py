@@ -21,7 +21,8 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                                              `world_size` (>= 1), if set, is how many ranks of
                                              torch.distributed every variant runs on
                                              (`Lesson.ranks`; --gpus N changes it)
-  [[checks]] name, phase, expected, measure, variants, tolerance
+  [[checks]] name, phase, expected (may also use cuda_kernels: 1 on a GPU or in sim, 0 on the CPU),
+             measure, variants, tolerance
                                              expected: formula over the scale's parameters;
                                              measure: "delta" | "peak" | "category:<name>";
                                              tolerance: how close a CUDA run must come
@@ -424,6 +425,11 @@ def load_lesson(folder: Path) -> Lesson:
     )
 
 
+# names a check's formula may use besides the scale's parameters, set for each run
+# (lab.measure.measure): 1 where CUDA's kernels run (a GPU, or sim taking CUDA's paths), 0 on the CPU
+RUN_NAMES = {"cuda_kernels"}
+
+
 def _check_formula(expr, scales: dict, path: Path, where: str) -> None:
     if isinstance(expr, (int, float)):
         return
@@ -432,7 +438,7 @@ def _check_formula(expr, scales: dict, path: Path, where: str) -> None:
     except SyntaxError:
         raise LessonError(path, where, f"{expr!r} is not an arithmetic expression") from None
     for scale, params in scales.items():
-        missing = used - set(params) - {"min", "max", "ceil"}
+        missing = used - set(params) - {"min", "max", "ceil"} - RUN_NAMES
         if missing:
             raise LessonError(path, where, f"uses {', '.join(sorted(missing))}, not in scales.{scale}")
 

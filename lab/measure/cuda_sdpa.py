@@ -44,10 +44,23 @@ LOW = (torch.float16, torch.bfloat16)
 
 def choose(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False,
            priority: tuple[str, ...] = PRIORITY) -> str:
+    # `torch.nn.attention.sdpa_kernel` restricts the choice through these global flags, as it
+    # does on CUDA (lesson 05 forces math to show its saved probabilities)
+    allowed = {name for name in priority if _ENABLED[name]()}
     for name in priority:
+        if name not in allowed:
+            continue
         if name == "math" or _OK[name](q, k, v, attn_mask, dropout_p, is_causal, enable_gqa):
             return name
     return "math"
+
+
+_ENABLED = {
+    "cudnn": torch.backends.cuda.cudnn_sdp_enabled,
+    "flash": torch.backends.cuda.flash_sdp_enabled,
+    "efficient": torch.backends.cuda.mem_efficient_sdp_enabled,
+    "math": torch.backends.cuda.math_sdp_enabled,
+}
 
 
 def _dense4(q, k, v) -> bool:

@@ -164,7 +164,10 @@ def measure_variant(
     result.metrics = dict(session.metrics)
     result.notes = list(session.notes)
     if checks:
-        result.checks = build_checks(checks, variant, params, trace, result.phases, mode == "cuda")
+        # `cuda_kernels` (1 on a GPU and in sim, which takes CUDA's paths; 0 on the CPU) lets a
+        # formula count what only CUDA's kernels save (lesson 05: cuDNN attention's RNG state)
+        names = {**params, "cuda_kernels": int(mode in ("cuda", "sim"))}
+        result.checks = build_checks(checks, variant, names, trace, result.phases, mode == "cuda")
     if mode == "sim":
         result.notes.extend(SIM_NOTES)
         result.notes.extend(version_notes())

@@ -209,6 +209,12 @@ class Session:
             return None
         return {"allocated": alloc.model.stats.allocated, "reserved": alloc.model.stats.reserved}
 
+    def allocator_stats(self):
+        """The allocator model's counters in sim (lab.measure.allocator.Stats: num_alloc_retries,
+        peaks, ...); None elsewhere (on CUDA ask torch.cuda.memory_stats)."""
+        alloc = getattr(self.tracker, "allocator", None) if self.simulated else None
+        return alloc.model.stats if alloc is not None else None
+
     def sync(self) -> None:
         if self.device.type == "cuda" and not self.simulated:
             torch.cuda.synchronize(self.device)

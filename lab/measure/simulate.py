@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 from importlib import metadata
+import os
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -164,7 +165,10 @@ def sim_mode():
 
 
 def new_allocator(cap: int | None) -> Replay:
-    return Replay(cap=cap, series=True)
+    # the real allocator reads PYTORCH_CUDA_ALLOC_CONF when CUDA starts; a variant's env sets it
+    # before the worker imports torch (lesson 17's expandable_segments)
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "")
+    return Replay(cap=cap, series=True, expandable="expandable_segments:True" in conf)
 
 
 def version_notes() -> list[str]:

@@ -16,7 +16,7 @@ per storage, no rounding, no allocator cache), so every mode has a snapshot to o
 
 The lab records the allocator history itself in every other lesson; here the experiment does it
 (lesson.toml: `memory_history = "experiment"`) and hands its snapshot back with
-`run.keep_snapshot`, so `memlab run 16 --snapshot FILE` saves what the experiment recorded.
+`run.keep_snapshot`, so `memlab run 04 --snapshot FILE` saves what the experiment recorded.
 """
 
 import os

@@ -113,7 +113,7 @@ def chunked_no_remat(run):
 # ---- fused linear + cross-entropy (a Triton kernel) --------------------------------------------
 def fused(run):
     if not run.is_cuda:
-        raise RuntimeError("cuda only: liger-kernel's fused linear cross-entropy is a Triton kernel "
+        raise NotImplementedError("cuda only: liger-kernel's fused linear cross-entropy is a Triton kernel "
                            "for CUDA GPUs; see the H200 recording of this variant")
     try:
         from liger_kernel.transformers.fused_linear_cross_entropy import (

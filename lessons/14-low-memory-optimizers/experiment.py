@@ -253,7 +253,7 @@ def adamw_8bit(run):
 
 def adafactor(run):
     if run.simulated:
-        raise RuntimeError("not in sim: torch.optim.Adafactor reads values (.item() of its step "
+        raise NotImplementedError("not in sim: torch.optim.Adafactor reads values (.item() of its step "
                            "count and of each parameter's norm), which fake tensors do not have; "
                            "run it on cpu or read the H200 recording")
     train(run, lambda params: torch.optim.Adafactor(params, lr=1e-2, foreach=False))

@@ -27,34 +27,46 @@ imported) a segment is virtual address space mapped to physical pages (20 MiB in
 on that retry the allocator unmaps the free pages inside the holes and maps new ones at the end of
 the segment, so the request fits.
 
-Off CUDA there is no caching allocator: cpu and sim see the tensors only (one curve, the same in
-every variant) and nothing runs out of memory, because the tensors alone fit under the cap.
+The experiment calls the session's `run.empty_cache()` / `run.memory_counters()` rather than
+torch.cuda.* so that sim takes the same path: there the allocator model (lab.measure.allocator)
+answers, with the same rules, and runs out of memory where the H200 did. The CPU has no caching
+allocator: it sees the tensors only (one curve, the same in every variant) and nothing runs out
+of memory, because the tensors alone fit under the cap.
 """
 
 import os
 
 import torch
 
-from lab.workloads.gpu import allocator_counters, set_allocator_settings
+from lab.workloads.gpu import allocator_counters
 
 
 def counters(run, when):
-    """allocated / reserved / NVML used right now, as metrics `<name>_<when>` (CUDA only)."""
-    c = allocator_counters(run.device)  # None off CUDA: the tracker's timeline is all there is
+    """allocated / reserved (and NVML used on CUDA) right now, as metrics `<name>_<when>`:
+    the real allocator on CUDA, the allocator model in sim, nothing on the CPU."""
+    c = allocator_counters(run.device) if run.is_cuda else run.memory_counters()
     for k, v in (c or {}).items():
         run.metric(f"{k}_{when}", v)
     return c
 
 
+def alloc_retries(run):
+    """How often the allocator freed its cache and retried a cudaMalloc (None on the CPU)."""
+    if run.is_cuda:
+        return torch.cuda.memory_stats(run.device)["num_alloc_retries"]
+    stats = run.allocator_stats()
+    return stats.num_alloc_retries if stats is not None else None
+
+
 def release_cache(run, phase):
-    """torch.cuda.empty_cache(), and how many reserved bytes it gave back to the driver."""
+    """empty_cache(), and how many reserved bytes it gave back to the driver."""
     with run.phase(phase):
-        if not run.is_cuda:
-            run.note("empty_cache() is CUDA-only: cpu and sim have no cache to empty.")
+        before = run.memory_counters()
+        if before is None or not run.empty_cache():
+            run.note("empty_cache() is CUDA-only: the CPU has no cache to empty.")
             return
-        before = torch.cuda.memory_reserved(run.device)
-        torch.cuda.empty_cache()
-        run.metric(f"released_{phase.replace(' ', '_')}", before - torch.cuda.memory_reserved(run.device))
+        after = run.memory_counters()
+        run.metric(f"released_{phase.replace(' ', '_')}", before["reserved"] - after["reserved"])
 
 
 def fragment(run, empty_cache_before_carving=False, empty_cache_before_request=False):
@@ -86,14 +98,14 @@ def fragment(run, empty_cache_before_carving=False, empty_cache_before_request=F
     counters(run, "holes")
     if empty_cache_before_request:
         release_cache(run, "empty_cache")  # no segment is entirely free: nothing to give back
-    retries = torch.cuda.memory_stats(run.device)["num_alloc_retries"] if run.is_cuda else 0
+    retries = alloc_retries(run)
     with run.phase("ask for a larger block"):
         want = torch.empty(run.p.big_blocks * size, **u8)  # larger than any hole
     counters(run, "request")
-    if run.is_cuda:
+    if retries is not None:
         # 1: no cached block fitted, the first try to get a new segment failed under the cap, so
         # the allocator freed cached memory and tried again (and this time it fitted)
-        run.metric("alloc_retries", torch.cuda.memory_stats(run.device)["num_alloc_retries"] - retries)
+        run.metric("alloc_retries", alloc_retries(run) - retries)
     with run.phase("free all"):
         del blocks, want, one
     counters(run, "free_all")
@@ -110,17 +122,16 @@ def empty_cache(run):
 
 
 def expandable_segments(run):
-    if run.is_cuda:
-        conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-        if "expandable_segments:True" in conf:
-            run.note(f"PYTORCH_CUDA_ALLOC_CONF={conf} was set before torch was imported")
-        else:  # e.g. run in a process that did not set the variant's env: switch it on now
-            ok = set_allocator_settings("expandable_segments:True")
-            run.note("expandable_segments:True set at run time" if ok else
-                     "expandable_segments:True could not be set by this PyTorch")
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    if "expandable_segments:True" in conf and (run.is_cuda or run.simulated):
+        run.note(f"PYTORCH_CUDA_ALLOC_CONF={conf} was set before torch was imported")
+    elif run.is_cuda or run.simulated:  # a process without the variant's env: switch it on now
+        ok = run.set_allocator_settings("expandable_segments:True")
+        run.note("expandable_segments:True set at run time" if ok else
+                 "expandable_segments:True could not be set by this PyTorch")
     else:
-        run.note("expandable_segments is a CUDA allocator setting: cpu and sim run the baseline's "
-                 f"tensors (PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')})")
+        run.note("expandable_segments is a CUDA allocator setting: the CPU runs the baseline's "
+                 f"tensors (PYTORCH_CUDA_ALLOC_CONF={conf})")
     fragment(run)
 
 

@@ -131,7 +131,7 @@ def test_17_fused_says_it_needs_cuda():
 
 
 # ---- lesson 05: the saved-tensor hook and the formula ------------------------------------------
-def test_18_pack_hook_keeps_nothing_alive_and_backward_still_works():
+def test_05_pack_hook_keeps_nothing_alive_and_backward_still_works():
     # Given the lesson's hook, when a forward saves its own output and backward never runs,
     # then dropping the output frees it at once (no reference cycle for gc to find)
     SavedPerLayer = _module("05").SavedPerLayer
@@ -169,7 +169,7 @@ ACTIVATION_VARIANTS = [v.name for v in LESSONS["05"].variants]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ACTIVATION_VARIANTS)
-def test_18_the_formula_predicts_the_saved_bytes_in_cpu_mode(variant):
+def test_05_the_formula_predicts_the_saved_bytes_in_cpu_mode(variant):
     res = measured("05", variant)
     assert res.status == "ok", res.error
     assert res.checks, "every variant has its formula check"
@@ -195,7 +195,7 @@ def sim_mask_extra(variant: str, p: dict) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ACTIVATION_VARIANTS)
-def test_18_sim_is_the_formula_plus_its_known_mask_detour(variant):
+def test_05_sim_is_the_formula_plus_its_known_mask_detour(variant):
     res = measured("05", variant, "sim", "small")
     assert res.status == "ok", res.error
     p = LESSONS["05"].params("small")
@@ -211,7 +211,7 @@ ACTIVATION_RECORDED = sorted(load_reference("activation-memory").items())
 
 @pytest.mark.skipif(not ACTIVATION_RECORDED, reason="pending: lesson 05 has no H200 recording yet")
 @pytest.mark.parametrize("variant,recording", ACTIVATION_RECORDED, ids=[v for v, _ in ACTIVATION_RECORDED])
-def test_18_the_formula_is_within_10_percent_of_the_h200(variant, recording):
+def test_05_the_formula_is_within_10_percent_of_the_h200(variant, recording):
     # issue 12's bar: the derived formula predicts the measured bytes at every length shown
     assert recording.checks, f"{variant}: the recording has no formula check"
     for c in recording.checks:
