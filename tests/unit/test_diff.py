@@ -148,7 +148,10 @@ def test_raw_cuda_snapshots_batch_16_vs_2():
     true = peaks["b2"] - peaks["b16"]
     assert true < 0 and abs(d.peak_delta_bytes - true) <= 0.01 * abs(true)
     # the peak is in backward (GPT-2's logits and their gradient): what the batch moves is
-    # activations and backward's temporaries; weights and AdamW's state do not move at all
+    # activations and backward's temporaries; weights and AdamW's state do not move at all.
+    # Issue 14 expected at least half in activations; for this logits-heavy loop it is not so:
+    # the same loop under `memlab profile --mode cpu` (categories recorded, not guessed) splits
+    # the drop 48 % activations / 52 % temporaries, and the guesses here give 45 / 55.
     by = d.by_category_delta
     assert by.get("activations", 0) + by.get("temporaries", 0) <= 0.99 * d.peak_delta_bytes
     assert by.get("activations", 0) < 0 and by.get("temporaries", 0) < 0
