@@ -144,7 +144,7 @@ def describe(app) -> dict:
              "served": policy.served(), "focus": focused.id if focused is not None else None,
              "focus_type": type(focused).__name__ if focused is not None else None,
              "lesson": None, "tab": None, "running": False, "scale": None, "mode": None,
-             "results": [], "class_run": None}
+             "results": [], "beside": [], "class_run": None}
     if lesson_screen(app) is not None:
         state["lesson"] = screen.lesson.id
         state["running"] = bool(screen.running)
@@ -155,9 +155,11 @@ def describe(app) -> dict:
             state["mode"], state["scale"] = controls.mode, controls.scale
         except Exception:  # not composed yet
             pass
-        state["results"] = [{"variant": r.variant, "status": r.status, "mode": r.mode,
-                             "scale": r.scale, "peak_bytes": r.peak.bytes,
-                             "device": r.device.name} for r in screen.results]
+        rows = lambda results: [{"variant": r.variant, "status": r.status, "mode": r.mode,  # noqa: E731
+                                 "scale": r.scale, "peak_bytes": r.peak.bytes,
+                                 "device": r.device.name} for r in results]
+        state["results"] = rows(screen.results)  # the main result (the H200's, without a GPU)
+        state["beside"] = rows(screen.beside.results)  # a run it yourself, beside it
     return state
 
 
