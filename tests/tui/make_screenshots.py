@@ -1,7 +1,8 @@
 """Write the README screenshots: `PYTHONPATH=. python tests/tui/make_screenshots.py`.
 
-The runs are the recorded worker output in tests/fixtures/runs (lesson 01, sim at seed scale),
-replayed, on a machine that says it has no CUDA GPU: what a laptop learner sees.
+On a machine that says it has no CUDA GPU, what a laptop learner sees: `r` (after a prediction)
+plays lesson 01's H200 recording from assets/reference, then `y` runs it "yourself" beside it
+(the recorded worker output in tests/fixtures/runs: sim at seed scale, replayed).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ OUT = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
 
 async def main(size=(120, 36)) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    app = make_app()
+    from lab.reference import REFERENCE_DIR
+
+    app = make_app(references=Path(REFERENCE_DIR))
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         app.save_screenshot(str(OUT / "home.svg"))
@@ -30,7 +33,9 @@ async def main(size=(120, 36)) -> None:
         await pilot.press("2")
         await pilot.pause()
         app.save_screenshot(str(OUT / "lesson.svg"))
-        await run_and_wait(pilot)
+        await run_and_wait(pilot, "r", prediction="4")  # the H200 recording plays
+        await run_and_wait(pilot, "y")  # and your own (simulated) run beside it
+        await pilot.press("3")
         await pilot.pause(0.3)
         app.save_screenshot(str(OUT / "results.svg"))
         await pilot.press("4")
