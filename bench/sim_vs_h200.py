@@ -30,10 +30,6 @@ REFERENCE = ROOT / "assets" / "reference"
 KNOWN = {
     ("gradient-accumulation", "*"): "experiment: `if not run.simulated` keeps step 0's grads alive on "
                                     "the GPU only (issue 9; the lead re-records 07)",
-    ("caching-allocator", "empty_cache"): "experiment: calls empty_cache() only `if run.is_cuda` "
-                                          "(run.empty_cache() reaches the model in sim)",
-    ("caching-allocator", "expandable_segments"): "experiment: sets expandable_segments only `if "
-                                                  "run.is_cuda` (run.set_allocator_settings works in sim)",
     ("frameworks-lightning", "lightning"): "experiment: raises in sim by design (Lightning's "
                                            "Trainer under FakeTensorMode)",
 }
