@@ -9,6 +9,8 @@ compare CLI, and (once recorded) the sim against the two-H200 recordings.
 
 from __future__ import annotations
 
+import functools
+
 import json
 from pathlib import Path
 
@@ -29,6 +31,7 @@ PARALLEL = {"baseline": "ddp", "zero1": "zero1", "fsdp": "fsdp", "fsdp_bf16": "f
             "fsdp_ckpt": "fsdp"}
 
 
+@functools.lru_cache(maxsize=None)  # the seed-scale runs serve the formula and the H200 tests
 def sim(variant: str, world_size: int, scale: str = "small", sim_rank: int = 0):
     params = {**LESSON.params(scale), "world_size": world_size, "sim_rank": sim_rank}
     return measure_variant(getattr(EXPERIMENT, variant), lesson=LESSON.id, variant=variant,
