@@ -121,9 +121,10 @@ async def test_a_browser_runs_lesson_01_on_the_cpu_beside_the_h200_recording(ser
         for _ in range(20):  # Tab to the scale selector
             if _state(workshop).get("focus") == "scale":
                 break
-            before = _state(workshop).get("focus")
+            where = lambda s: (s.get("focus"), s.get("focus_type"))  # noqa: E731 (ids may be None)
+            before = where(_state(workshop))
             await browser.press("tab")
-            await _until(workshop, lambda s: s.get("focus") != before, "the focus moving")
+            await _until(workshop, lambda s: where(s) != before, "the focus moving")
         assert _state(workshop).get("focus") == "scale"
         await browser.press("enter")  # open its list, then the second entry
         await _until(workshop, lambda s: s["focus_type"] == "SelectOverlay", "the scale list")
