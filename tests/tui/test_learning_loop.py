@@ -94,6 +94,7 @@ async def test_before_predicting_no_number_near_the_answer_is_on_screen(split_co
 SPLIT = [l for l in COURSE.lessons if l.text_after and any(q.kind == "predict_peak" for q in l.quiz)]
 
 
+@pytest.mark.slow  # every lesson in the app, seconds each
 @pytest.mark.parametrize("lesson", SPLIT, ids=[l.slug for l in SPLIT])
 async def test_split_lessons_on_disk_give_nothing_away(lesson):
     await check_nothing_given_away(lesson, COURSE)
