@@ -47,7 +47,9 @@ def test_ddp_over_two_ranks_ends_with_equal_weights():
     assert res.status == "ok", res.error
     a, b = (r.metrics["weight_sum"] for r in res.ranks)
     assert a == b  # DDP averaged the gradients: both ranks took the same step
-    assert all(r.peak.by_category.get("gradients", 0) > 0 for r in res.ranks)
+    # every rank held gradients (where the peak falls depends on when gloo's reducer threads
+    # allocate, which varies under load: ask the timeline, not the peak's breakdown)
+    assert all(max(r.timeline.by_category.get("gradients", [0])) > 0 for r in res.ranks)
 
 
 @pytest.mark.slow
