@@ -63,6 +63,7 @@ def installed(tmp_path_factory):
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MEMLAB_LESSONS_DIR")}
     env["MEMLAB_HOME"] = str(tmp / "home")
+    env["MEMLAB_RUNNER"] = "direct"  # no runner service left behind in the temp home
     return {"wheel": wheel, "bin": env_dir / "bin", "py": py, "purelib": Path(purelib),
             "cwd": elsewhere, "env": env}
 
