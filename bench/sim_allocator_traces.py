@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.measure.allocator_replay import Replay, SimulatedOutOfMemory  # noqa: E402
+from lab.measure.allocator_replay import replay_cuda_trace  # noqa: E402
 
 DEFAULT = Path("/work/coord/gpu-results/sim-1/traces.jsonl.gz")
 CAP_16GIB = 16 * 2**30  # lesson 18's virtual GPU (set_per_process_memory_fraction)
@@ -35,29 +35,6 @@ def events(run: dict) -> list[tuple[str, int, int]]:
     acts = run["alloc_actions"]
     return [(acts[a], addr, size) for a, addr, size, _stream in run["alloc_trace"]]
 
-
-def replay_run(evs, cap: int | None, real_addresses: bool) -> dict:
-    from itertools import chain, count
-
-    # the GPU's segment addresses, then (expandable segments: mapped, not cudaMalloc'd) synthetic
-    addrs = chain([addr for act, addr, _ in evs if act == "segment_alloc"], count(1 << 50, 1 << 44))
-    rp = Replay(cap=cap, next_address=(lambda: next(addrs)) if real_addresses else None)
-    oom = False
-    for act, addr, size in evs:
-        try:
-            if act == "alloc":
-                rp.alloc(addr, size)
-            elif act == "free_completed":
-                rp.free(addr)
-            elif act == "segment_map" and not rp.model.expandable_segments:
-                rp.set_expandable(True)  # the lesson switched it on at run time
-            elif act == "oom":  # the request that failed on the GPU
-                rp.alloc("oom", size)
-        except SimulatedOutOfMemory:
-            oom = True
-    r = rp.finish()
-    return {"allocated": r.peak_allocated, "reserved": r.peak_reserved, "oom": oom,
-            "retries": r.num_alloc_retries}
 
 
 def real_stats(run: dict) -> dict:
@@ -79,8 +56,8 @@ def main() -> None:
     print(f"{'run':48} {'real: alloc':>12} {'resv':>6} oom retries | {'synthetic: alloc':>16} {'resv':>12}")
     for run in runs:
         real, evs = real_stats(run), events(run)
-        exact = replay_run(evs, cap_of(run), True)
-        synth = replay_run(evs, cap_of(run), False)
+        exact = replay_cuda_trace(evs, cap=cap_of(run))
+        synth = replay_cuda_trace(evs, cap=cap_of(run), real_addresses=False)
         name = f"{run['lesson']} {run['variant']} {json.dumps(run['overrides']) if run['overrides'] else ''}"
         print(f"{name:48} {exact['allocated'] - real['allocated']:>+12,} "
               f"{exact['reserved'] - real['reserved']:>+6,} "

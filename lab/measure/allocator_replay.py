@@ -148,3 +148,33 @@ def replay(events: Iterable[tuple], *, cap: int | None = None, expandable: bool 
         except SimulatedOutOfMemory:
             break
     return r.finish()
+
+
+def replay_cuda_trace(events: Iterable[tuple], *, cap: int | None = None,
+                      real_addresses: bool = True) -> dict:
+    """Replay the caching allocator's own trace (`torch.cuda.memory._snapshot()["device_traces"]`
+    as (action, addr, size)) through the model: {"allocated", "reserved", "oom", "retries"}, to
+    compare with what the GPU said. `real_addresses`: new segments take the GPU's addresses, in
+    order (best fit breaks ties by address), then (expandable segments are mapped, not
+    cudaMalloc'd) synthetic ones."""
+    from itertools import chain, count
+
+    events = list(events)
+    addrs = chain((addr for act, addr, _ in events if act == "segment_alloc"), count(1 << 50, 1 << 44))
+    r = Replay(cap=cap, next_address=(lambda: next(addrs)) if real_addresses else None)
+    oom = False
+    for act, addr, size in events:
+        try:
+            if act == "alloc":
+                r.alloc(addr, size)
+            elif act == "free_completed":
+                r.free(addr)
+            elif act == "segment_map" and not r.model.expandable_segments:
+                r.set_expandable(True)  # switched on at run time (lesson 17)
+            elif act == "oom":  # the request that failed on the GPU
+                r.alloc("oom", size)
+        except SimulatedOutOfMemory:
+            oom = True
+    res = r.finish()
+    return {"allocated": res.peak_allocated, "reserved": res.peak_reserved, "oom": oom,
+            "retries": res.num_alloc_retries}

@@ -200,10 +200,17 @@ class Session:
         return False
 
     def memory_counters(self) -> dict[str, int] | None:
-        """allocated / reserved now (cuda: the allocator; sim: the model's prediction)."""
+        """allocated / reserved now (cuda: the allocator, plus NVML's used bytes of the whole GPU
+        when NVML answers; sim: the model's prediction); None on the CPU."""
         if self.is_cuda and not self.simulated:
-            return {"allocated": torch.cuda.memory_allocated(self.device),
-                    "reserved": torch.cuda.memory_reserved(self.device)}
+            from .cuda import nvml_used_bytes
+
+            out = {"allocated": torch.cuda.memory_allocated(self.device),
+                   "reserved": torch.cuda.memory_reserved(self.device)}
+            used = nvml_used_bytes(self.device.index or 0)
+            if used is not None:
+                out["nvml_used"] = used
+            return out
         alloc = getattr(self.tracker, "allocator", None) if self.simulated else None
         if alloc is None:
             return None

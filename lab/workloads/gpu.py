@@ -1,8 +1,8 @@
-"""CUDA-only helpers the lessons use: allocator counters, allocator settings, GPU busy time.
+"""CUDA-only helpers the lessons use: GPU busy time.
 
-Everything here is a no-op (returns None) off CUDA, so lesson code stays device-agnostic.
-Private PyTorch APIs are feature-detected: `torch._C._accelerator_setAllocatorSettings`
-(torch >= 2.9) replaced `torch.cuda.memory._set_allocator_settings` (2.1-2.8, deprecated since).
+Everything here is a no-op (returns None) off CUDA, so lesson code stays device-agnostic. The
+allocator's counters and settings are the session's (`run.memory_counters()`,
+`run.set_allocator_settings()`), which answer in sim too.
 """
 
 from __future__ import annotations
@@ -10,34 +10,6 @@ from __future__ import annotations
 import threading
 
 import torch
-
-
-def allocator_counters(device) -> dict[str, int] | None:
-    """allocated / reserved (PyTorch's caching allocator) and NVML's used bytes (all processes)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return None
-    from lab.measure.cuda import nvml_used_bytes
-
-    out = {"allocated": torch.cuda.memory_allocated(device),
-           "reserved": torch.cuda.memory_reserved(device)}
-    used = nvml_used_bytes(device.index or 0)
-    if used is not None:
-        out["nvml_used"] = used
-    return out
-
-
-def set_allocator_settings(settings: str) -> bool:
-    """e.g. "expandable_segments:True" at run time; False when this torch cannot."""
-    for fn in (getattr(torch._C, "_accelerator_setAllocatorSettings", None),
-               getattr(torch.cuda.memory, "_set_allocator_settings", None)):
-        if fn is not None:
-            try:
-                fn(settings)
-                return True
-            except Exception:
-                continue
-    return False
 
 
 class BusySampler:

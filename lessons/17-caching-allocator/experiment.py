@@ -38,13 +38,11 @@ import os
 
 import torch
 
-from lab.workloads.gpu import allocator_counters
-
 
 def counters(run, when):
     """allocated / reserved (and NVML used on CUDA) right now, as metrics `<name>_<when>`:
     the real allocator on CUDA, the allocator model in sim, nothing on the CPU."""
-    c = allocator_counters(run.device) if run.is_cuda else run.memory_counters()
+    c = run.memory_counters()
     for k, v in (c or {}).items():
         run.metric(f"{k}_{when}", v)
     return c

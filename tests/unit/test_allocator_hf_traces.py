@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import gzip
 import json
-from itertools import chain, count
 from pathlib import Path
 
 import pytest
 
-from lab.measure.allocator_replay import Replay, SimulatedOutOfMemory
+from lab.measure.allocator_replay import replay_cuda_trace
 
 TRACES = Path(__file__).parents[1] / "fixtures" / "h200_hf_traces.jsonl.gz"
 RUNS = [json.loads(line) for line in gzip.open(TRACES, "rt")]
@@ -27,24 +26,10 @@ GiB = 2**30
 
 def replay_trace(run: dict) -> tuple[int, int, bool, int]:
     names = run["actions"]
-    events = [(names[a], addr, size) for a, addr, size, _stream in run["trace"]]
-    # the GPU's segment addresses, in order (best fit breaks ties by address)
-    addrs = chain((addr for act, addr, _ in events if act == "segment_alloc"), count(1 << 50, 1 << 44))
     cap = int(run["cap_gib"] * GiB) if run["cap_gib"] else None
-    rp = Replay(cap=cap, next_address=lambda: next(addrs))
-    oom = False
-    for act, addr, size in events:
-        try:
-            if act == "alloc":
-                rp.alloc(addr, size)
-            elif act == "free_completed":
-                rp.free(addr)
-            elif act == "oom":
-                rp.alloc("oom", size)
-        except SimulatedOutOfMemory:
-            oom = True
-    r = rp.finish()
-    return r.peak_allocated, r.peak_reserved, oom, r.num_alloc_retries
+    got = replay_cuda_trace(((names[a], addr, size) for a, addr, size, _stream in run["trace"]),
+                            cap=cap)
+    return got["allocated"], got["reserved"], got["oom"], got["retries"]
 
 
 def test_the_fixture_holds_the_cases_it_names():

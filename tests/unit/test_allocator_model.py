@@ -165,34 +165,15 @@ def test_replays_of_h200_allocator_traces_match_to_the_byte():
     address), the model's peaks, OOM and retries equal the GPU's exactly."""
     import gzip
     import json
-    from itertools import chain, count
     from pathlib import Path
 
-    from lab.measure.allocator_replay import Replay, SimulatedOutOfMemory
+    from lab.measure.allocator_replay import replay_cuda_trace
 
     path = Path(__file__).parents[1] / "fixtures" / "h200_allocator_traces.json.gz"
     runs = json.loads(gzip.open(path, "rt").read())
     assert len(runs) == 4
     for run in runs:
-        evs = run["events"]
-        addrs = chain([a for act, a, _ in evs if act == "segment_alloc"], count(1 << 50, 1 << 44))
-        rp = Replay(cap=run["cap"], next_address=lambda: next(addrs))
-        oom = False
-        for act, addr, size in evs:
-            try:
-                if act == "alloc":
-                    rp.alloc(addr, size)
-                elif act == "free_completed":
-                    rp.free(addr)
-                elif act == "segment_map" and not rp.model.expandable_segments:
-                    rp.set_expandable(True)
-                elif act == "oom":
-                    rp.alloc("oom", size)
-            except SimulatedOutOfMemory:
-                oom = True
-        r, real = rp.finish(), run["real"]
-        got = {"allocated": r.peak_allocated, "reserved": r.peak_reserved, "oom": oom,
-               "retries": r.num_alloc_retries}
+        got, real = replay_cuda_trace(run["events"], cap=run["cap"]), run["real"]
         assert got == real, (run["lesson"], run["variant"], run["overrides"])
 
 
