@@ -85,8 +85,7 @@ def test_playground(snap_compare, size):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_snapshot_viewer(snap_compare, size, monkeypatch):
-    # the viewer names the file as given: a path relative to the checkout, wherever it lies
-    monkeypatch.chdir(FIXTURES.parent.parent)
-    app = SnapshotViewApp(open_summary("tests/fixtures/h200_snapshot.pickle")[0])
+def test_snapshot_viewer(snap_compare, size):
+    # the header names the file by its last folder and name: the same wherever the clone lies
+    app = SnapshotViewApp(open_summary(FIXTURES / "h200_snapshot.pickle")[0])
     assert snap_compare(app, terminal_size=size)

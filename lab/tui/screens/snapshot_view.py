@@ -31,13 +31,6 @@ from ..look import axis_unit
 from ..look import size
 
 
-def _short_path(path: str, keep: int = 3) -> str:
-    """The file's last `keep` path parts ("…/linear-baseline/baseline.profile.pkl.gz"): the header
-    line wraps at 80 columns, and the file's name matters more than the folders above it."""
-    parts = path.replace("\\", "/").split("/")
-    return path if len(parts) <= keep else "…/" + "/".join(parts[-keep:])
-
-
 class TimelinePlot(PlotextPlot):
     """Allocated + reserved over time, the peak, OOMs and the cursor. Holds its window."""
 
@@ -134,7 +127,7 @@ class SnapshotViewScreen(Screen):
     def _header(self) -> str:
         s = self.summary
         guess = " (guess)" if s.guessed else ""
-        parts = [_short_path(s.file) if s.file else "snapshot", f"{s.events:,} entries",
+        parts = [fr.short_path(s.file) if s.file else "snapshot", f"{s.events:,} entries",
                  f"peak {size(s.peak_bytes)} at {when(s, s.peak_time_us)}",
                  f"phase{guess}: {s.peak_phase or '—'}",
                  f"made by {s.peak_where or '—'}"]
