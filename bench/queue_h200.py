@@ -8,7 +8,8 @@ submitted at the same instant, as forty learners pressing r would, through the m
 service restricted to one GPU (CUDA_VISIBLE_DEVICES=--gpu). Prints per run (seconds, from the
 moment all were submitted; never asserted): the queue wait ("waiting for GPU 0 — N ahead" as
 first seen), when it started and ended, its status and peak, its step time against the run
-alone, and which runs it overlapped. Then the bars of issue 15: every run ok (no OOM), runs
+alone, how long it waited for the GPU to itself before timing its steps (lab.runner.gpu_turns),
+and which runs it overlapped. Then the bars of issue 15: every run ok (no OOM), runs
 that fit together ran together, each step time within 5 % of the run alone.
 
 Uses a temporary MEMLAB_HOME (its own runner service), and stops the service it started.
@@ -37,10 +38,17 @@ def run_batch(runner, reqs) -> tuple[list[dict], float]:
 
     def one(i: int) -> None:
         first_wait: list[str] = []
+        turn: dict[str, float] = {}  # waiting for the GPU to itself (gpu_turns), then timing
 
         def ev(msg: dict) -> None:
-            if msg.get("type") == "status" and msg.get("stage") == "waiting" and not first_wait:
+            if msg.get("type") != "status":
+                return
+            if msg.get("stage") == "waiting" and not first_wait:
                 first_wait.append(msg.get("text", ""))
+            if msg.get("stage") == "waiting" and "to itself" in msg.get("text", ""):
+                turn.setdefault("asked", time.perf_counter())
+            if msg.get("stage") == "timing":
+                turn.setdefault("timing", time.perf_counter())
 
         submitted = time.perf_counter() - t0
         timed = Timed(runner).run(reqs[i], on_event=ev)
@@ -51,7 +59,8 @@ def run_batch(runner, reqs) -> tuple[list[dict], float]:
                    "start_s": start, "end_s": submitted + timed.wall_s, "status": r.status,
                    "error": r.error, "peak_bytes": r.peak.bytes,
                    "reserved_peak_bytes": r.allocator.peak_reserved_bytes if r.allocator else None,
-                   "step_time_s": r.step_time_s}
+                   "step_time_s": r.step_time_s,
+                   "turn_wait_s": (turn["timing"] - turn["asked"]) if len(turn) == 2 else 0.0}
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
     for t in threads:
@@ -114,12 +123,13 @@ def main(argv=None) -> int:
     print(f"alone: {alone.status}, step {ref if ref is None else f'{ref:.3f} s'}, "
           f"peak {alone.peak.bytes / 1e9:.2f} GB")
     print(f"{'run':>3} {'wait s':>7} {'start s':>8} {'end s':>7} {'status':>8} {'step s':>7} "
-          f"{'vs alone':>9}  overlaps  first queue message")
+          f"{'vs alone':>9} {'turn s':>6}  overlaps  first queue message")
     for r in rows:
         step = r["step_time_s"]
         vs = f"{(step - ref) / ref * 100:+.1f}%" if step and ref else "—"
         print(f"{r['run']:>3} {r['queue_wait_s']:7.1f} {r['start_s']:8.1f} {r['end_s']:7.1f} "
-              f"{r['status']:>8} {'—' if step is None else f'{step:.3f}':>7} {vs:>9}  "
+              f"{r['status']:>8} {'—' if step is None else f'{step:.3f}':>7} {vs:>9} "
+              f"{r['turn_wait_s']:6.1f}  "
               f"{','.join(map(str, r['overlaps'])) or '-':8s}  {r['first_wait']}")
     edges = sorted([(r["start_s"], 1) for r in rows] + [(r["end_s"], -1) for r in rows])
     concurrent = running = 0

@@ -11,9 +11,9 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager, Protocol
 
 import torch
 
@@ -27,6 +27,14 @@ from .simulate import (SIM_NOTES, SimPolicy, fake_mode, new_allocator, transform
                        version_notes)
 from .snapshot import device_trace_timelines, save_snapshot, trace_to_snapshot
 from .tracker import TensorTracker
+
+
+class GpuTurnsLike(Protocol):
+    """lab.runner.gpu_turns.GpuTurns, as this module uses it (the core never imports the runner)."""
+
+    def measuring(self) -> ContextManager[None]: ...
+
+    def timing(self, on_wait: Callable[[], None] | None = None) -> ContextManager[None]: ...
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -69,9 +77,12 @@ def measure_variant(
     timing: bool = True,
     emit: Emit | None = None,
     record_history: bool = True,
+    turns: GpuTurnsLike | None = None,
 ) -> RunResult:
     """`record_history=False` (cuda): no `_record_memory_history`, so no allocator timeline and
-    no profile.pkl — the fallback for code whose backward breaks under it (HISTORY_INCOMPATIBLE)."""
+    no profile.pkl — the fallback for code whose backward breaks under it (HISTORY_INCOMPATIBLE).
+    `turns` (cuda, given by the runner service): the tracked pass runs beside other runs on the
+    GPU, the timed pass alone (lab.runner.gpu_turns says why)."""
     emit = emit or (lambda msg: None)
     started = time.perf_counter()
     if gpu_memory is None and params.get("gpu_memory"):
@@ -124,6 +135,9 @@ def measure_variant(
                       on_phase=on_phase,
                       block_phases={c["phase"] for c in checks or [] if c.get("measure", "delta") == "delta"})
     sampler = _Sampler(tracker, emit)
+    measuring = ExitStack()  # this run's turn beside others, until its counters are read
+    if turns is not None and mode == "cuda":
+        measuring.enter_context(turns.measuring())
     if recorder:
         torch.cuda.reset_peak_memory_stats()
         recorder.start()
@@ -199,11 +213,21 @@ def measure_variant(
     del trace, session, tracker
     if mode != "sim":
         gc.collect()
+    if mode == "cuda":
+        torch.cuda.synchronize(device)  # nothing of this pass still runs on the GPU
+    measuring.close()
 
     if timing and mode != "sim" and result.status == "ok":
-        # no samples stream from the untracked pass: say what the silence is
-        emit({"type": "status", "stage": "timing", "text": "timing pass (untracked)"})
-        result.step_time_s, timed_metrics = _timed_pass(fn, mode, params, device)
+        def on_wait() -> None:
+            emit({"type": "status", "stage": "waiting",
+                  "text": "waiting for the GPU to itself, to time the steps (another run is timing)"})
+
+        with turns.timing(on_wait) if turns is not None and mode == "cuda" else nullcontext():
+            # no samples stream from the untracked pass: say what the silence is
+            emit({"type": "status", "stage": "timing", "text": "timing pass (untracked)"})
+            result.step_time_s, timed_metrics = _timed_pass(fn, mode, params, device)
+            if mode == "cuda":
+                torch.cuda.synchronize(device)
         # metrics the untracked pass measured (throughput, GPU busy %) replace the tracked
         # pass's, which the tracker's overhead slowed down; deterministic ones are equal anyway
         result.metrics.update(timed_metrics)

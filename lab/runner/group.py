@@ -87,6 +87,17 @@ def drive(workers: list[WorkerProc], req: RunRequest, on_event: OnEvent | None =
     deadline = time.monotonic() + (req.timeout_s if timeout_s is None else timeout_s)
     who = "worker" if n == 1 else "group"
 
+    turn_waits: dict[int, float] = {}
+
+    def wait_for_turn(r: int, msg: dict) -> None:
+        """A worker waiting for the GPU to itself (lab.runner.gpu_turns) is not using its time:
+        the deadline moves by as long as it waited."""
+        nonlocal deadline
+        if r in turn_waits:
+            deadline += time.monotonic() - turn_waits.pop(r)
+        if msg.get("type") == "status" and msg.get("stage") == "waiting":
+            turn_waits[r] = time.monotonic()
+
     def end_rank(r: int) -> None:
         open_ranks.discard(r)
         finished = streams[r].finished
@@ -114,6 +125,7 @@ def drive(workers: list[WorkerProc], req: RunRequest, on_event: OnEvent | None =
             msg = s.feed_line(line)
             if msg is not None:
                 on_event(msg if n == 1 else {**msg, "rank": r})
+                wait_for_turn(r, msg)
             if s.finished and r not in said_result:
                 said_result[r] = time.monotonic()
                 if n == 1 or s.error or (s.result is not None and s.result.status != "ok"):
@@ -129,7 +141,7 @@ def drive(workers: list[WorkerProc], req: RunRequest, on_event: OnEvent | None =
             if cancel is not None and cancel.is_set():
                 stop = ("cancelled", "cancelled by the user")
                 break
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and not turn_waits:
                 stop = ("timeout", f"no result after {req.timeout_s:g} s; the {who} was stopped")
                 break
             if not any([pump(r) for r in sorted(open_ranks)]):

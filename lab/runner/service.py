@@ -23,7 +23,9 @@ import threading
 import time
 
 from .admission import Admission
+from .gpu_turns import TURNS_ENV, turns_path
 from .group import check_request, drive, free_port, rank_env
+from .paths import runtime_dir
 from .peaks import need_for
 from .pool import PoolKey, WarmPool
 from .proc import PROJECT_ROOT
@@ -220,8 +222,15 @@ class Service:
             warm = w.ready.is_set()
             out.send(status("starting", f"{who}worker ready{where}" if warm else
                             f"{who}starting a worker{where} (importing torch)", warm=warm))
-            w.send(req.to_json_dict(), {**env, **(rank_env(r, req.ranks, port) if req.ranks > 1 else {})},
-                   msg.get("cwd"))
+            w.send(req.to_json_dict(), {**env, **(rank_env(r, req.ranks, port) if req.ranks > 1 else {}),
+                                        **self._turns_env(req, ticket, r)}, msg.get("cwd"))
+
+    def _turns_env(self, req: RunRequest, ticket, rank: int) -> dict[str, str]:
+        """Rank 0 of a CUDA run takes the turns of every GPU of the run (lab.runner.gpu_turns)."""
+        if req.mode != "cuda" or rank != 0:
+            return {TURNS_ENV: ""}
+        paths = [str(turns_path(runtime_dir(), self.gpu_ids[g])) for g in ticket.gpus]
+        return {TURNS_ENV: os.pathsep.join(paths)}
 
 
 def _line(msg: dict) -> bytes:

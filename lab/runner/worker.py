@@ -158,10 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         return 4
 
     from lab.measure.measure import HISTORY_INCOMPATIBLE, measure_variant
+    from lab.runner.gpu_turns import GpuTurns
 
     kwargs = dict(lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale,
                   params=params, checks=checks, gpu_memory=req.gpu_memory,
-                  profile_path=req.profile_path, timing=req.timing, emit=emit)
+                  profile_path=req.profile_path, timing=req.timing, emit=emit,
+                  turns=GpuTurns.from_env() if req.mode == "cuda" else None)
     result = measure_variant(fn, **kwargs)
     if req.mode == "cuda" and result.status == "error" and HISTORY_INCOMPATIBLE in (result.error or ""):
         # this code's backward breaks under the allocator's history recorder: measure it again

@@ -1,0 +1,73 @@
+"""Clean step times on a shared GPU: runs measure memory side by side and time their steps alone.
+
+Admission (admission.py) lets runs share a GPU when their recorded peaks fit together. Memory
+is per run, but the SMs are not: on one H200, eight queued lesson-03 runs, two or three at a
+time, stepped in 1.86-1.95 s against 0.898 s alone. So every CUDA run takes turns through its
+GPU's reader/writer lock:
+
+- the tracked pass (memory: what the lessons are about, slowed by the tracker anyway) holds it
+  as a reader, beside the other runs' tracked passes;
+- the timed pass (step time, throughput, NVML's busy %) holds it as the writer, alone on the GPU.
+
+`filelock.ReadWriteLock` is SQLite's lock: a waiting writer stops new readers (so a timed pass
+is not starved by a stream of tracked passes), and the hold of a process that dies or is killed
+(Esc, timeout) goes with it. A run of N ranks: rank 0 holds every rank's GPU, in GPU order, so
+two multi-GPU runs cannot each hold half of what the other needs; its other ranks wait in their
+collectives.
+
+The runner service names the lock files in MEMLAB_GPU_TURNS (os.pathsep-separated); without it
+(the direct runner, tests, sim and cpu runs) a run takes no turns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+TURNS_ENV = "MEMLAB_GPU_TURNS"
+
+
+def turns_path(directory: Path, gpu_id: str) -> Path:
+    """One lock file per physical GPU ("0", "GPU-5f3c…"): the same file for every run on it."""
+    return Path(directory) / f"gpu-{re.sub(r'[^A-Za-z0-9_.-]', '_', gpu_id)}.turns"
+
+
+class GpuTurns:
+    def __init__(self, paths: list[str]):
+        from filelock import ReadWriteLock
+
+        # is_singleton=False: the lock of this process alone, never shared with another instance
+        self.paths = sorted(set(paths))
+        self._locks = [ReadWriteLock(p, is_singleton=False) for p in self.paths]
+
+    @classmethod
+    def from_env(cls) -> "GpuTurns | None":
+        paths = [p for p in os.environ.get(TURNS_ENV, "").split(os.pathsep) if p]
+        return cls(paths) if paths else None
+
+    @contextmanager
+    def measuring(self) -> Iterator[None]:
+        """Beside other runs' measuring, never during another run's timing."""
+        with ExitStack() as stack:
+            for lock in self._locks:
+                stack.enter_context(lock.read_lock())
+            yield
+
+    @contextmanager
+    def timing(self, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Alone on the GPU(s); `on_wait()` is called once if another run holds one now."""
+        from filelock import Timeout
+
+        with ExitStack() as stack:
+            for lock in self._locks:
+                try:
+                    stack.enter_context(lock.write_lock(blocking=False))
+                except Timeout:
+                    if on_wait is not None:
+                        on_wait()
+                        on_wait = None
+                    stack.enter_context(lock.write_lock())
+            yield
