@@ -86,6 +86,27 @@ def test_a_waiting_timer_goes_before_later_measuring_runs(tmp_path):
     assert order == ["timer", "timer done", "late"]
 
 
+def test_a_measuring_run_lets_a_waiting_timer_in_between_two_phases(tmp_path):
+    path = str(turns_path(tmp_path, "0"))
+    measuring, timer = GpuTurns([path]), GpuTurns([path])
+    order: list[str] = []
+    waiting = threading.Event()
+
+    def time_steps():
+        with timer.timing(on_wait=waiting.set):
+            order.append("timer")
+            time.sleep(0.2)
+
+    with measuring.measuring() as hold:
+        t = _in_thread(time_steps)
+        assert waiting.wait(5)
+        order.append("phase 1")
+        hold.let_timers_in()  # returns once the timer is done
+        order.append("phase 2")
+    t.join(5)
+    assert order == ["phase 1", "timer", "phase 2"]
+
+
 def test_a_killed_run_gives_its_turn_back(tmp_path):
     path = str(turns_path(tmp_path, "GPU-5f3c:0"))
     holder = subprocess.Popen(
