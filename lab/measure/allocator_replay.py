@@ -7,6 +7,11 @@ form for a finished sequence (`memlab fit`, tests, the bench against real alloca
     result = replay(events, cap=16 * 2**30)   # events: ("alloc", key, nbytes) | ("free", key)
     result.oom, result.peak_allocated, result.peak_reserved
 
+An allocation made on another CUDA stream than the default one is ("alloc", key, nbytes,
+stream): the caching allocator keeps the blocks of each stream apart (a freed block is reused
+only by its own stream), which is why FSDP2's all-gather and reduce-scatter streams reserve more
+than the same bytes on one stream would.
+
 Other events: ("empty_cache",) and ("expandable", True|False) (allocator settings changed at run
 time, as lesson 17 does).
 """
@@ -76,13 +81,18 @@ class Replay:
         # without a cap, then ask `replay(log, cap=...)` about any cap (what `memlab fit` needs)
         self.log: list[tuple] | None = [] if record else None
         self.result = ReplayResult()
+        # the stream the next allocation is made on (0: the default one); sim sets a callable
+        # that reads the stream the code selected (lab.measure.simulate)
+        self.current_stream = None
 
-    def alloc(self, key: Hashable, nbytes: int) -> None:
+    def alloc(self, key: Hashable, nbytes: int, stream: int | None = None) -> None:
         """Raises `SimulatedOutOfMemory` where the GPU would raise torch.OutOfMemoryError."""
+        if stream is None:
+            stream = self.current_stream() if self.current_stream is not None else 0
         if self.log is not None:
-            self.log.append(("alloc", key, nbytes))
+            self.log.append(("alloc", key, nbytes, stream) if stream else ("alloc", key, nbytes))
         try:
-            self.live[key] = self.model.malloc(nbytes)
+            self.live[key] = self.model.malloc(nbytes, stream)
         except AllocatorOutOfMemory as e:
             self.result.oom = OomPoint(self.index, e.requested, e.allocated, e.reserved)
             raise SimulatedOutOfMemory(oom_message(e, self.model.total)) from None
@@ -136,7 +146,7 @@ def replay(events: Iterable[tuple], *, cap: int | None = None, expandable: bool 
         kind = ev[0]
         try:
             if kind == "alloc":
-                r.alloc(ev[1], ev[2])
+                r.alloc(ev[1], ev[2], ev[3] if len(ev) > 3 else 0)
             elif kind == "free":
                 r.free(ev[1])
             elif kind == "empty_cache":

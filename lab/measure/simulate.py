@@ -168,7 +168,34 @@ def new_allocator(cap: int | None) -> Replay:
     # the real allocator reads PYTORCH_CUDA_ALLOC_CONF when CUDA starts; a variant's env sets it
     # before the worker imports torch (lesson 17's expandable_segments)
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "")
-    return Replay(cap=cap, series=True, expandable="expandable_segments:True" in conf)
+    allocator = Replay(cap=cap, series=True, expandable="expandable_segments:True" in conf)
+    allocator.current_stream = _SelectedStream()
+    return allocator
+
+
+class _SelectedStream:
+    """The stream device-agnostic code selected, as a number (0: the default stream).
+
+    Sim runs on CPU fake tensors, so code written for any device (FSDP2's all-gather and
+    reduce-scatter streams) selects `torch.cpu` streams: `with device_handle.stream(s)` sets
+    `torch.cpu._current_stream`, which CUDA code would have set on the GPU. Each stream object
+    gets a number for as long as the run lives."""
+
+    def __init__(self):
+        import torch.cpu as cpu
+
+        self._cpu = cpu
+        self._default = getattr(cpu, "_default_cpu_stream", None)
+        self._ids: dict[int, tuple[object, int]] = {}
+
+    def __call__(self) -> int:
+        current = getattr(self._cpu, "_current_stream", None)
+        if current is None or current is self._default:
+            return 0
+        known = self._ids.get(id(current))
+        if known is None or known[0] is not current:  # keep the object: its id stays its own
+            known = self._ids[id(current)] = (current, len(self._ids) + 1)
+        return known[1]
 
 
 def version_notes() -> list[str]:

@@ -46,9 +46,9 @@ def extrapolate(log_a: list[tuple], a: int, log_b: list[tuple], b: int, m: int) 
         if ea[0] == "alloc":
             step, rest = divmod(eb[2] - ea[2], b - a)
             size = ea[2] + (m - a) * step
-            if rest or size < 0:
+            if rest or size < 0 or ea[3:] != eb[3:]:  # [3:]: the stream, when not the default
                 return None
-            out.append(("alloc", ea[1], size))
+            out.append(("alloc", ea[1], size, *ea[3:]))
         elif ea != eb:
             return None
         else:

@@ -215,3 +215,33 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
     assert capped.oom is not None and again.oom is not None
     assert (again.oom.requested, again.oom.allocated) == (capped.oom.requested, capped.oom.allocated)
     del LAYOUTS["t-alloc"]
+
+
+def test_a_freed_block_is_reused_only_by_its_own_stream():
+    """The caching allocator keeps each stream's free blocks apart (FSDP2's all-gather and
+    reduce-scatter streams): a block freed on stream 1 does not serve stream 0."""
+    from lab.measure.allocator_replay import replay
+
+    mb = 2**20
+    same = replay([("alloc", "a", 64 * mb, 1), ("free", "a"), ("alloc", "b", 64 * mb, 1)])
+    apart = replay([("alloc", "a", 64 * mb, 1), ("free", "a"), ("alloc", "b", 64 * mb)])
+    assert same.peak_reserved == 64 * mb
+    assert apart.peak_reserved == 128 * mb
+
+
+def test_sim_allocates_on_the_stream_the_code_selected():
+    import torch
+
+    from lab.measure.simulate import new_allocator
+
+    allocator = new_allocator(None)
+    side = torch.cpu.Stream()
+    assert allocator.current_stream() == 0
+    with torch.cpu.stream(side):
+        first = allocator.current_stream()
+        assert first != 0
+        with torch.cpu.stream(torch.cpu.current_stream()):
+            assert allocator.current_stream() == first
+    with torch.cpu.stream(torch.cpu.Stream()):
+        assert allocator.current_stream() not in (0, first)
+    assert allocator.current_stream() == 0
