@@ -84,6 +84,7 @@ class Replay:
         # the stream the next allocation is made on (0: the default one); sim sets a callable
         # that reads the stream the code selected (lab.measure.simulate)
         self.current_stream = None
+        self._aliases: dict[Hashable, list[Hashable]] = {}  # relayout(): old key -> new keys
 
     def alloc(self, key: Hashable, nbytes: int, stream: int | None = None) -> None:
         """Raises `SimulatedOutOfMemory` where the GPU would raise torch.OutOfMemoryError."""
@@ -100,12 +101,28 @@ class Replay:
             self._step()
 
     def free(self, key: Hashable) -> None:
+        if key in self._aliases:  # remade by relayout(): its successors go instead
+            for successor in self._aliases.pop(key):
+                self.free(successor)
+            return
         if self.log is not None:
             self.log.append(("free", key))
         block = self.live.pop(key, None)
         if block is not None:
             self.model.free(block)
         self._step()
+
+    def relayout(self, old: list[Hashable], sizes: list[int]) -> None:
+        """The live allocations `old` are remade as allocations of `sizes` (the same bytes in
+        another layout: DDP rebuilding its gradient buckets in C++, which sim cannot run): `old`
+        are freed, the new ones allocated in order; freeing any key of `old` later frees them."""
+        for key in old:
+            self.free(key)
+        new = [("relayout", self.index, i) for i in range(len(sizes))]
+        for key, nbytes in zip(new, sizes):
+            self.alloc(key, nbytes)
+        if old:
+            self._aliases[old[0]] = new
 
     def empty_cache(self) -> None:
         if self.log is not None:

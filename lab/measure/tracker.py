@@ -234,6 +234,13 @@ class TensorTracker(TorchDispatchMode):
                     total += self._nbytes[sid]
             return total
 
+    def live_born_since(self, index: int) -> list[int]:
+        """The storages (their ids, the allocator model's keys) born since event `index` and
+        still live."""
+        with self._lock:
+            return sorted({e.sid for e in self.trace.events[index:]
+                           if e.kind == ALLOC and e.sid in self._refs})
+
     def _mark(self, t: torch.Tensor, category: str) -> None:
         if is_traceable_wrapper_subclass(t):
             for inner in _inner_tensors(t):

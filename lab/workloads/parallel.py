@@ -50,7 +50,7 @@ def wrap(run, model, cfg: TrainConfig, ranks: distributed.Ranks):
 
         with distributed.ddp_buckets(run) as buckets:
             model = DDP(model)
-        distributed.prepare_ddp(run, model, ranks)
+        distributed.prepare_ddp(run, model, ranks, buckets)
         run.metric("ddp_bucket_bytes", buckets["bytes"] if run.tracker else None)
         if cfg.parallel == "ddp":
             return model, make_optimizer(model, cfg)

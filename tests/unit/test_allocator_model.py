@@ -245,3 +245,18 @@ def test_sim_allocates_on_the_stream_the_code_selected():
     with torch.cpu.stream(torch.cpu.Stream()):
         assert allocator.current_stream() not in (0, first)
     assert allocator.current_stream() == 0
+
+
+def test_relayout_remakes_live_blocks_and_frees_them_with_the_old_key():
+    """DDP's bucket rebuild, as sim tells the allocator model: one 100 MB bucket remade as four
+    25 MB ones; they carve the freed block (nothing new reserved), and go when the old key does."""
+    from lab.measure.allocator_replay import Replay
+
+    mb = 2**20
+    r = Replay()
+    r.alloc("bucket", 100 * mb)
+    r.relayout(["bucket"], [25 * mb] * 4)
+    assert r.model.stats.allocated == 100 * mb
+    assert r.model.stats.reserved == 100 * mb
+    r.free("bucket")
+    assert r.model.stats.allocated == 0

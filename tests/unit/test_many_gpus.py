@@ -226,10 +226,12 @@ def test_sim_is_within_3_percent_of_each_h200_rank(variant):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.startswith("fsdp")])
-def test_sim_reserves_what_each_h200_rank_reserved_with_fsdp2_streams(variant):
-    """FSDP2 all-gathers and reduce-scatters on streams of its own, and the caching allocator
-    keeps each stream's blocks apart: without that in the model, sim reserved 5-12 % too little."""
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sim_reserves_what_each_h200_rank_reserved(variant):
+    """Issue 10's bar for reserved memory (within 5 %). Two things of CUDA's the allocator model
+    needs: FSDP2 all-gathers and reduce-scatters on streams of its own, whose blocks the caching
+    allocator keeps apart (without them sim reserved 5-12 % too little), and DDP rebuilds its
+    one first bucket as 1 MB + 25 MB ones after the first backward (without it, 6 % too much)."""
     from lab.measure.result import RunResult
 
     path = H200 / f"{variant}.json"
@@ -237,7 +239,8 @@ def test_sim_reserves_what_each_h200_rank_reserved_with_fsdp2_streams(variant):
         pytest.skip("H200 recording missing")
     rec = RunResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
     ranks = rec.ranks or [rec]
-    r = sim(variant, len(ranks), rec.scale)
     for rank in ranks:
+        r = sim(variant, len(ranks), rec.scale,
+                sim_rank=int(rank.metrics["rank"]) if variant == "zero1" else 0)
         assert r.allocator.peak_reserved_bytes == pytest.approx(
             rank.allocator.peak_reserved_bytes, rel=0.05), (variant, rank.metrics)
