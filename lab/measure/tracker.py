@@ -426,8 +426,10 @@ class TensorTracker(TorchDispatchMode):
             if out is not NotImplemented:
                 return out
         out = func(*args, **(kwargs or {}))
+        # outputs CUDA's kernel leaves undefined, which the op's fake kernel still makes (sim)
+        unmade = policy.unmade_outputs(func, args, kwargs or {}, out) if policy is not None else ()
         for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor):
+            if isinstance(t, torch.Tensor) and not any(t is u for u in unmade):
                 self._see(t)
         if policy is not None:
             policy.after(func, args, kwargs or {}, out, self)

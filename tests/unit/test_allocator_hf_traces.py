@@ -43,3 +43,17 @@ def test_the_fixture_holds_the_cases_it_names():
 def test_a_plain_hf_loop_trace_replays_to_the_byte(run):
     real = (run["max_allocated"], run["max_reserved"], run["status"] == "oom", run["retries"])
     assert replay_trace(run) == real
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: f"{r['model']}-{r['combo']}-b{r['batch']}")
+def test_without_the_gpus_addresses_descending_segments_give_its_max_reserved(run):
+    """Sim has no GPU addresses: its segments take descending ones, as cudaMalloc mostly hands
+    them out. Best fit breaks ties by address, so this decides which of two equal free blocks is
+    reused; ascending addresses missed two of these traces (llama b11 by 0.44 %)."""
+    names = run["actions"]
+    events = [(names[a], addr, size) for a, addr, size, _stream in run["trace"]]
+    cap = int(run["cap_gib"] * GiB) if run["cap_gib"] else None
+    real = replay_cuda_trace(events, cap=cap)
+    synthetic = replay_cuda_trace(events, cap=cap, real_addresses=False)
+    assert (synthetic["reserved"], synthetic["oom"]) == (real["reserved"], real["oom"])
+    assert real["reserved"] == run["max_reserved"]
