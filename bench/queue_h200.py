@@ -45,7 +45,7 @@ def run_batch(runner, reqs) -> tuple[list[dict], float]:
                 return
             if msg.get("stage") == "waiting" and not first_wait:
                 first_wait.append(msg.get("text", ""))
-            if msg.get("stage") == "waiting" and "to itself" in msg.get("text", ""):
+            if msg.get("stage") == "waiting" and msg.get("turn"):  # lab.runner.gpu_turns
                 turn.setdefault("asked", time.perf_counter())
             if msg.get("stage") == "timing":
                 turn.setdefault("timing", time.perf_counter())

@@ -225,8 +225,8 @@ def measure_variant(
 
     if timing and mode != "sim" and result.status == "ok":
         def on_wait() -> None:
-            emit({"type": "status", "stage": "waiting",
-                  "text": "waiting for the GPU to itself, to time the steps (another run is timing)"})
+            emit({"type": "status", "stage": "waiting", "turn": True,
+                  "text": "waiting to time the steps alone (another run is timing)"})
 
         with turns.timing(on_wait) if turns is not None and mode == "cuda" else nullcontext():
             # no samples stream from the untracked pass: say what the silence is

@@ -194,7 +194,7 @@ def test_waiting_for_a_turn_does_not_count_against_the_timeout():
                        device=DeviceInfo("GPU", "cuda", None, None))
     worker = _ScriptedWorker([
         (0.1, {"type": "started", "pid": 1, "lesson": "linear-baseline", "variant": "baseline"}),
-        (0.1, {"type": "status", "stage": "waiting", "text": "waiting for the GPU to itself"}),
+        (0.1, {"type": "status", "stage": "waiting", "turn": True, "text": "waiting to time the steps alone"}),
         (1.5, {"type": "status", "stage": "timing", "text": "timing pass (untracked)"}),
         (0.2, {"type": "result", "result": result.to_dict()}),
     ])
