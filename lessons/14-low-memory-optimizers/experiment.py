@@ -242,6 +242,12 @@ def adamw_8bit(run):
     run.note("torchao's update ran eagerly (torch.compile is off under the lab's tracker, and in "
              "the timed pass too): the state is the compiled version's, the step's temporaries "
              "and time are not.")
+    if run.simulated:
+        run.note("sim: the predicted allocated and reserved bytes leave out the quantize/"
+                 "dequantize intermediates torchao makes inside its tensor subclass's "
+                 "__torch_dispatch__, below the tracker (the H200 recording's "
+                 "step_untracked_bytes shows how much the allocator rose for them); the "
+                 "tensors' peak is exact.")
     if run.is_cuda:
         run.note("Measured by the CUDA allocator alone: state_bytes_allocator is "
                  "memory_allocated() after step 0 minus before forward 0 (the gradients and "
