@@ -10,6 +10,9 @@ so where CUDA and the CPU take different paths that change memory, sim takes CUD
   no materialised mask where transformers would see real, unpadded data (lab.measure.fake_values);
 - dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
   dtype (lab.measure.cuda_dropout);
+- optimizers left at PyTorch's default: the foreach implementation CUDA picks, with its
+  all-parameter `_foreach_*` intermediates, not the CPU's per-parameter loop
+  (lab.measure.cuda_optim);
 - allocations that back no tensor: attention kernels' scratch (taken and given back inside the
   op, sized as measured on the H200); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
   matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
@@ -35,6 +38,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .allocator_replay import Replay
 from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
+from .cuda_optim import CudaOptimDefaults
 from .cuda_sdpa import CudaSdpa, scratch_bytes
 from .fake_values import ValueAssumptions
 
@@ -50,7 +54,8 @@ CUBLASLT_WORKSPACE = 2**20  # CUBLASLT_WORKSPACE_SIZE default, 1024 KiB
 
 SIM_NOTES = (
     "Simulated with FakeTensorMode, taking CUDA's paths (CUDA autocast's op lists and weight "
-    "cache, the attention kernel CUDA picks, cuBLAS workspaces); tensor bytes are exact "
+    "cache, the attention kernel CUDA picks, the optimizer implementation CUDA defaults to, "
+    "cuBLAS workspaces); tensor bytes are exact "
     "numel x itemsize; allocated/reserved are predicted by a model of PyTorch's caching allocator "
     "(512 B rounding, segments, caching); there is no timing.",
 )
@@ -93,6 +98,7 @@ class SimPolicy:
         self.sdpa = CudaSdpa()
         self.autocast = CudaAutocast()
         self.dropout = CudaDropout()
+        self.optim = CudaOptimDefaults()
         self.rerouted = {_A.scaled_dot_product_attention.default}
         self.workspaces: set[tuple[str, str]] = set()
         self.values = ValueAssumptions()
@@ -150,6 +156,7 @@ class SimPolicy:
         self.autocast.install()
         self.sdpa.install()
         self.dropout.install()
+        self.optim.install()
         self.values.maybe_patch()  # now if transformers is imported, else at the first op after
         # code that calls the CUDA allocator's API directly reaches the model instead
         self._patch(torch.cuda, "empty_cache", lambda: self.empty_cache())
@@ -163,6 +170,7 @@ class SimPolicy:
             setattr(owner, name, fn)
         self._saved.clear()
         self.values.restore()
+        self.optim.uninstall()
         self.dropout.uninstall()
         self.sdpa.uninstall()
         self.autocast.uninstall()
@@ -224,6 +232,9 @@ def version_notes() -> list[str]:
     if tv not in VALIDATED_TORCH:
         notes.append(f"torch {torch.__version__}: the simulation's CUDA paths are validated for "
                      f"torch {', '.join(VALIDATED_TORCH)}; other versions may choose differently.")
+    if not CudaOptimDefaults.available():
+        notes.append(f"torch {torch.__version__}: optimizers left at their default take the CPU's "
+                     "per-parameter loop in sim, not the foreach implementation CUDA picks.")
     tf = transformers_version()
     if tf and not tf.startswith(VALIDATED_TRANSFORMERS_MAJOR + "."):
         notes.append(f"transformers {tf}: validated for transformers "
