@@ -11,9 +11,12 @@ GPU's reader/writer lock:
   run now, not for whole passes (the course packed on one H200 took 211 s with whole passes);
 - the timed pass (step time, throughput, NVML's busy %) holds it as the writer, alone on the GPU.
 
-`filelock.ReadWriteLock` is SQLite's lock: a waiting writer stops new readers (so a timed pass
-is not starved by a stream of tracked passes), and the hold of a process that dies or is killed
-(Esc, timeout) goes with it. A run of N ranks: rank 0 holds every rank's GPU, in GPU order, so
+`filelock.ReadWriteLock` is SQLite's lock, and the hold of a process that dies or is killed (Esc,
+timeout) goes with it. SQLite lets a waiting writer stop new readers only while it retries, so a
+reader that lets go and takes the lock again at once can get in first (seen under load): a
+turnstile (`filelock.FileLock` beside it) makes the order sure. A timer holds the turnstile from
+before it waits until it is done; a reader passes through it before each hold, so it waits
+while a timer waits or times. A run of N ranks: rank 0 holds every rank's GPU, in GPU order, so
 two multi-GPU runs cannot each hold half of what the other needs; its other ranks wait in their
 collectives.
 
@@ -41,9 +44,12 @@ class GpuTurns:
     def __init__(self, paths: list[str]):
         from filelock import ReadWriteLock
 
+        from filelock import FileLock
+
         # is_singleton=False: the lock of this process alone, never shared with another instance
         self.paths = sorted(set(paths))
         self._locks = [ReadWriteLock(p, is_singleton=False) for p in self.paths]
+        self._turnstiles = [FileLock(p + ".turnstile", is_singleton=False) for p in self.paths]
 
     @classmethod
     def from_env(cls) -> "GpuTurns | None":
@@ -53,7 +59,7 @@ class GpuTurns:
     @contextmanager
     def measuring(self) -> Iterator["_ReadHold"]:
         """Beside other runs' measuring, never during another run's timing."""
-        hold = _ReadHold(self._locks)
+        hold = _ReadHold(self._locks, self._turnstiles)
         hold.acquire()
         try:
             yield hold
@@ -66,25 +72,28 @@ class GpuTurns:
         from filelock import Timeout
 
         with ExitStack() as stack:
-            for lock in self._locks:
-                try:
-                    stack.enter_context(lock.write_lock(blocking=False))
-                except Timeout:
-                    if on_wait is not None:
-                        on_wait()
-                        on_wait = None
-                    stack.enter_context(lock.write_lock())
+            for turnstile, lock in zip(self._turnstiles, self._locks):
+                for acquire in (turnstile.acquire, lock.write_lock):
+                    try:
+                        stack.enter_context(acquire(blocking=False))
+                    except Timeout:
+                        if on_wait is not None:
+                            on_wait()
+                            on_wait = None
+                        stack.enter_context(acquire())
             yield
 
 
 class _ReadHold:
     """A measuring run's hold on its GPU(s), given up and taken again between two phases."""
 
-    def __init__(self, locks):
-        self._locks, self._stack = locks, ExitStack()
+    def __init__(self, locks, turnstiles):
+        self._locks, self._turnstiles, self._stack = locks, turnstiles, ExitStack()
 
     def acquire(self) -> None:
-        for lock in self._locks:
+        for turnstile, lock in zip(self._turnstiles, self._locks):
+            with turnstile:  # through it: wait while a timer waits or times
+                pass
             self._stack.enter_context(lock.read_lock())
 
     def release(self) -> None:
