@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lab.measure import distributed
+from lab.measure import ddp, distributed
 
 from .config import TrainConfig
 from .models import blocks
@@ -48,9 +48,9 @@ def wrap(run, model, cfg: TrainConfig, ranks: distributed.Ranks):
     if cfg.parallel in ("ddp", "zero1"):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        with distributed.ddp_buckets(run) as buckets:
+        with ddp.ddp_buckets(run) as buckets:
             model = DDP(model)
-        distributed.prepare_ddp(run, model, ranks, buckets)
+        ddp.prepare_ddp(run, model, ranks, buckets)
         run.metric("ddp_bucket_bytes", buckets["bytes"] if run.tracker else None)
         if cfg.parallel == "ddp":
             return model, make_optimizer(model, cfg)
