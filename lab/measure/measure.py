@@ -126,12 +126,12 @@ def measure_variant(
                 else None)
     phase_us: list[tuple[str, int]] = []
 
-    held: list = []  # the GPU turn of the tracked pass (cuda, under the runner service)
+    hold = None  # the GPU turn of the tracked pass (cuda, under the runner service)
 
     def on_phase(name: str) -> None:
-        if held:  # a run waiting to time its steps may go between two phases
+        if hold is not None:  # a run waiting to time its steps may go between two phases
             torch.cuda.synchronize(device)
-            held[0].let_timers_in()
+            hold.let_timers_in()
         phase_us.append((name, time.time_ns() // 1000))
         emit({"type": "phase", "name": name, "live_bytes": tracker.live_bytes})
 
@@ -142,7 +142,7 @@ def measure_variant(
     sampler = _Sampler(tracker, emit)
     measuring = ExitStack()  # this run's turn beside others, until its counters are read
     if turns is not None and mode == "cuda":
-        held.append(measuring.enter_context(turns.measuring()))
+        hold = measuring.enter_context(turns.measuring())
     if recorder:
         torch.cuda.reset_peak_memory_stats()
         recorder.start()
@@ -221,7 +221,7 @@ def measure_variant(
     if mode == "cuda":
         torch.cuda.synchronize(device)  # nothing of this pass still runs on the GPU
     measuring.close()
-    held.clear()
+    hold = None
 
     if timing and mode != "sim" and result.status == "ok":
         def on_wait() -> None:

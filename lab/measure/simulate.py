@@ -207,23 +207,17 @@ class _SelectedStream:
     Sim runs on CPU fake tensors, so code written for any device (FSDP2's all-gather and
     reduce-scatter streams) selects `torch.cpu` streams: `with device_handle.stream(s)` sets
     `torch.cpu._current_stream`, which CUDA code would have set on the GPU. Each stream object
-    gets a number for as long as the run lives."""
+    gets a number for as long as the run lives (the dict keeps the object, hashed by identity)."""
 
     def __init__(self):
         import torch.cpu as cpu
 
         self._cpu = cpu
-        self._default = getattr(cpu, "_default_cpu_stream", None)
-        self._ids: dict[int, tuple[object, int]] = {}
+        self._numbers = {getattr(cpu, "_default_cpu_stream", None): 0}
 
     def __call__(self) -> int:
         current = getattr(self._cpu, "_current_stream", None)
-        if current is None or current is self._default:
-            return 0
-        known = self._ids.get(id(current))
-        if known is None or known[0] is not current:  # keep the object: its id stays its own
-            known = self._ids[id(current)] = (current, len(self._ids) + 1)
-        return known[1]
+        return self._numbers.setdefault(current, len(self._numbers))
 
 
 def version_notes() -> list[str]:

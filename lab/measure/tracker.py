@@ -226,10 +226,9 @@ class TensorTracker(TorchDispatchMode):
         no category yet: the buffers a C++ component made inside one call (DDP's gradient
         buckets). Returns their bytes."""
         with self._lock:
-            sids = {e.sid for e in self.trace.events[index:] if e.kind == ALLOC}
             total = 0
-            for sid in sorted(sids):
-                if sid in self._refs and sid not in self._roles and self._nbytes[sid]:
+            for sid in self.live_born_since(index):
+                if sid not in self._roles and self._nbytes[sid]:
                     self._roles[sid] = category
                     total += self._nbytes[sid]
             return total

@@ -95,7 +95,7 @@ def drive(workers: list[WorkerProc], req: RunRequest, on_event: OnEvent | None =
         nonlocal deadline
         if r in turn_waits:
             deadline += time.monotonic() - turn_waits.pop(r)
-        if msg.get("type") == "status" and msg.get("stage") == "waiting":
+        if msg.get("type") == "status" and msg.get("turn"):
             turn_waits[r] = time.monotonic()
 
     def end_rank(r: int) -> None:

@@ -207,10 +207,8 @@ def test_compare_cli_simulates_many_gpus(capsys):
 H200 = Path(__file__).resolve().parents[2] / "assets" / "reference" / LESSON.id
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_sim_is_within_3_percent_of_each_h200_rank(variant):
-    # issue 13's bar, checked once the two-H200 recording exists (pending until then)
+def h200_ranks_and_sims(variant: str):
+    """(the H200 recording of each rank, sim of that rank) for a variant with a recording."""
     from lab.measure.result import RunResult
 
     path = H200 / f"{variant}.json"
@@ -218,10 +216,17 @@ def test_sim_is_within_3_percent_of_each_h200_rank(variant):
         pytest.skip("H200 recording pending")
     rec = RunResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
     ranks = rec.ranks or [rec]
-    for rank in ranks:
-        # ZeRO-1's ranks hold different parts of the optimizer state: simulate that rank
-        r = sim(variant, len(ranks), rec.scale,
-                sim_rank=int(rank.metrics["rank"]) if variant == "zero1" else 0)
+    # ZeRO-1's ranks hold different parts of the optimizer state: simulate that rank
+    return [(rank, sim(variant, len(ranks), rec.scale,
+                       sim_rank=int(rank.metrics["rank"]) if variant == "zero1" else 0))
+            for rank in ranks]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sim_is_within_3_percent_of_each_h200_rank(variant):
+    # issue 13's bar, checked once the two-H200 recording exists (pending until then)
+    for rank, r in h200_ranks_and_sims(variant):
         assert r.peak.bytes == pytest.approx(rank.peak.bytes, rel=0.03), (variant, rank.metrics)
 
 
@@ -232,15 +237,6 @@ def test_sim_reserves_what_each_h200_rank_reserved(variant):
     needs: FSDP2 all-gathers and reduce-scatters on streams of its own, whose blocks the caching
     allocator keeps apart (without them sim reserved 5-12 % too little), and DDP rebuilds its
     one first bucket as 1 MB + 25 MB ones after the first backward (without it, 6 % too much)."""
-    from lab.measure.result import RunResult
-
-    path = H200 / f"{variant}.json"
-    if not path.is_file():
-        pytest.skip("H200 recording missing")
-    rec = RunResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    ranks = rec.ranks or [rec]
-    for rank in ranks:
-        r = sim(variant, len(ranks), rec.scale,
-                sim_rank=int(rank.metrics["rank"]) if variant == "zero1" else 0)
+    for rank, r in h200_ranks_and_sims(variant):
         assert r.allocator.peak_reserved_bytes == pytest.approx(
             rank.allocator.peak_reserved_bytes, rel=0.05), (variant, rank.metrics)
