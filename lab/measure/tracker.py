@@ -15,6 +15,10 @@ torch.distributed (lab/measure/distributed.py): a DTensor (FSDP2's sharded param
 gradients and optimizer state) is a wrapper with no memory of its own; its local shard is what is
 counted. FSDP2 frees and re-allocates its all-gather buffers with `UntypedStorage.resize_`, which
 no dispatcher op sees; while a tracker is on, that method reports to it (`_resized`).
+
+Other wrapper subclasses (torchao's 8-bit optimizer state) run ops of their own on the tensors
+they wrap; the tracker hands their ops on so that those ops run under it and are counted
+(tracker_subclasses.py).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from torch.utils._pytree import tree_flatten
 
 from .trace import ALLOC, FREE, Event, Trace
 from .tracker_hooks import ResizeHook
+from .tracker_subclasses import inner_tensors, opens_up
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
@@ -65,20 +70,6 @@ def _short_path(path: str) -> str:
 def _ptr(storage) -> int:
     """Device address of a real CUDA storage (0 elsewhere: fake and CPU storages need none)."""
     return storage.data_ptr() if storage.device.type == "cuda" else 0
-
-
-def _inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:
-    """The plain tensors that hold a wrapper subclass's memory (torchao's 8-bit optimizer state:
-    uint8 codes, fp32 scales and a lookup table). The wrapper itself owns none: its storage
-    reports the appearance size (numel × the dtype it poses as) and has no data pointer. A
-    DTensor (FSDP2's sharded parameters, gradients, optimizer state) likewise: its local shard."""
-    out = []
-    for name in t.__tensor_flatten__()[0]:
-        inner = getattr(t, name)
-        if not isinstance(inner, torch.Tensor):  # a DTensor also names its device mesh here
-            continue
-        out += _inner_tensors(inner) if is_traceable_wrapper_subclass(inner) else [inner]
-    return out
 
 
 _COMPOSITE: dict = {}
@@ -242,7 +233,7 @@ class TensorTracker(TorchDispatchMode):
 
     def _mark(self, t: torch.Tensor, category: str) -> None:
         if is_traceable_wrapper_subclass(t):
-            for inner in _inner_tensors(t):
+            for inner in inner_tensors(t):
                 self._mark(inner, category)
             return
         sid = self._sid_of(t)
@@ -305,7 +296,7 @@ class TensorTracker(TorchDispatchMode):
 
     def _see(self, t: torch.Tensor, stack: str | None = None) -> None:
         if is_traceable_wrapper_subclass(t):  # count what it wraps, not its phantom storage
-            for inner in _inner_tensors(t):
+            for inner in inner_tensors(t):
                 self._see(inner, stack)
             return
         if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):
@@ -408,6 +399,12 @@ class TensorTracker(TorchDispatchMode):
             # as FakeTensor itself does, without the trip through FakeTensorMode.
             t = args[0]
             return torch.device("meta") if t.fake_mode.in_kernel_invocation else t.fake_device
+        if opens_up(types):
+            # A wrapper subclass's own __torch_dispatch__ (torchao's 8-bit optimizer state) runs
+            # ops on the plain tensors it wraps. Handing the op on (NotImplemented) lets it run
+            # with this mode still on, so those ops, and the intermediates they make, are seen:
+            # otherwise only the CUDA allocator sees them (6.8 GB in lesson 14's 8-bit step).
+            return NotImplemented
         policy = self.policy
         if policy is not None and func in policy.rerouted:
             with self:  # the rerouted op's parts are dispatched (and counted) one by one
