@@ -13,13 +13,20 @@ workloads feed: no padding, one sequence per row. While `ValueAssumptions` is ac
 
 (checked against transformers 5.17, which recorded the H200 runs, and 5.24). The patch goes in
 the first time an op runs after `transformers.masking_utils` was imported, and comes out on exit.
+
+Some code reads a value only to compute a Python scalar that sizes nothing: torch.optim.Adafactor
+takes `.item()` of its step count and of each parameter's norm for its step size. An experiment
+that knows this opens `run.stand_in_values(why)` around that code; inside it, `.item()` of a fake
+tensor answers a stand-in (1, 1.0 or True) instead of failing, and the result notes why.
 """
 
 from __future__ import annotations
 
 import sys
 
+import torch
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
 
 _MODULE = "transformers.masking_utils"
 
@@ -71,3 +78,17 @@ def _no_fake_padding(orig):
         return orig(None if _fake(padding_mask) else padding_mask, *a, **k)
 
     return wrapper
+
+
+LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default  # what .item() / float(t) dispatch to
+
+
+def stand_in_scalar(t: torch.Tensor):
+    """`t.item()` inside `run.stand_in_values`: a stand-in for a fake tensor, the value otherwise
+    (a real constant made outside the fake mode)."""
+    if not _fake(t):
+        with _disable_current_modes():
+            return t.item()
+    if t.dtype == torch.bool:
+        return True
+    return 1.0 if t.dtype.is_floating_point or t.dtype.is_complex else 1

@@ -178,6 +178,21 @@ class Session:
         """`t.item()`, or None in simulation where tensors have no values."""
         return None if self.simulated else t.item()
 
+    @contextmanager
+    def stand_in_values(self, why: str):
+        """Code inside reads tensor values only for Python scalars that size nothing (`why` says
+        which and why). In sim `.item()` of a fake tensor then answers a stand-in (1) instead of
+        failing, and the result notes `why`; in cpu/cuda nothing changes."""
+        policy = getattr(self.tracker, "policy", None) if self.simulated else None
+        if policy is None:
+            yield
+            return
+        note = f"sim: stand-in values (1) for .item(): {why}"
+        if note not in self.notes:
+            self.note(note)
+        with policy.stand_in_values():
+            yield
+
     # ---- the caching allocator, in every mode --------------------------------------------------
     # Lessons about the allocator call these instead of torch.cuda.* so that sim takes the same
     # path: on CUDA the real allocator, in sim the allocator model, on the CPU nothing (False/None).

@@ -40,7 +40,7 @@ from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
 from .cuda_optim import CudaOptimDefaults
 from .cuda_sdpa import CudaSdpa, scratch_bytes
-from .fake_values import ValueAssumptions
+from .fake_values import LOCAL_SCALAR, ValueAssumptions, stand_in_scalar
 
 VALIDATED_TORCH = ("2.11", "2.12", "2.13")  # H200 recordings: 2.11; this emulation's CPU build: 2.13
 VALIDATED_TRANSFORMERS_MAJOR = "5"
@@ -104,7 +104,18 @@ class SimPolicy:
         self.values = ValueAssumptions()
 
     def reroute(self, func, args, kwargs):
+        if func is LOCAL_SCALAR:
+            return stand_in_scalar(args[0])
         return self.sdpa.reroute(func, args, kwargs)
+
+    @contextmanager
+    def stand_in_values(self):
+        """`.item()` of a fake tensor answers a stand-in meanwhile (lab.measure.fake_values)."""
+        self.rerouted.add(LOCAL_SCALAR)
+        try:
+            yield
+        finally:
+            self.rerouted.discard(LOCAL_SCALAR)
 
     def unmade_outputs(self, func, args, kwargs, out) -> tuple:
         """Outputs the op's fake kernel makes and CUDA's does not: cuDNN attention's logsumexp
