@@ -32,9 +32,6 @@ KNOWN = {
                                     "the GPU only (issue 9; the lead re-records 07)",
     ("frameworks-lightning", "lightning"): "experiment: raises in sim by design (Lightning's "
                                            "Trainer under FakeTensorMode)",
-    ("low-memory-optimizers", "adamw_8bit"): "allocated/reserved: torchao's quantize/dequantize "
-                                             "intermediates are below the tracker (a sim note says so)",
-    ("low-memory-optimizers", "adafactor"): "experiment: refused in sim (Adafactor reads values)",
     ("logits-peak", "fused"): "experiment: refused in sim (liger's Triton kernel is CUDA only)",
 }
 
