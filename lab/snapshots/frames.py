@@ -72,7 +72,9 @@ def label(frame: Frame | None) -> str:
 
 
 def user_frame(frames: list[Frame] | None) -> Frame | None:
-    """The innermost frame of the user's own code; else the innermost Python frame; else None."""
+    """The innermost frame of the user's own code; else the innermost Python frame that is not
+    dispatch machinery (an allocation on autograd's thread under the lab's tracker has only
+    those); else None."""
     if not frames:
         return None
     first_py = None
@@ -80,7 +82,7 @@ def user_frame(frames: list[Frame] | None) -> Frame | None:
         fn = fr.get("filename", "")
         if not is_internal(fn):
             return fr
-        if first_py is None and is_python_file(fn):
+        if first_py is None and is_python_file(fn) and not is_machinery(fn):
             first_py = fr
     return first_py
 
@@ -112,6 +114,27 @@ def where(frames: list[Frame] | None) -> str:
 
 def python_frames(frames: Iterable[Frame]) -> list[Frame]:
     return [f for f in frames if is_python_file(f.get("filename", ""))]
+
+
+# Frames between an op and its allocation that say nothing about the program: torch's op call
+# and mode plumbing, and the lab's own tensor tracker (a dispatch mode, so on the stack of every
+# allocation a lab run makes on the GPU).
+_MACHINERY = ("/torch/_ops.py", "/torch/utils/_python_dispatch.py", "/torch/utils/_device.py",
+              "/torch/_subclasses/", "/lab/measure/")
+
+
+@lru_cache(maxsize=65536)
+def is_machinery(filename: str) -> bool:
+    f = filename.replace("\\", "/")
+    return any(m in f for m in _MACHINERY)
+
+
+def shown_frames(frames: Iterable[Frame]) -> list[Frame]:
+    """The frames worth showing a reader, innermost first: the Python ones without the dispatch
+    machinery (else all of them, when a stack has only C++ frames)."""
+    frames = list(frames)
+    py = [f for f in python_frames(frames) if not is_machinery(f.get("filename", ""))]
+    return py or python_frames(frames) or frames
 
 
 @lru_cache(maxsize=65536)
@@ -181,4 +204,5 @@ def has_cpp(frames: Iterable[Frame]) -> bool:
 
 
 __all__ = ["NO_STACK", "PHASES", "cpp_frame", "where", "guess_category", "guess_phase", "has_cpp", "is_internal",
-           "is_python_file", "label", "python_frames", "short_path", "user_frame"]
+           "is_machinery", "is_python_file", "label", "python_frames", "short_path", "shown_frames",
+           "user_frame"]

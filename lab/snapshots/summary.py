@@ -282,9 +282,9 @@ def _stacks_kind(entries: list, segments: list) -> str:
 
 
 def _frames_out(frames: list[dict]) -> list[dict]:
-    """Frames for JSON: the Python ones when there are any (C++ stacks run to 100+ frames)."""
-    py = fr.python_frames(frames)
-    keep = py if py else frames
+    """Frames for JSON: the Python ones when there are any (C++ stacks run to 100+ frames),
+    without the dispatch machinery (frames.shown_frames)."""
+    keep = fr.shown_frames(frames)
     return [{"filename": f.get("filename", ""), "line": f.get("line", 0),
              "name": f.get("name", "")} for f in keep[:MAX_FRAMES_OUT]]
 

@@ -356,3 +356,20 @@ def test_real_h200_snapshot():
     assert s.reserved_peak_bytes is None or s.reserved_peak_bytes >= s.peak_bytes
     d = s.to_dict()
     json.dumps(d)
+
+
+def test_shown_stacks_leave_out_the_dispatch_machinery_between_an_op_and_its_allocation():
+    # Given a stack as a lab run on the GPU records it (torch's op call and the lab's tracker, a
+    # dispatch mode, sit innermost), when it is shown, then those frames are left out and the
+    # program's own frames come first; a stack of only such frames is still shown whole
+    from lab.snapshots import frames as fr
+
+    stack = [{"filename": "/v/site-packages/torch/_ops.py", "line": 841, "name": "__call__"},
+             {"filename": "/repo/lab/measure/tracker.py", "line": 455, "name": "__torch_dispatch__"},
+             {"filename": "/v/site-packages/torch/nn/modules/linear.py", "line": 112, "name": "__init__"},
+             {"filename": "/repo/train.py", "line": 9, "name": "main"}]
+    assert [f["name"] for f in fr.shown_frames(stack)] == ["__init__", "main"]
+    assert fr.shown_frames(stack[:2]) == stack[:2]
+    assert fr.where(stack) == "repo/train.py:9 main"
+    # autograd's thread under the tracker: only machinery frames, so no user frame to name
+    assert fr.where(stack[:2]) == fr.NO_STACK

@@ -232,7 +232,7 @@ class SnapshotViewScreen(Screen):
             frames = e.get("frames") or []
             lines.append(f"entry #{i:,}: {e.get('action')} {size(e.get('size', 0))} · "
                          f"{fr.where(frames)}")
-            for f in (fr.python_frames(frames) or frames)[:5]:
+            for f in fr.shown_frames(frames)[:5]:
                 lines.append(f"    {fr.label(f)}")
         elif s.source == "memlab-result":
             lines.append("(a memlab result keeps a downsampled timeline, not every event)")
