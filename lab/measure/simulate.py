@@ -89,6 +89,25 @@ def _arg(args, kwargs, index: int, name: str, default):
     return args[index] if len(args) > index else kwargs.get(name, default)
 
 
+def _swap_unless_same(swap):
+    def swap_tensors(t1, t2):
+        if not _same_view(t1, t2):
+            swap(t1, t2)
+
+    return swap_tensors
+
+
+def _same_view(a, b) -> bool:
+    """The same bytes seen the same way (one storage, shape, strides, offset, dtype)."""
+    try:
+        return a is b or (a.untyped_storage()._cdata == b.untyped_storage()._cdata
+                          and a.dtype == b.dtype and a.shape == b.shape
+                          and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+                          and a.requires_grad == b.requires_grad)
+    except Exception:  # no storage (a wrapper subclass): let swap_tensors decide
+        return False
+
+
 class SimPolicy:
     """What the tensor tracker asks in sim: which ops to reroute, what CUDA allocates beside."""
 
@@ -174,6 +193,13 @@ class SimPolicy:
         self._patch(torch.cuda.memory, "empty_cache", lambda: self.empty_cache())
         self._patch(torch.cuda.memory, "_set_allocator_settings", self.set_allocator_settings)
         self._patch(torch._C, "_accelerator_setAllocatorSettings", self.set_allocator_settings)
+        # module.to(device) where the module already is (Lightning's Trainer does): each fake
+        # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
+        # parameter with Parameter(result) - a view of the same storage - which swap_tensors
+        # refuses when a weak reference is on it (the tracker keeps one). Swapping a tensor with
+        # the same view of the same bytes changes nothing, as moving a module to its own device
+        # changes nothing on CUDA.
+        self._patch(torch.utils, "swap_tensors", _swap_unless_same(torch.utils.swap_tensors))
         return self
 
     def __exit__(self, *exc):

@@ -9,7 +9,8 @@ show what each lesson teaches:
 - every `[[checks]]` formula (numel × itemsize) equals the tracked bytes exactly, as it must off
   CUDA, where nothing rounds;
 - a variant either finishes, or runs out of memory on the virtual GPU its lesson sets up, or
-  says in a NotImplementedError that it does not run in this mode (Lightning under simulation).
+  says in a NotImplementedError that it does not run in this mode (liger's Triton kernel off
+  CUDA).
 
 Lessons and claims are read from disk: nothing here names a lesson. Each variant runs in-process
 through `measure_variant` (the worker's code path without the subprocess), once per session, and
