@@ -30,8 +30,6 @@ REFERENCE = ROOT / "assets" / "reference"
 KNOWN = {
     ("gradient-accumulation", "*"): "experiment: `if not run.simulated` keeps step 0's grads alive on "
                                     "the GPU only (issue 9; the lead re-records 07)",
-    ("frameworks-lightning", "lightning"): "reserved: cause not found (Lightning's CPU accelerator in "
-                                           "sim; its H200 allocator trace holds too few events)",
     ("logits-peak", "fused"): "experiment: refused in sim (liger's Triton kernel is CUDA only)",
 }
 

@@ -168,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     if req.mode == "cuda" and result.status == "error" and HISTORY_INCOMPATIBLE in (result.error or ""):
         # this code's backward breaks under the allocator's history recorder: measure it again
         # without the recorder (tracker, memory_stats and NVML still on)
+        from lab.measure.cuda import release_for_a_second_attempt
+
         failed = result.error
+        release_for_a_second_attempt()
         result = measure_variant(fn, record_history=False, **kwargs)
         result.notes.append("Measured without torch.cuda.memory._record_memory_history (no "
                             f"allocator timeline, no profile.pkl): with it, backward failed: {failed}")

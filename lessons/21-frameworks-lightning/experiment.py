@@ -44,9 +44,10 @@ def cuda_accelerator_memory(pl, run):
     CUDA accelerator does, one thing reaches memory: setup() and teardown() empty the caching
     allocator's cache (lightning_fabric's _clear_cuda_memory). This callback does the same at
     the same point - the setup hook runs just before the strategy's setup, with nothing
-    allocated between - and sim routes it to its allocator model. Without it sim reserved 9.6 %
-    less than the H200. (An accelerator object instead of "cpu" would make Lightning's mixed
-    precision take autocast("cuda"), which switches itself off without CUDA.)"""
+    allocated between - and sim routes it to its allocator model (the H200's allocator trace
+    shows the segment it frees, the LM head's weight before tie_weights). An accelerator object
+    instead of "cpu" would make Lightning's mixed precision take autocast("cuda"), which
+    switches itself off without CUDA."""
 
     class EmptyCacheAsCuda(pl.Callback):
         def setup(self, trainer, pl_module, stage):
@@ -107,9 +108,8 @@ def with_lightning(run):
     with run.stand_in_values("Lightning's DataLoader reads its random base seed"):
         trainer.fit(module, loader)
     if run.simulated:
-        run.note("sim: Lightning runs its CPU accelerator here, with its CUDA accelerator's cache "
-                 "clearing; tensors and predicted allocated follow the H200 recording, predicted "
-                 "reserved falls short of it, for a cause not found yet (docs/SIMULATION.md).")
+        run.note("sim: Lightning ran its CPU accelerator, plus what its CUDA accelerator does to "
+                 "memory (it empties the allocator's cache at setup and teardown).")
 
 
 def baseline(run):
