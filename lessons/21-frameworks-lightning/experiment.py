@@ -39,26 +39,6 @@ def import_lightning():
         "(the baseline variant shows the same techniques by hand)")
 
 
-def cuda_accelerator_memory(pl, run):
-    """sim runs Lightning's CPU accelerator (fake tensors live on the CPU device). Of what its
-    CUDA accelerator does, one thing reaches memory: setup() and teardown() empty the caching
-    allocator's cache (lightning_fabric's _clear_cuda_memory). This callback does the same at
-    the same point - the setup hook runs just before the strategy's setup, with nothing
-    allocated between - and sim routes it to its allocator model (the H200's allocator trace
-    shows the segment it frees, the LM head's weight before tie_weights). An accelerator object
-    instead of "cpu" would make Lightning's mixed precision take autocast("cuda"), which
-    switches itself off without CUDA."""
-
-    class EmptyCacheAsCuda(pl.Callback):
-        def setup(self, trainer, pl_module, stage):
-            run.empty_cache()
-
-        def teardown(self, trainer, pl_module, stage):
-            run.empty_cache()
-
-    return [EmptyCacheAsCuda()] if run.simulated else []
-
-
 def with_lightning(run):
     pl = import_lightning()
     lay = layout(run.p.layout)
@@ -98,7 +78,7 @@ def with_lightning(run):
         accelerator="gpu" if run.is_cuda else "cpu", devices=1,
         precision="bf16-mixed",  # torch.autocast(dtype=torch.bfloat16); "16-mixed" adds a GradScaler
         accumulate_grad_batches=n,  # n micro-batches per optimizer step
-        max_steps=run.p.steps, callbacks=[Phases(), *cuda_accelerator_memory(pl, run)],
+        max_steps=run.p.steps, callbacks=[Phases()],
         logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
     )
@@ -108,8 +88,8 @@ def with_lightning(run):
     with run.stand_in_values("Lightning's DataLoader reads its random base seed"):
         trainer.fit(module, loader)
     if run.simulated:
-        run.note("sim: Lightning ran its CPU accelerator, plus what its CUDA accelerator does to "
-                 "memory (it empties the allocator's cache at setup and teardown).")
+        run.note("sim: Lightning ran its CPU accelerator (fake tensors live on the CPU device); "
+                 "its torch.cuda.empty_cache() calls reach sim's allocator model.")
 
 
 def baseline(run):
