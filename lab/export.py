@@ -28,7 +28,7 @@ from lab.atomic import atomic_write
 from lab.measure.result import RunResult
 from lab.playground.compare import Comparison
 from lab.playground.text import comparison_header, comparison_table
-from lab.report import (axis_unit, checks_table, format_bytes, metric, provenance_of,
+from lab.report import (allocator_line, axis_unit, checks_table, format_bytes, metric, provenance_of,
                         result_rows, table, version_note)
 from lab.report.rows import comparison_table as results_table, row_of, with_deltas
 
@@ -195,9 +195,7 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool,
             out += [checks_table(r.checks, r.status, markdown=True), ""]
         if r.allocator:
             a = r.allocator
-            out += [f"CUDA allocator: peak allocated {format_bytes(a.peak_allocated_bytes)}, "
-                    f"peak reserved {format_bytes(a.peak_reserved_bytes)}, nvidia-smi "
-                    f"{format_bytes(a.nvml_used_bytes)}.", ""]
+            out += [allocator_line(a) + ".", ""]
         if r.metrics:
             out += ["Metrics: " + ", ".join(f"{k} = {metric(k, v)}" for k, v in r.metrics.items())
                     + ".", ""]

@@ -14,12 +14,13 @@ from typing import Mapping
 
 from lab.curriculum import Lesson
 from lab.measure.result import RunResult
-from lab.report import (DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
+from lab.report import (allocator_line, DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
                         format_bytes, metric, peak_text, provenance, provenance_of, result_rows,
                         row_of, seconds, status_text, step_text, table, with_deltas)
 from lab.report.rows import reference_cells
 
 References = Mapping[str, RunResult]  # variant -> the recorded run (assets/reference)
+
 
 
 def _failed_phase(r: RunResult) -> str | None:
@@ -54,9 +55,7 @@ def variant_report(r: RunResult) -> str:
                              right={1}))
     if r.allocator:
         a = r.allocator
-        out.append(f"CUDA allocator: peak allocated {format_bytes(a.peak_allocated_bytes)}, "
-                   f"peak reserved {format_bytes(a.peak_reserved_bytes)}, nvidia-smi (NVML) "
-                   f"{format_bytes(a.nvml_used_bytes)}")
+        out.append(allocator_line(a))
     if r.checks:
         out.append("\n" + checks_table(r.checks, r.status))
         out += [f"   {c.name}: {c.note}" for c in r.checks if c.note]

@@ -33,10 +33,11 @@ provenance (lab.report.provenance):
                                         | "your GPU (<name>)" | "your CPU (small scale)"
                                         | "simulated (full scale, torch 2.13)"
     provenance_of(results, recorded)    the shared label of several results
+    allocator_line(allocator)           its peaks, saying whose (the GPU's or sim's model)
     version_note(recordings, torch=, transformers=)   one sentence when versions differ, or None
 """
 
-from .provenance import provenance, provenance_of, short_version, version_note
+from .provenance import allocator_line, provenance, provenance_of, short_version, version_note
 from .rows import (FIRST, NAMED, Row, check_cells, checks_table, comparison_table, delta_text,
                    difference, peak_text, result_rows, row_of, status_text, step_text, vs_text,
                    with_deltas)
@@ -44,7 +45,7 @@ from .tables import key_values, table
 from .units import (DASH, SIZE_HELP, axis_unit, capacity, exact_bytes, format_bytes, metric,
                     number, parse_size, percent, seconds, signed_bytes, signed_exact_bytes)
 
-__all__ = ["DASH", "FIRST", "NAMED", "Row", "SIZE_HELP", "axis_unit", "capacity", "check_cells",
+__all__ = ["DASH", "allocator_line", "FIRST", "NAMED", "Row", "SIZE_HELP", "axis_unit", "capacity", "check_cells",
            "checks_table", "comparison_table", "delta_text", "difference", "exact_bytes",
            "format_bytes", "key_values", "metric", "number", "parse_size", "peak_text", "percent",
            "provenance", "provenance_of", "result_rows", "row_of", "seconds", "short_version",

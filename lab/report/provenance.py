@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
+from .units import format_bytes
+
 SCALE_WORD = {"seed": "full", "small": "small"}  # seed = the sizes of the seed tutorials
 
 
@@ -93,3 +95,12 @@ def version_note(recordings: Iterable, torch: str | None = None,
 
 __all__ = ["SCALE_WORD", "provenance", "provenance_of", "short_version", "version_note",
            "with_article"]
+
+
+def allocator_line(a) -> str:
+    """The allocator's peaks, saying whose: the GPU's CUDA allocator, or sim's model of it."""
+    peaks = (f"peak allocated {format_bytes(a.peak_allocated_bytes)}, "
+             f"peak reserved {format_bytes(a.peak_reserved_bytes)}")
+    if getattr(a, "predicted", False):
+        return f"CUDA allocator, predicted by sim's model of it: {peaks}"
+    return f"CUDA allocator: {peaks}, nvidia-smi (NVML) {format_bytes(a.nvml_used_bytes)}"

@@ -174,3 +174,18 @@ def test_the_display_layer_imports_no_torch_and_nothing_else_of_lab():
             "m.startswith('lab.report'))]; print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_allocator_peaks_say_whose_they_are():
+    # Given allocator peaks measured on a GPU and peaks predicted by sim, when printed, then the
+    # GPU's name NVML beside them and sim's say they are its model's prediction (no NVML number)
+    from types import SimpleNamespace
+
+    from lab.report import allocator_line
+
+    gpu = SimpleNamespace(peak_allocated_bytes=2 * 10**9, peak_reserved_bytes=3 * 10**9,
+                          nvml_used_bytes=4 * 10**9, predicted=False)
+    sim = SimpleNamespace(**{**vars(gpu), "predicted": True, "nvml_used_bytes": 0})
+    assert allocator_line(gpu).startswith("CUDA allocator: peak allocated 2.00 GB")
+    assert "NVML" in allocator_line(gpu)
+    assert "predicted by sim's model" in allocator_line(sim) and "NVML" not in allocator_line(sim)
