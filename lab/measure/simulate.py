@@ -6,7 +6,8 @@ bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's
 so where CUDA and the CPU take different paths that change memory, sim takes CUDA's:
 
 - autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.cuda_autocast);
-- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa), and
+- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa; the
+  math backend's real-tensor branch and CUDA's `_safe_softmax`: cuda_sdpa_math), and
   no materialised mask where transformers would see real, unpadded data (lab.measure.fake_values);
 - dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
   dtype (lab.measure.cuda_dropout);
@@ -40,6 +41,7 @@ from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
 from .cuda_optim import CudaOptimDefaults
 from .cuda_sdpa import CudaSdpa, scratch_bytes
+from .cuda_sdpa_math import safe_softmax
 from .fake_values import ValueAssumptions
 
 VALIDATED_TORCH = ("2.11", "2.12", "2.13")  # H200 recordings: 2.11; this emulation's CPU build: 2.13
@@ -99,11 +101,14 @@ class SimPolicy:
         self.autocast = CudaAutocast()
         self.dropout = CudaDropout()
         self.optim = CudaOptimDefaults()
-        self.rerouted = {_A.scaled_dot_product_attention.default}
+        # _safe_softmax: FakeTensor runs it whole; CUDA's kernel makes (and frees) its parts
+        self.rerouted = {_A.scaled_dot_product_attention.default, _A._safe_softmax.default}
         self.workspaces: set[tuple[str, str]] = set()
         self.values = ValueAssumptions()
 
     def reroute(self, func, args, kwargs):
+        if func is _A._safe_softmax.default:
+            return safe_softmax(*args, **kwargs)
         return self.sdpa.reroute(func, args, kwargs)
 
     def unmade_outputs(self, func, args, kwargs, out) -> tuple:
