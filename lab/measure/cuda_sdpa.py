@@ -129,8 +129,10 @@ def scratch_bytes(func, args) -> int:
 
 
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-         priority: tuple[str, ...] = PRIORITY):
-    """What the composite op does on CUDA, backend by backend (attention.cpp)."""
+         priority: tuple[str, ...] = PRIORITY, tracked: bool = True):
+    """What the composite op does on CUDA, backend by backend (attention.cpp). `tracked`: the
+    CUDA run has a dispatch mode on (memlab's tracker), which makes ATen take its tensor-subclass
+    branches (lab.measure.cuda_sdpa_math)."""
     backend = choose(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, priority)
     need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     aten = torch.ops.aten
@@ -159,23 +161,25 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, en
             attn_mask = attn_mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
         return aten._scaled_dot_product_efficient_attention(
             q, k, v, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
-    # the C++ composite would take its tensor-subclass branch on fake tensors: port of the real one
-    return math_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    return math_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                          in_place=not tracked)
 
 
 class CudaSdpa:
     """While installed, autograd-visible SDPA calls take CUDA's backend."""
 
-    def __init__(self, priority: tuple[str, ...] = PRIORITY):
+    def __init__(self, priority: tuple[str, ...] = PRIORITY, tracked: bool = True):
         self.priority = priority
+        self.tracked = tracked
         self._lib = None
 
     def install(self) -> None:
-        prio = self.priority
+        prio, tracked = self.priority, self.tracked
 
         def kernel(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
-            return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, prio)
+            return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, prio,
+                        tracked)
 
         self._lib = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
@@ -190,5 +194,5 @@ class CudaSdpa:
     def reroute(self, func, args, kwargs):
         """For the tensor tracker under inference_mode: the whole composite op, CUDA's way."""
         if func is torch.ops.aten.scaled_dot_product_attention.default:
-            return sdpa(*args, **kwargs, priority=self.priority)
+            return sdpa(*args, **kwargs, priority=self.priority, tracked=self.tracked)
         return NotImplemented

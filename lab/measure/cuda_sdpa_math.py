@@ -5,11 +5,16 @@ CompositeImplicitAutograd function, so on FakeTensor the same C++ runs, but it b
 tensor type: `if (areAnyTensorSubclassLike({attn, mask})) attn = attn.add(mask); else
 attn.add_(mask);`. FakeTensor is subclass-like, so sim made one more (B, H, L, S) score tensor
 per attention call than CUDA does (seen in the H200's allocator trace of Qwen2.5-0.5B fp32,
-where grouped-query attention takes the math backend). `math_attention` is a port of the
-real-tensor branch of torch 2.11: the same aten ops in the same order, called at the autograd
-level, so autograd records the graph and saves the tensors it saves on CUDA. The in-place add
-is safe for autograd: its target is the scores matmul's output, which nothing saved (matmul's
-bmm saves its inputs).
+where grouped-query attention takes the math backend). `math_attention` is a port of
+the function in torch 2.11: the same aten ops in the same order, called at the autograd level,
+so autograd records the graph and saves the tensors it saves on CUDA. The in-place add is safe
+for autograd: its target is the scores matmul's output, which nothing saved (matmul's bmm saves
+its inputs).
+
+Which branch CUDA takes depends on the run: `areAnyTensorSubclassLike` is also true whenever a
+TorchDispatchMode is on (c10::impl::dispatch_mode_enabled), so under memlab's tensor tracker (its
+cuda mode, the lessons' H200 recordings) CUDA adds out of place too; a plain training loop (the
+H200 ground truth, what `memlab fit` predicts) adds in place. SimPolicy's `tracked` says which.
 
 `_safe_softmax` is CompositeExplicitAutograd: autograd saves only its result, and on CUDA its
 kernel is softmax, `isneginf` (1 byte per score), `all` over the last dim, a 0-dim zero and
@@ -56,8 +61,9 @@ def _repeat_kv(query, key, value, enable_gqa):
 
 
 def math_attention(query_, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
-                   scale=None, enable_gqa=False):
+                   scale=None, enable_gqa=False, in_place=True):
     """Returns the attention output (the composite op drops the weights it also returns).
+    `in_place=False`: the subclass branch, which CUDA also takes under a dispatch mode.
     Names follow the C++ locals; they are freed where C++ destroys them (the H200 trace frees
     the repeated key, the scaled query, then the causal mask, at the function's end)."""
     origin = query_.dtype
@@ -78,7 +84,10 @@ def math_attention(query_, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     key_expanded, value_expanded = _repeat_kv(query, key_acc, value_acc, enable_gqa)
     attn = torch.matmul(query, aten.mul.Scalar(key_expanded.transpose(-2, -1), factor))
     if attn_mask is not None:
-        attn.add_(attn_mask)  # the real-tensor branch
+        if in_place:
+            attn.add_(attn_mask)  # the real-tensor branch
+        else:
+            attn = attn.add(attn_mask)
     attn = aten._safe_softmax(attn, -1)
     if dropout_p > 0.0:
         attn = aten.dropout(attn, dropout_p, True)

@@ -2,7 +2,7 @@
 
 fp32 with grouped-query attention (Qwen2, SmolLM2) takes the math backend on the H200. On fake
 tensors the C++ composite adds the mask out of place (its tensor-subclass branch) and FakeTensor
-runs `_safe_softmax` whole; CUDA adds in place and its `_safe_softmax` makes a one-byte
+runs `_safe_softmax` whole; CUDA adds in place (unless a dispatch mode is on: memlab's tracker) and its `_safe_softmax` makes a one-byte
 `isneginf` tensor and writes `where` into the softmax's output. Without the port sim's
 qwen2.5-0.5b fp32 reserved 7.1 % less than the H200.
 """
@@ -23,10 +23,11 @@ from lab.measure.tracker import TensorTracker
 TRACES = Path(__file__).parents[1] / "fixtures" / "h200_hf_traces.jsonl.gz"
 
 
-def _attention(b, h, kv, length, d, requires_grad=True, backward=False):
+def _attention(b, h, kv, length, d, requires_grad=True, backward=False, tracked=False):
     """One causal grouped-query SDPA call as Qwen2 makes it ((B, L, H, D) transposed) in sim;
-    returns the tracker and the allocator model's log."""
-    policy = SimPolicy()
+    returns the tracker and the allocator model's log. tracked=False: sim stands for a plain run
+    (no dispatch mode on the GPU), as the H200's HF traces were recorded."""
+    policy = SimPolicy(tracked=tracked)
     replay = Replay(record=True)
     tr = TensorTracker(policy=policy, allocator=replay)
     with fake_mode(), policy, tr:
@@ -42,15 +43,26 @@ def _attention(b, h, kv, length, d, requires_grad=True, backward=False):
     return tr, replay.log[start:end]
 
 
-def test_math_attention_adds_the_mask_in_place_and_makes_safe_softmax_parts():
+def _score_allocs(tracked):
     b, h, kv, length, d = 2, 4, 2, 64, 8  # sizes chosen so no other tensor has the scores' bytes
-    _, log = _attention(b, h, kv, length, d, backward=True)  # backward: the in-place add is legal
+    # backward too: the in-place add is legal for autograd
+    _, log = _attention(b, h, kv, length, d, backward=True, tracked=tracked)
     scores = b * h * length * length
     born = [e[2] for e in log if e[0] == "alloc"]  # the forward call's requests
+    return born.count(scores * 4), born.count(scores)  # fp32 scores, bool isneginf
+
+
+def test_math_attention_adds_the_mask_in_place_and_makes_safe_softmax_parts():
     # the scores matmul's output (the mask added into it) and the softmax's output, not a third
     # out-of-place sum; isneginf's bool copy of the scores
-    assert born.count(scores * 4) == 2
-    assert born.count(scores) == 1
+    assert _score_allocs(tracked=False) == (2, 1)
+
+
+def test_under_memlabs_tracker_cuda_adds_the_mask_out_of_place_too():
+    """A TorchDispatchMode makes areAnyTensorSubclassLike true on CUDA tensors as well, so cuda
+    mode (and the lessons' H200 recordings) make the third score tensor; the _safe_softmax
+    kernel's parts are made either way."""
+    assert _score_allocs(tracked=True) == (3, 1)
 
 
 def test_safe_softmax_keeps_its_autograd_node_and_saves_the_output_it_returns():
