@@ -4,7 +4,7 @@
 CompositeImplicitAutograd function, so on FakeTensor the same C++ runs, but it branches on the
 tensor type: `if (areAnyTensorSubclassLike({attn, mask})) attn = attn.add(mask); else
 attn.add_(mask);`. FakeTensor is subclass-like, so sim made one more (B, H, L, S) score tensor
-per attention call than CUDA does (seen in the H200's allocator trace of Qwen2.5-0.5B fp32,
+per attention call than a plain CUDA run does (seen in the H200's allocator trace of Qwen2.5-0.5B fp32,
 where grouped-query attention takes the math backend). `math_attention` is a port of
 the function in torch 2.11: the same aten ops in the same order, called at the autograd level,
 so autograd records the graph and saves the tensors it saves on CUDA. The in-place add is safe
