@@ -14,6 +14,7 @@ saves on CUDA:
              out + fp32 logsumexp (B, H, ceil(L/32)*32) when a gradient is needed + seed/offset
   math       anything else (e.g. fp32 with grouped-query attention): matmul, softmax, matmul,
              with k/v repeated per query head; saves the (B, H, L, S) attention weights
+             (lab.measure.cuda_sdpa_math: the real-tensor branch, not FakeTensor's)
   cudnn      fp16/bf16 with head dim <= 256 (a multiple of 8), masks and grouped-query ok: out +
              fp32 logsumexp (B, H, L, 1) + seed/offset; first in the order where torch prefers
              it: sm90 with cuDNN > 9.15 (sdp_utils.cpp check_prefer_cudnn_attention), as on the
@@ -35,6 +36,8 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+
+from .cuda_sdpa_math import convert_boolean_attn_mask, math_attention
 
 # torch 2.11 + cuDNN 9.19 on an H200 (sm90): cudnn, flash, efficient, math. (Where torch does not
 # prefer cuDNN - other GPUs, cuDNN <= 9.15 - the order is flash, efficient, math, cudnn.)
@@ -125,17 +128,11 @@ def scratch_bytes(func, args) -> int:
     return 0
 
 
-def _bool_to_float(mask, dtype):
-    if mask is None or mask.dtype != torch.bool:
-        return mask
-    # convert_boolean_attn_mask: where(not mask, -inf, 0) in the query's dtype
-    zero = torch.zeros((), dtype=dtype, device=mask.device)
-    return torch.where(mask.logical_not(), -math.inf, zero)
-
-
 def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
-         priority: tuple[str, ...] = PRIORITY):
-    """What the composite op does on CUDA, backend by backend (attention.cpp)."""
+         priority: tuple[str, ...] = PRIORITY, tracked: bool = True):
+    """What the composite op does on CUDA, backend by backend (attention.cpp). `tracked`: the
+    CUDA run has a dispatch mode on (memlab's tracker), which makes ATen take its tensor-subclass
+    branches (lab.measure.cuda_sdpa_math)."""
     backend = choose(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, priority)
     need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     aten = torch.ops.aten
@@ -146,7 +143,7 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, en
             attn_mask = torch.where(attn_mask, zero, -math.inf)
         return aten._scaled_dot_product_cudnn_attention(
             q, k, v, attn_mask, need_lse, dropout_p, is_causal, False, scale=scale)[0]
-    attn_mask = _bool_to_float(attn_mask, q.dtype)
+    attn_mask = convert_boolean_attn_mask(attn_mask, q.dtype)
     if backend == "flash":
         d = q.size(-1)
         pad = (-d) % 8
@@ -164,23 +161,25 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, en
             attn_mask = attn_mask.expand(q.size(0), q.size(1), q.size(2), k.size(2))
         return aten._scaled_dot_product_efficient_attention(
             q, k, v, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
-    return aten._scaled_dot_product_attention_math(
-        q, k, v, attn_mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa)[0]
+    return math_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                          in_place=not tracked)
 
 
 class CudaSdpa:
     """While installed, autograd-visible SDPA calls take CUDA's backend."""
 
-    def __init__(self, priority: tuple[str, ...] = PRIORITY):
+    def __init__(self, priority: tuple[str, ...] = PRIORITY, tracked: bool = True):
         self.priority = priority
+        self.tracked = tracked
         self._lib = None
 
     def install(self) -> None:
-        prio = self.priority
+        prio, tracked = self.priority, self.tracked
 
         def kernel(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                    enable_gqa=False):
-            return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, prio)
+            return sdpa(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa, prio,
+                        tracked)
 
         self._lib = torch.library.Library("aten", "IMPL")
         with warnings.catch_warnings():
@@ -195,5 +194,5 @@ class CudaSdpa:
     def reroute(self, func, args, kwargs):
         """For the tensor tracker under inference_mode: the whole composite op, CUDA's way."""
         if func is torch.ops.aten.scaled_dot_product_attention.default:
-            return sdpa(*args, **kwargs, priority=self.priority)
+            return sdpa(*args, **kwargs, priority=self.priority, tracked=self.tracked)
         return NotImplemented

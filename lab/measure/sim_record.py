@@ -42,7 +42,8 @@ def record_sim(fn: Callable[[Session], Any], params: dict[str, Any]) -> SimRecor
     _warm_up_dispatch_mode()
     torch.manual_seed(0)
     allocator = Replay(record=True)
-    policy = SimPolicy(allocator)
+    # `memlab fit` asks about the user's own training, which runs without memlab's tracker
+    policy = SimPolicy(allocator, tracked=False)
     tracker = TensorTracker(policy=policy, allocator=allocator)
     session = Session("sim", params, torch.device("cpu"), tracker)
     rec = SimRecord("ok")

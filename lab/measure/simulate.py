@@ -6,8 +6,12 @@ bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's
 so where CUDA and the CPU take different paths that change memory, sim takes CUDA's:
 
 - autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.cuda_autocast);
-- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa), and
+- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa; the
+  math backend's real-tensor branch and CUDA's `_safe_softmax`: cuda_sdpa_math), and
   no materialised mask where transformers would see real, unpadded data (lab.measure.fake_values);
+- backward: where sim stands for a run without memlab's tracker (`memlab fit`), gradients of a
+  tensor used twice summed in place in the engine's input buffer, as on real tensors
+  (lab.measure.grad_accumulate);
 - dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
   dtype (lab.measure.cuda_dropout);
 - optimizers left at PyTorch's default: the foreach implementation CUDA picks, with its
@@ -40,7 +44,9 @@ from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
 from .cuda_optim import CudaOptimDefaults
 from .cuda_sdpa import CudaSdpa, scratch_bytes
+from .cuda_sdpa_math import safe_softmax
 from .fake_values import LOCAL_SCALAR, ValueAssumptions, stand_in_scalar
+from .grad_accumulate import AccumulateInPlace
 
 VALIDATED_TORCH = ("2.11", "2.12", "2.13")  # H200 recordings: 2.11; this emulation's CPU build: 2.13
 VALIDATED_TRANSFORMERS_MAJOR = "5"
@@ -108,33 +114,55 @@ def _same_view(a, b) -> bool:
         return False
 
 
+class _Rerouted:
+    """The ops the tracker hands to `SimPolicy.reroute`: a fixed set, and backward's gradient
+    accumulations (lab.measure.grad_accumulate), which only the moment tells apart."""
+
+    def __init__(self, ops: set, accumulate: AccumulateInPlace):
+        self.ops, self.accumulate = ops, accumulate
+
+    def __contains__(self, func) -> bool:
+        return func in self.ops or self.accumulate.rerouted(func)
+
+
 class SimPolicy:
     """What the tensor tracker asks in sim: which ops to reroute, what CUDA allocates beside."""
 
-    def __init__(self, allocator: Replay | None = None):
+    def __init__(self, allocator: Replay | None = None, tracked: bool = True):
         self.allocator = allocator  # the allocator model that torch.cuda.empty_cache() etc. reach
+        # tracked: the CUDA run this stands for has memlab's tracker (a TorchDispatchMode) on, as
+        # cuda mode and the lessons' recordings do; ATen then takes its tensor-subclass branches
+        # on CUDA too. False: a plain run (`memlab fit`): real tensors' in-place branches
+        self.tracked = tracked
         self._saved: list[tuple[object, str, object]] = []
-        self.sdpa = CudaSdpa()
+        self.sdpa = CudaSdpa(tracked=tracked)
         self.autocast = CudaAutocast()
         self.dropout = CudaDropout()
         self.optim = CudaOptimDefaults()
-        self.rerouted = {_A.scaled_dot_product_attention.default}
+        self.accumulate = AccumulateInPlace(active=not tracked)
+        # _safe_softmax: FakeTensor runs it whole; CUDA's kernel makes (and frees) its parts
+        self.rerouted = _Rerouted({_A.scaled_dot_product_attention.default,
+                                   _A._safe_softmax.default}, self.accumulate)
         self.workspaces: set[tuple[str, str]] = set()
         self.values = ValueAssumptions()
 
     def reroute(self, func, args, kwargs):
         if func is LOCAL_SCALAR:
             return stand_in_scalar(args[0])
+        if func is _A._safe_softmax.default:
+            return safe_softmax(*args, **kwargs)
+        if func is _A.add.Tensor:
+            return self.accumulate.take(args, kwargs)
         return self.sdpa.reroute(func, args, kwargs)
 
     @contextmanager
     def stand_in_values(self):
         """`.item()` of a fake tensor answers a stand-in meanwhile (lab.measure.fake_values)."""
-        self.rerouted.add(LOCAL_SCALAR)
+        self.rerouted.ops.add(LOCAL_SCALAR)
         try:
             yield
         finally:
-            self.rerouted.discard(LOCAL_SCALAR)
+            self.rerouted.ops.discard(LOCAL_SCALAR)
 
     def unmade_outputs(self, func, args, kwargs, out) -> tuple:
         """Outputs the op's fake kernel makes and CUDA's does not: cuDNN attention's logsumexp
