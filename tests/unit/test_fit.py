@@ -256,6 +256,7 @@ def _fit_json(capsys, argv: list[str]) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow  # two sim records of GPT-2: the quick tier keeps under 2 minutes without it
 def test_fit_gpt2_small_names_8_and_20_under_16_gib(capsys):
     out = _fit_json(capsys, ["fit", "gpt2-small", "--gpu-memory", "16GiB", "--combo", "baseline",
                              "--combo", "bf16+ckpt"])
