@@ -189,3 +189,15 @@ def test_allocator_peaks_say_whose_they_are():
     assert allocator_line(gpu).startswith("CUDA allocator: peak allocated 2.00 GB")
     assert "NVML" in allocator_line(gpu)
     assert "predicted by sim's model" in allocator_line(sim) and "NVML" not in allocator_line(sim)
+
+
+def test_a_note_only_some_variants_carry_names_them():
+    # Given two variants whose notes partly differ, when the results list them, then a note all
+    # carry stands alone and one only some carry is led by their names
+    from types import SimpleNamespace
+
+    from lab.tui.widgets.results import variant_notes
+
+    a = SimpleNamespace(variant="baseline", notes=["shared", "margin 1 B"])
+    b = SimpleNamespace(variant="lightning", notes=["shared", "margin 2 B", "stderr tail: x"])
+    assert variant_notes([a, b]) == ["shared", "baseline: margin 1 B", "lightning: margin 2 B"]

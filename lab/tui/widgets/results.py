@@ -28,6 +28,18 @@ from .tables import (ResultSet, beside_table, checks_table, color, diff_tables, 
 from .timeline import Series, TimelinePlot
 
 
+def variant_notes(results) -> list[str]:
+    """Each note once, led by the variants that carry it when not every variant does (the
+    allocator's margin above the tensors differs per variant and would read as repeats)."""
+    carriers: dict[str, list[str]] = {}
+    for r in results:
+        for n in r.notes:
+            if not n.startswith("stderr tail"):
+                carriers.setdefault(n, []).append(r.variant)
+    return [n if len(vs) == len(results) else f"{', '.join(vs)}: {n}"
+            for n, vs in carriers.items()]
+
+
 @dataclass
 class ResultsData:
     lesson: Lesson
@@ -189,8 +201,7 @@ class ResultsView(VerticalScroll):
         self._set("#beside-table", beside_table(lesson, lead, beside) if beside else None)
         current = [r for rs in (lead, beside) for r in rs.results if rs.how != "recording"]
         self._set("#history", history_table(lesson, data.history, current))
-        notes = [n for r in lead.results for n in r.notes if not n.startswith("stderr tail")]
-        notes = list(dict.fromkeys(notes))
+        notes = variant_notes(lead.results)
         self._set("#notes", Text("\n".join(f"• {n}" for n in notes), style="dim") if notes else None)
 
     def show_live(self, lesson: Lesson, head: Text, finished: ResultSet,
