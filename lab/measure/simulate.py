@@ -18,7 +18,8 @@ so where CUDA and the CPU take different paths that change memory, sim takes CUD
   all-parameter `_foreach_*` intermediates, not the CPU's per-parameter loop
   (lab.measure.cuda_optim);
 - allocations that back no tensor: attention kernels' scratch (taken and given back inside the
-  op, sized as measured on the H200); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
+  op, sized as measured on the H200); the staging buffer and semaphores of long CUDA reductions
+  (lab.measure.cuda_reduce, a port of Reduce.cuh's launch configuration); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
   matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
   (1 MiB) per thread that runs an addmm with a bias (at::cuda::getCurrentCUDABlasHandle,
   getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp);
@@ -43,6 +44,7 @@ from .allocator_replay import Replay
 from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
 from .cuda_optim import CudaOptimDefaults
+from .cuda_reduce import OPS as _REDUCTIONS, op_staging
 from .cuda_sdpa import CudaSdpa, scratch_bytes
 from .cuda_sdpa_math import safe_softmax
 from .fake_values import LOCAL_SCALAR, ValueAssumptions, stand_in_scalar
@@ -180,6 +182,13 @@ class SimPolicy:
             n = scratch_bytes(func, args)
             if n:
                 tracker.extra_transient(("scratch", func.__name__), n)
+            return
+        if func in _REDUCTIONS:
+            # a long reduction split across thread blocks: staging buffer + semaphores
+            buffer, semaphores = op_staging(func, args, kwargs, out)
+            if buffer:
+                tracker.extra_transients([(("reduce", "buffer"), buffer),
+                                          (("reduce", "semaphores"), semaphores)])
             return
         if func not in _BLAS:
             return

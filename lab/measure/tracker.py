@@ -364,13 +364,21 @@ class TensorTracker(TorchDispatchMode):
 
     def extra_transient(self, key, nbytes: int) -> None:
         """Scratch a kernel takes and gives back inside one op (sim: attention backward)."""
+        self.extra_transients([(key, nbytes)])
+
+    def extra_transients(self, items) -> None:
+        """Several scratch allocations of one op, taken in order and given back in reverse (as
+        C++ destroys its DataPtrs: a CUDA reduction's staging buffer, then its semaphores)."""
         with self._lock:
             n = len(self.trace.events)
-            self.trace.extras.append((n, "alloc", key, nbytes))
-            self.trace.extras.append((n, "free", key, nbytes))
-            if self.allocator is not None:
-                self.allocator.alloc(key, nbytes)
-                self.allocator.free(key)
+            for key, nbytes in items:
+                self.trace.extras.append((n, "alloc", key, nbytes))
+                if self.allocator is not None:
+                    self.allocator.alloc(key, nbytes)
+            for key, nbytes in reversed(items):
+                self.trace.extras.append((n, "free", key, nbytes))
+                if self.allocator is not None:
+                    self.allocator.free(key)
 
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):
