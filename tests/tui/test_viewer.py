@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import shutil
 
+import pytest
 from textual.widgets import DataTable
 
 from lab.snapshots import open_summary
@@ -29,6 +30,7 @@ async def test_standalone_viewer_escape_and_q_leave_instead_of_a_blank_screen():
             assert not app.is_running, key  # it left; no blank screen that no key leaves
 
 
+@pytest.mark.slow  # the whole app with a snapshot: keeps the quick tier under 2 minutes
 async def test_viewer_in_the_app_shows_the_peak_moves_and_goes_back(tmp_path):
     # Given a compressed snapshot (the shipped H200 ones are *.profile.pkl.gz)
     packed = tmp_path / "baseline.profile.pkl.gz"

@@ -216,6 +216,7 @@ def test_fit_by_simulation_fits_and_one_more_does_not():
     assert replay(rec(10).log, cap=cap).oom is not None
 
 
+@pytest.mark.slow  # sim records of many ranks: keeps the quick tier under 2 minutes
 def test_fit_on_many_gpus_records_rank_0_of_the_simulated_ranks():
     # --gpus 8 with fsdp: the log is rank 0's of 8 (its shard, not the whole model), the line
     # through micro-batches 2 and 3 holds for it, and the answer is per GPU
