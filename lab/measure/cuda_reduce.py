@@ -27,11 +27,10 @@ import torch
 
 # The GPU the lessons were recorded on (and sim stands for): an H200, sm90. setReduceConfig reads
 # the number of SMs and the threads per SM from the device; the warp is 32 on NVIDIA GPUs, and
-# reductions cap a block at 512 threads (`mnt_wrapper`: 256 for complex double) whatever the
+# reductions cap a block at 512 threads (`mnt_wrapper`: 256 for complex double), below the
 # device's 1024-thread limit per block.
 NUM_SMS = 132
 MAX_THREADS_PER_SM = 2048
-MAX_THREADS_PER_BLOCK = 1024  # not read by the reduction config; here for completeness
 WARP_SIZE = 32
 REDUCE_MAX_THREADS = 512
 

@@ -133,8 +133,8 @@ def shown_frames(frames: Iterable[Frame]) -> list[Frame]:
     """The frames worth showing a reader, innermost first: the Python ones without the dispatch
     machinery (else all of them, when a stack has only C++ frames)."""
     frames = list(frames)
-    py = [f for f in python_frames(frames) if not is_machinery(f.get("filename", ""))]
-    return py or python_frames(frames) or frames
+    py = python_frames(frames)
+    return [f for f in py if not is_machinery(f.get("filename", ""))] or py or frames
 
 
 @lru_cache(maxsize=65536)

@@ -89,14 +89,14 @@ def eager_torch_compile():
             os.environ["TORCHDYNAMO_DISABLE"] = old
 
 
-class EagerStep:
-    """Wrap an optimizer so that step() runs under eager_torch_compile()."""
+class StepWithin:
+    """Wrap an optimizer so that each step() runs inside `context()` (a context manager)."""
 
-    def __init__(self, opt):
-        self.opt = opt
+    def __init__(self, opt, context):
+        self.opt, self.context = opt, context
 
     def step(self):
-        with eager_torch_compile():
+        with self.context():
             self.opt.step()
 
     def zero_grad(self, set_to_none=True):
@@ -121,7 +121,7 @@ def adamw_8bit_optimizer(run, params):
 
         with unset_fake_temporarily():
             subclass_8bit.get_qmap_signed(), subclass_8bit.get_qmap_unsigned()
-    return EagerStep(AdamW8bit(params, lr=1e-3, weight_decay=0.1))
+    return StepWithin(AdamW8bit(params, lr=1e-3, weight_decay=0.1), eager_torch_compile)
 
 
 # ---- the loop ----------------------------------------------------------------------------------
@@ -256,27 +256,13 @@ def adamw_8bit(run):
                  "tensor subclass's __torch_dispatch__ run under it).")
 
 
-class StandInValuesStep:
-    """Wrap an optimizer so that step() runs inside run.stand_in_values (sim only changes)."""
-
-    def __init__(self, run, opt, why: str):
-        self.run, self.opt, self.why = run, opt, why
-
-    def step(self):
-        with self.run.stand_in_values(self.why):
-            self.opt.step()
-
-    def zero_grad(self, set_to_none=True):
-        self.opt.zero_grad(set_to_none=set_to_none)
-
-
 def adafactor(run):
     # torch.optim.Adafactor reads .item() of its step count and of each parameter's (and
     # update's) norm, only to compute its step size: a Python float that sizes no tensor
     why = ("torch.optim.Adafactor reads its step count and each parameter's norm only for its "
            "step size, which sizes no tensor")
-    train(run, lambda params: StandInValuesStep(
-        run, torch.optim.Adafactor(params, lr=1e-2, foreach=False), why))
+    train(run, lambda params: StepWithin(torch.optim.Adafactor(params, lr=1e-2, foreach=False),
+                                         lambda: run.stand_in_values(why)))
 
 
 def bf16_state(run):
