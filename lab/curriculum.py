@@ -50,12 +50,11 @@ from typing import Any
 
 from lab.claims import Claim, ClaimError, claim_from_toml
 from lab.measure.formula import FormulaError, names_in
+from lab.measure.modes import MODES, SCALES
 from lab.paths import LESSONS_DIR
 
 LESSONS_ENV = "MEMLAB_LESSONS_DIR"  # point the lab at another course folder (tests, authors)
 FOLDER_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
-MODES = ("cuda", "cpu", "sim")
-SCALES = ("seed", "small")
 MEASURES = re.compile(r"^(delta|peak|category:(parameters|gradients|optimizer_state|activations|"
                       r"temporaries|inputs|other))$")
 LESSON_FILES = ("lesson.toml", "lesson.md", "experiment.py")

@@ -17,7 +17,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MODES = ("cuda", "cpu", "sim")
+
+@dataclass(frozen=True)
+class ModeInfo:
+    """What a mode is, as everything outside the backends asks it (never by its name)."""
+
+    name: str
+    on_gpu: bool  # runs on a real CUDA GPU (needs one visible to PyTorch)
+    simulated: bool  # fake tensors: exact bytes, no values; allocator numbers predicted
+    timed: bool  # step times are measured (an untracked pass)
+    allocator: str  # the caching allocator's counters: "measured" | "predicted" | "none"
+    default_scale: str  # seed (GPU-sized) or small (seconds on a CPU)
+    ranks_in_one_process: bool  # many ranks simulated in one process (fake process group)
+    label: str  # where its numbers come from, in a word a learner reads
+
+
+MODE_INFO: dict[str, ModeInfo] = {
+    "cuda": ModeInfo("cuda", on_gpu=True, simulated=False, timed=True, allocator="measured",
+                     default_scale="seed", ranks_in_one_process=False, label="your GPU"),
+    "cpu": ModeInfo("cpu", on_gpu=False, simulated=False, timed=True, allocator="none",
+                    default_scale="small", ranks_in_one_process=False, label="your CPU"),
+    "sim": ModeInfo("sim", on_gpu=False, simulated=True, timed=False, allocator="predicted",
+                    default_scale="seed", ranks_in_one_process=True, label="simulated"),
+}
+MODES = tuple(MODE_INFO)  # ("cuda", "cpu", "sim"): the one definition
 SCALES = ("seed", "small")
 SCALE_HELP = ("seed: the sizes of the seed tutorials the course was built from (a 2 GB "
               "nn.Linear, GPT-2 at batch 8 × 1024: GPU-sized); small: the same code shrunk to "
@@ -42,9 +65,17 @@ class ModeChoice:
         return f"mode {self.mode} at {self.scale} scale — {self.reason}"
 
 
+def mode_info(mode: str) -> ModeInfo:
+    """The table row of `mode`; a one-line ModeError for anything else."""
+    try:
+        return MODE_INFO[mode]
+    except KeyError:
+        raise ModeError(f"mode {mode!r} is not one of {', '.join(MODES)}") from None
+
+
 def default_scale(mode: str) -> str:
     """cpu runs the small sizes; cuda and sim the seed's."""
-    return "small" if mode == "cpu" else "seed"
+    return mode_info(mode).default_scale
 
 
 def choose(requested: str = "auto", scale: str | None = None, *, gpu: str | bool | None,
@@ -88,5 +119,5 @@ def choose(requested: str = "auto", scale: str | None = None, *, gpu: str | bool
     return ModeChoice(mode, scale, reason, warning)
 
 
-__all__ = ["MODES", "MODE_HELP", "ModeChoice", "ModeError", "SCALES", "SCALE_HELP", "choose",
-           "default_scale"]
+__all__ = ["MODES", "MODE_HELP", "MODE_INFO", "ModeChoice", "ModeError", "ModeInfo", "SCALES",
+           "SCALE_HELP", "choose", "default_scale", "mode_info"]

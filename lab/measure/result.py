@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .modes import MODE_INFO, ModeInfo
+
 SCHEMA = 1
 STATUSES = ("ok", "oom", "error", "timeout", "cancelled")
-MODES = ("cuda", "cpu", "sim")
 
 
 @dataclass
@@ -142,6 +143,21 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    # What the mode means, for display code (which never compares mode names: lab.measure.modes)
+    @property
+    def mode_info(self) -> ModeInfo | None:
+        return MODE_INFO.get(self.mode)
+
+    @property
+    def on_gpu(self) -> bool:
+        """Measured on a real CUDA GPU (its allocator's counters are measured, not predicted)."""
+        return bool(self.mode_info and self.mode_info.on_gpu)
+
+    @property
+    def timed(self) -> bool:
+        """Its mode measures step times (cuda, cpu); sim has none."""
+        return bool(self.mode_info and self.mode_info.timed)
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
