@@ -92,6 +92,31 @@ class Timeline:
 
 
 @dataclass
+class Timing:
+    """How `step_time_s` was measured: every timed step of the untracked pass, warm-up left out.
+
+    `step_time_s` is their median; a difference between two runs means something only when it
+    is larger than their spreads (lab.claims enforces that for "faster"/"slower")."""
+
+    steps_s: list[float] = field(default_factory=list)  # each timed step, in order
+    warmup_steps: int = 0  # steps run before the timed ones and left out
+    method: str = ""  # e.g. "one synchronize per step, untracked pass"
+
+    @property
+    def median_s(self) -> float | None:
+        xs = sorted(self.steps_s)
+        if not xs:
+            return None
+        mid = len(xs) // 2
+        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+    @property
+    def spread_s(self) -> float | None:
+        """max - min of the timed steps (None with fewer than two)."""
+        return max(self.steps_s) - min(self.steps_s) if len(self.steps_s) > 1 else None
+
+
+@dataclass
 class AllocatorStats:
     """The real CUDA caching allocator's view (cuda mode only)."""
 
@@ -123,6 +148,7 @@ class RunResult:
     phases: list[PhaseStats] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     step_time_s: float | None = None
+    timing: Timing | None = None  # how step_time_s was measured (None: older results, sim)
     timeline: Timeline = field(default_factory=Timeline)
     blocks: list[Block] = field(default_factory=list)  # largest storages, for the inspector
     allocator: AllocatorStats | None = None
@@ -183,6 +209,7 @@ _NESTED = {
     "timeline": Timeline,
     "allocator": AllocatorStats,
     "reserved_timeline": Timeline,
+    "timing": Timing,
 }
 _LISTS = {"phases": PhaseStats, "checks": Check, "blocks": Block, "top": Block,
           "ranks": RunResult}
