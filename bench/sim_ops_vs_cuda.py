@@ -28,7 +28,7 @@ SKIP = {"prim.device.default", "aten.detach.default", "aten._local_scalar_dense.
 def sim_ops(workload: str) -> list:
     """The probe's job_ops, in sim (CPU-device fake tensors, CUDA's paths)."""
     import bench.probe_cuda as probe
-    from lab.measure.simulate import SimPolicy, fake_mode
+    from lab.measure.sim.policy import SimPolicy, fake_mode
     from lab.measure.tracker import TensorTracker
 
     sink: list = []

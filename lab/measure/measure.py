@@ -23,7 +23,7 @@ from .report import (build_blocks, build_checks, build_peak, build_phases, build
                      series_timelines)
 from .result import AllocatorStats, DeviceInfo, RunResult
 from .session import Session
-from .simulate import (SIM_NOTES, SimPolicy, fake_mode, new_allocator, transformers_version,
+from .sim.policy import (SIM_NOTES, SimPolicy, fake_mode, new_allocator, transformers_version,
                        version_notes)
 from .snapshot import device_trace_timelines, save_snapshot, trace_to_snapshot
 from .tracker import TensorTracker

@@ -199,7 +199,7 @@ class Session:
     def empty_cache(self) -> bool:
         """`torch.cuda.empty_cache()`: give cached, unused segments back to the driver."""
         if self.is_cuda or self.simulated:
-            torch.cuda.empty_cache()  # sim: lab.measure.simulate routes it to the model
+            torch.cuda.empty_cache()  # sim: lab.measure.sim.policy routes it to the model
             return True
         return False
 
@@ -232,7 +232,7 @@ class Session:
         return {"allocated": alloc.model.stats.allocated, "reserved": alloc.model.stats.reserved}
 
     def allocator_stats(self):
-        """The allocator model's counters in sim (lab.measure.allocator.Stats: num_alloc_retries,
+        """The allocator model's counters in sim (lab.measure.sim.allocator.Stats: num_alloc_retries,
         peaks, ...); None elsewhere (on CUDA ask torch.cuda.memory_stats)."""
         alloc = getattr(self.tracker, "allocator", None) if self.simulated else None
         return alloc.model.stats if alloc is not None else None

@@ -126,9 +126,9 @@ class TensorTracker(TorchDispatchMode):
     def __init__(self, capacity: int | None = None, device_type: str | None = None,
                  policy=None, allocator=None):
         super().__init__()
-        # sim only: `policy` (lab.measure.simulate.SimPolicy) reroutes composite ops CUDA runs
+        # sim only: `policy` (lab.measure.sim.policy.SimPolicy) reroutes composite ops CUDA runs
         # differently and names the allocations CUDA makes beside the tensors (workspaces);
-        # `allocator` (lab.measure.allocator_replay.Replay) places every storage in modelled
+        # `allocator` (lab.measure.sim.allocator_replay.Replay) places every storage in modelled
         # segments as it is born, raising out-of-memory where the GPU would
         self.policy = policy
         self.allocator = allocator

@@ -4,8 +4,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lab.measure.allocator_replay import Replay
-from lab.measure.simulate import CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE, SimPolicy, fake_mode
+from lab.measure.sim.allocator_replay import Replay
+from lab.measure.sim.policy import CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE, SimPolicy, fake_mode
 from lab.measure.trace import ALLOC, FREE
 from lab.measure.tracker import TensorTracker
 
@@ -115,7 +115,7 @@ def test_sdpa_takes_the_backend_cuda_takes():
     assert "_scaled_dot_product_cudnn_attention.default" in _sdpa_ops(torch.bfloat16, 2).names()
     gqa = _sdpa_ops(torch.float32, kv_heads=2)  # mem-efficient has no grouped-query attention
     assert not any("efficient" in n or "flash" in n for n in gqa.names())
-    # math, with CUDA's _safe_softmax parts (lab.measure.cuda_sdpa_math)
+    # math, with CUDA's _safe_softmax parts (lab.measure.sim.cuda_sdpa_math)
     assert "bmm.default" in gqa.names() and "isneginf.default" in gqa.names()
     inf = _sdpa_ops(torch.float32, inference=True)
     assert "_scaled_dot_product_efficient_attention.default" in inf.names()

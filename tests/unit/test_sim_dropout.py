@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lab.measure.simulate import SimPolicy, fake_mode
+from lab.measure.sim.policy import SimPolicy, fake_mode
 from lab.measure.tracker import TensorTracker
 
 N = 1 << 20  # elements

@@ -1,4 +1,4 @@
-"""Sim takes the optimizer implementation CUDA defaults to (lab.measure.cuda_optim).
+"""Sim takes the optimizer implementation CUDA defaults to (lab.measure.sim.cuda_optim).
 
 `torch.optim.AdamW(params)` picks foreach on CUDA and the per-parameter loop on a CPU; sim's
 parameters are CPU fake tensors, so without the policy sim would miss foreach's all-parameter
@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import _default_to_fused_or_foreach
 
-from lab.measure.simulate import SimPolicy, fake_mode
+from lab.measure.sim.policy import SimPolicy, fake_mode
 from lab.measure.trace import ALLOC, FREE
 from lab.measure.tracker import TensorTracker
 
@@ -94,7 +94,7 @@ def test_torchscript_optimizers_compile_inside_sim():
     lesson 22's zero1 imports them inside sim, in a fresh interpreter as here. A Python
     replacement for `_default_to_fused_or_foreach` fails right here ("import statements aren't
     supported")."""
-    code = ("from lab.measure.simulate import SimPolicy, fake_mode\n"
+    code = ("from lab.measure.sim.policy import SimPolicy, fake_mode\n"
             "with fake_mode(), SimPolicy():\n"
             "    from torch.distributed.optim import ZeroRedundancyOptimizer\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

@@ -82,7 +82,7 @@ class Replay:
         self.log: list[tuple] | None = [] if record else None
         self.result = ReplayResult()
         # the stream the next allocation is made on (0: the default one); sim sets a callable
-        # that reads the stream the code selected (lab.measure.simulate)
+        # that reads the stream the code selected (lab.measure.sim.policy)
         self.current_stream = None
         self._aliases: dict[Hashable, list[Hashable]] = {}  # relayout(): old key -> new keys
 

@@ -19,9 +19,9 @@ from typing import Any, Callable
 import torch
 
 from .allocator_replay import Replay
-from .session import Session
-from .simulate import SimPolicy, fake_mode
-from .tracker import TensorTracker
+from ..session import Session
+from .policy import SimPolicy, fake_mode
+from ..tracker import TensorTracker
 
 
 @dataclass
@@ -37,7 +37,7 @@ class SimRecord:
 
 def record_sim(fn: Callable[[Session], Any], params: dict[str, Any]) -> SimRecord:
     """Run `fn` (an experiment function taking `run`) in sim once, recording the allocations."""
-    from .measure import _first_line, _warm_up_dispatch_mode
+    from ..measure import _first_line, _warm_up_dispatch_mode
 
     _warm_up_dispatch_mode()
     torch.manual_seed(0)

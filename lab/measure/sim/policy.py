@@ -5,25 +5,25 @@ Fake tensors carry shapes, dtypes and storages of the right size but no data, so
 bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's device guard),
 so where CUDA and the CPU take different paths that change memory, sim takes CUDA's:
 
-- autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.cuda_autocast);
-- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.cuda_sdpa; the
+- autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.sim.cuda_autocast);
+- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.sim.cuda_sdpa; the
   math backend's real-tensor branch and CUDA's `_safe_softmax`: cuda_sdpa_math), and
-  no materialised mask where transformers would see real, unpadded data (lab.measure.fake_values);
+  no materialised mask where transformers would see real, unpadded data (lab.measure.sim.fake_values);
 - backward: where sim stands for a run without memlab's tracker (`memlab fit`), gradients of a
   tensor used twice summed in place in the engine's input buffer, as on real tensors
-  (lab.measure.grad_accumulate);
+  (lab.measure.sim.grad_accumulate);
 - dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
-  dtype (lab.measure.cuda_dropout);
+  dtype (lab.measure.sim.cuda_dropout);
 - optimizers left at PyTorch's default: the foreach implementation CUDA picks, with its
   all-parameter `_foreach_*` intermediates, not the CPU's per-parameter loop
-  (lab.measure.cuda_optim);
+  (lab.measure.sim.cuda_optim);
 - allocations that back no tensor: attention kernels' scratch (taken and given back inside the
   op, sized as measured on the H200); the staging buffer and semaphores of long CUDA reductions
-  (lab.measure.cuda_reduce, a port of Reduce.cuh's launch configuration); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
+  (lab.measure.sim.cuda_reduce, a port of Reduce.cuh's launch configuration); one cuBLAS workspace (32 MiB on Hopper) per thread that runs a
   matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
   (1 MiB) per thread that runs an addmm with a bias (at::cuda::getCurrentCUDABlasHandle,
   getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp);
-- the caching allocator: a model (lab.measure.allocator) places every allocation in segments as it
+- the caching allocator: a model (lab.measure.sim.allocator) places every allocation in segments as it
   happens, so sim predicts max_memory_allocated / max_memory_reserved and raises out-of-memory
   where the GPU would under the same cap.
 
@@ -72,7 +72,7 @@ _A = torch.ops.aten
 _BLAS = {_A.mm.default, _A.addmm.default, _A.bmm.default, _A.baddbmm.default, _A.addbmm.default,
          _A.addmv.default, _A.mv.default, _A.dot.default, _A.vdot.default,
          _A._addmm_activation.default}
-# ops whose CUDA kernels take scratch memory from the caching allocator (lab.measure.cuda_sdpa)
+# ops whose CUDA kernels take scratch memory from the caching allocator (lab.measure.sim.cuda_sdpa)
 _SCRATCH = {_A._scaled_dot_product_cudnn_attention.default,
             _A._scaled_dot_product_cudnn_attention_backward.default,
             _A._scaled_dot_product_efficient_attention_backward.default}
@@ -118,7 +118,7 @@ def _same_view(a, b) -> bool:
 
 class _Rerouted:
     """The ops the tracker hands to `SimPolicy.reroute`: a fixed set, and backward's gradient
-    accumulations (lab.measure.grad_accumulate), which only the moment tells apart."""
+    accumulations (lab.measure.sim.grad_accumulate), which only the moment tells apart."""
 
     def __init__(self, ops: set, accumulate: AccumulateInPlace):
         self.ops, self.accumulate = ops, accumulate
@@ -159,7 +159,7 @@ class SimPolicy:
 
     @contextmanager
     def stand_in_values(self):
-        """`.item()` of a fake tensor answers a stand-in meanwhile (lab.measure.fake_values)."""
+        """`.item()` of a fake tensor answers a stand-in meanwhile (lab.measure.sim.fake_values)."""
         self.rerouted.ops.add(LOCAL_SCALAR)
         try:
             yield

@@ -20,7 +20,7 @@ changed in 2.x), not copied from it:
   reserved + its size would exceed the cap (`alloc_block`);
 - `expandable_segments:True`: one growing segment per pool and stream, mapped in pages of
   2 MiB (small) / 20 MiB (large); freeing maps nothing back until memory runs short or
-  `empty_cache()` unmaps the whole free pages (lab.measure.allocator_expandable).
+  `empty_cache()` unmaps the whole free pages (lab.measure.sim.allocator_expandable).
 
 Validated on real H200 allocator traces (bench/sim_allocator_traces.py): given the GPU's segment
 addresses, the model's max allocated / max reserved / OOM / retries equal the GPU's to the byte;
@@ -143,7 +143,7 @@ class CachingAllocatorModel(ExpandableSegments):
     # a real trace, pass the recorded segment addresses to reproduce it to the byte
     next_address: object = None
 
-    Block = Block  # for the expandable-segments mixin (lab.measure.allocator_expandable)
+    Block = Block  # for the expandable-segments mixin (lab.measure.sim.allocator_expandable)
     SMALL_PAGE, LARGE_PAGE = SMALL_BUFFER, LARGE_BUFFER
 
     def __post_init__(self):
