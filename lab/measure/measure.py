@@ -150,11 +150,8 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
 
 
 def _new_result(spec: VariantSpec, mode: str, device: DeviceInfo) -> RunResult:
-    from .modes import mode_info
-
     return RunResult(lesson=spec.lesson, variant=spec.variant, mode=mode, scale=spec.scale,
-                     device=device, params=dict(spec.params), simulated=mode_info(mode).simulated,
-                     torch_version=torch.__version__, transformers_version=transformers_version(),
+                     device=device, params=dict(spec.params), torch_version=torch.__version__, transformers_version=transformers_version(),
                      created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
