@@ -41,6 +41,7 @@ from typing import Any, Hashable, Protocol
 
 import torch
 
+from ..torch_compat import current_graph_task_id
 from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
 from .cuda_optim import CudaOptimDefaults
@@ -188,7 +189,7 @@ class CudaPaths:
         if func not in _BLAS:
             return
         # autograd runs CUDA backward on its own device thread: its own cuBLAS handle/workspace
-        thread = "autograd" if torch._C._current_graph_task_id() != -1 else "main"
+        thread = "autograd" if current_graph_task_id() != -1 else "main"
         need = ["cublas"] + (["cublaslt"] if _uses_cublaslt(func, args, kwargs) else [])
         for lib in need:
             key = (lib, thread)
