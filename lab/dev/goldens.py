@@ -11,7 +11,7 @@ the part that fits in the test suite's time.
     SUBSET                 what runs, each with why it is there (the mechanisms it takes)
     run_entry(entry)       one entry in this process: its golden fields (the test's path)
     differences(g, got)    "field: golden X, got Y" for every field that differs
-    h200_misses(entry, f)  where the fields miss the H200 recording's bars
+    (lab.dev.goldens_h200: where the fields miss the H200 recording's bars)
 
 Lesson entries run as `memlab run LESSON --variant V --mode sim --scale seed` runs them: the
 worker's steps (lab.runner.worker: the lesson's parameters and checks, the variant's environment,
@@ -26,7 +26,6 @@ against the H200 ground truth of bench/h200_ground_truth.py.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.metadata as md
 import json
@@ -37,16 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.paths import ASSETS_DIR, CHECKOUT_DIR
+from lab.paths import CHECKOUT_DIR
 
 GOLDENS_DIR = CHECKOUT_DIR / "tests" / "goldens" / "sim"
 PINS = CHECKOUT_DIR / ".ci" / "constraints.txt"  # the versions CI installs (and the goldens need)
-GROUND_TRUTH = ASSETS_DIR / "ground_truth" / "h200_hf_loop.json"
 FORMAT = 1  # of a golden file; change it when a field changes meaning
 SCALE = "seed"  # the H200 recordings' scale
-
-# The bars sim is held to against the H200 (docs/SIMULATION.md, bench/sim_vs_h200.py), in %
-BAR_PEAK, BAR_RATIO, BAR_ALLOCATED, BAR_RESERVED = 1.0, 2.0, 2.0, 5.0
 
 
 @dataclass(frozen=True)
@@ -331,78 +326,6 @@ def differences(golden: dict, got: dict) -> list[tuple[str, Any, Any]]:
     return out
 
 
-def _pct(a: int | None, b: int | None) -> float | None:
-    return None if not a or not b else 100.0 * (a - b) / b
-
-
-def h200_misses(e: Entry | PlainEntry, fields: dict, baseline_peak: int | None = None) -> list[str]:
-    """Where `fields` miss the H200's numbers by more than the bars (docs/SIMULATION.md); the
-    recording not found is a miss too. `baseline_peak`: sim's peak of the lesson's baseline (its
-    golden), for the ratio bar."""
-    h = h200_numbers(e)
-    if h is None:
-        return [f"{e.name}: no H200 recording to compare with"]
-    out = []
-    if fields["status"] != h["status"]:
-        out.append(f"{e.name}: status: H200 {h['status']}, sim {fields['status']}")
-    got_alloc = (fields.get("allocator") or {})
-    rows = [("allocated", got_alloc.get("peak_allocated_bytes"), h["allocated"], BAR_ALLOCATED),
-            ("reserved", got_alloc.get("peak_reserved_bytes"), h["reserved"], BAR_RESERVED)]
-    if h.get("peak") is not None:
-        rows.insert(0, ("tracked peak", fields["peak"]["bytes"], h["peak"], BAR_PEAK))
-    for what, got, ref, bar in rows:
-        err = _pct(got, ref)
-        if err is None or abs(err) > bar:
-            out.append(f"{e.name}: {what}: H200 {ref}, sim {got} "
-                       f"({'-' if err is None else f'{err:+.3f} %'}; the bar is {bar} %)")
-    if baseline_peak and h.get("baseline_peak") and h["peak"]:
-        err = _pct(fields["peak"]["bytes"] / baseline_peak, h["peak"] / h["baseline_peak"])
-        if err is None or abs(err) > BAR_RATIO:
-            off = "-" if err is None else f"{err:+.3f} %"
-            out.append(f"{e.name}: peak / baseline's peak: {off} from the H200's ratio "
-                       f"(the bar is {BAR_RATIO} %)")
-    return out
-
-
-def h200_numbers(e: Entry | PlainEntry) -> dict | None:
-    """The H200's status, tracked peak, max allocated / reserved (and its baseline's peak)."""
-    if isinstance(e, PlainEntry):
-        cases = json.loads(GROUND_TRUTH.read_text(encoding="utf-8"))["peak"]
-        for c in cases:
-            if (c["model"], c["combo"], c["batch"], c["seq"]) == (e.model, e.combo, e.batch, e.seq):
-                return {"status": c["status"], "peak": None, "allocated": c["max_allocated"],
-                        "reserved": c["max_reserved"]}
-        return None
-    r = _recording(e.lesson, e.variant)
-    if r is None:
-        return None
-    base = _recording(e.lesson, "baseline") if e.variant != "baseline" else None
-    a = r.get("allocator") or {}
-    return {"status": r["status"], "peak": r["peak"]["bytes"],
-            "allocated": a.get("peak_allocated_bytes"), "reserved": a.get("peak_reserved_bytes"),
-            "baseline_peak": base["peak"]["bytes"] if base else None}
-
-
-@functools.lru_cache(maxsize=64)
-def _recording(lesson: str, variant: str) -> dict | None:
-    """An H200 recording's JSON (assets/reference), only the file asked for: they carry
-    timelines, and a lesson's folder is megabytes."""
-    from lab.reference import REFERENCE_DIR
-
-    path = REFERENCE_DIR / lesson / f"{variant}.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def baseline_golden_peak(e: Entry | PlainEntry) -> int | None:
-    """Sim's peak of the lesson's baseline as its golden has it (for the ratio bar)."""
-    if isinstance(e, PlainEntry) or e.variant == "baseline":
-        return None
-    base = next((x for x in SUBSET if isinstance(x, Entry) and x.lesson == e.lesson
-                 and x.variant == "baseline"), None)
-    doc = load_golden(base) if base is not None else None
-    return doc["sim"]["peak"]["bytes"] if doc else None
-
-
-__all__ = ["BAR_ALLOCATED", "BAR_PEAK", "BAR_RATIO", "BAR_RESERVED", "Entry", "GOLDENS_DIR",
-           "PlainEntry", "SUBSET", "differences", "entry", "golden_document", "h200_misses",
-           "load_golden", "pinned", "result_fields", "run_entry", "run_probed", "versions"]
+__all__ = ["Entry", "GOLDENS_DIR", "PlainEntry", "SUBSET", "differences", "entry",
+           "golden_document", "load_golden", "pinned", "result_fields", "run_entry", "run_probed",
+           "versions"]

@@ -24,8 +24,9 @@ from typing import Callable
 from lab.atomic import atomic_write
 
 from .goldens import (GOLDENS_DIR, SCALE, SUBSET, Entry, PlainEntry, differences, dumps,
-                      golden_document, h200_misses, lesson_of, load_golden, run_entry, run_probed,
-                      sim_mode, versions)
+                      golden_document, lesson_of, load_golden, run_entry, run_probed, sim_mode,
+                      versions)
+from .goldens_h200 import baseline_golden_peak, h200_misses
 from .sim_probe import MECHANISMS
 
 CHANGES = GOLDENS_DIR / "CHANGES.md"
@@ -98,16 +99,10 @@ def check(say: Callable[[str], None] = print) -> list[str]:
             continue
         found = [f"{e.name}: sim.{k}: golden {a!r}, got {b!r}"
                  for k, a, b in differences(golden["sim"], fields)]
-        found += h200_misses(e, fields, _baseline_peak(e))
+        found += h200_misses(e, fields, baseline_golden_peak(e))
         say(f"  {e.name}: {'ok' if not found else f'{len(found)} problem(s)'}")
         problems += found
     return problems
-
-
-def _baseline_peak(e) -> int | None:
-    from .goldens import baseline_golden_peak
-
-    return baseline_golden_peak(e)
 
 
 def run_in_workers(jobs: int, say: Callable[[str], None]) -> dict[str, tuple[dict, dict]]:

@@ -12,13 +12,13 @@ step with the files, and a golden rewritten only with a reason.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from pathlib import Path
 
 import pytest
 
 from lab.dev import goldens as G
+from lab.dev import goldens_h200 as H
 from lab.dev import goldens_regen as R
 from lab.dev.sim_probe import MECHANISMS, Mechanism, Probe, sim_modules
 
@@ -107,15 +107,15 @@ def test_the_log_says_why_with_the_versions_the_goldens_were_made_with():
 def test_the_goldens_meet_the_h200_bars():
     # the slow tests prove a run equals its golden; this judges the goldens without running
     misses = [m for e in G.SUBSET
-              for m in G.h200_misses(e, _golden(e)["sim"], G.baseline_golden_peak(e))]
+              for m in H.h200_misses(e, _golden(e)["sim"], H.baseline_golden_peak(e))]
     assert not misses, "\n".join(misses)
 
 
 def test_the_bars_are_the_ones_simulation_md_states():
     doc = (ROOT / "docs" / "SIMULATION.md").read_text(encoding="utf-8")
     gate = doc.split("## The gate", 1)[-1].split("\n## ", 1)[0]
-    for what, bar in (("tracked peak", G.BAR_PEAK), ("allocated", G.BAR_ALLOCATED),
-                      ("reserved", G.BAR_RESERVED), ("ratio", G.BAR_RATIO)):
+    for what, bar in (("tracked peak", H.BAR_PEAK), ("allocated", H.BAR_ALLOCATED),
+                      ("reserved", H.BAR_RESERVED), ("ratio", H.BAR_RATIO)):
         assert re.search(rf"{what}[^|\n]*within {bar:g} %", gate), f"SIMULATION.md's gate: {what} {bar} %"
 
 
@@ -208,7 +208,7 @@ def test_sim_equals_its_golden_and_meets_the_h200_bars(name):
     golden = _golden(e)
     fields, mechanisms, used_tf = G.run_probed(e)
 
-    problems = G.h200_misses(e, fields, G.baseline_golden_peak(e))
+    problems = H.h200_misses(e, fields, H.baseline_golden_peak(e))
     here, made = G.versions(), golden["made_with"]
     other = [f"{lib} {made[lib]} (golden) vs {here[lib]} (here)" for lib in ("torch", "transformers")
              if G.base_version(made[lib]) != G.base_version(here[lib])
