@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -152,6 +154,54 @@ def test_goldens_are_rewritten_only_with_a_reason(capsys):
     assert main(["dev", "goldens", "--why", "x", "--check"]) == 2
     with pytest.raises(ValueError, match="reason"):
         R.regenerate(" \n ")  # before anything runs
+
+
+@pytest.fixture
+def goldens_copy(tmp_path, monkeypatch):
+    """The goldens in a temporary folder, and both runs of `regenerate` answered from them
+    (no sim): `fresh` and `probed` are {name: fields} a test may change."""
+    root = tmp_path / "sim"
+    shutil.copytree(G.GOLDENS_DIR, root)
+    monkeypatch.setattr(G, "GOLDENS_DIR", root)
+    monkeypatch.setattr(R, "GOLDENS_DIR", root)
+    monkeypatch.setattr(R, "CHANGES", root / "CHANGES.md")
+    monkeypatch.setattr(R, "README", root / "README.md")
+    docs = {e.name: _golden(e) for e in G.SUBSET}
+    fresh = {n: copy.deepcopy(d["sim"]) for n, d in docs.items()}
+    probed = {n: copy.deepcopy(d["sim"]) for n, d in docs.items()}
+    monkeypatch.setattr(R, "run_in_workers", lambda jobs, say: {
+        n: (fresh[n], docs[n]["made_with"]) for n in fresh})
+    monkeypatch.setattr(R, "run_probed", lambda e: (
+        probed[e.name], docs[e.name]["mechanisms"], docs[e.name]["depends_on_transformers"]))
+    return root, fresh, probed
+
+
+def test_regenerating_logs_the_reason_the_versions_and_every_field_that_moved(goldens_copy):
+    root, fresh, probed = goldens_copy
+    name = "caching-allocator/empty_cache"
+    old = fresh[name]["allocator"]["peak_reserved_bytes"]
+    for runs in (fresh, probed):  # both runs agree on a new number
+        runs[name]["allocator"]["peak_reserved_bytes"] = old + 2**21
+    out = R.regenerate("the model now rounds segments differently", say=lambda line: None)
+    assert out.changed == [f"{name}: sim.allocator.peak_reserved_bytes: {old} -> {old + 2**21}"]
+    assert G.load_golden(G.entry(name))["sim"]["allocator"]["peak_reserved_bytes"] == old + 2**21
+    log = (root / "CHANGES.md").read_text(encoding="utf-8")
+    last = log.rsplit("\n## ", 1)[-1]
+    made = _golden(G.SUBSET[0])["made_with"]
+    assert last.startswith(f"{datetime.now(timezone.utc).date().isoformat()}: the model now "
+                           "rounds segments differently\n")
+    assert f"torch {made['torch']}, transformers {made['transformers']}" in last
+    assert f"- {out.changed[0]}" in last
+    assert log.count("\n## ") == 2  # the first entry is kept
+
+
+def test_regenerating_refuses_when_the_two_runs_disagree(goldens_copy):
+    root, fresh, probed = goldens_copy
+    probed["mixed-precision/bf16"]["peak"]["bytes"] += 2
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(R.GoldenError, match=r"mixed-precision/bf16: peak\.bytes"):
+        R.regenerate("a reason", say=lambda line: None)
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.slow  # imports the engine and transformers (seconds)
