@@ -29,8 +29,12 @@ SIM_DIR = ROOT / "lab" / "measure" / "sim"
 # modules of lab/measure/sim that are no mechanism of their own, and why
 NOT_MECHANISMS = {
     "__init__": "the package",
+    "backend": "SimBackend: sets up the fake mode, CUDA's paths and the allocator model (covered)",
     "gpus": "GPUs as data (a table, read by the others)",
+    "patches": "the table of torch attributes replaced for a run (its rows reach the allocator "
+               "model: empty_cache, expandable segments)",
     "record": "memlab fit's entry point: runs the policy and the allocator, which are covered",
+    "versions": "which versions sim was checked on, and the notes a result carries",
 }
 
 
