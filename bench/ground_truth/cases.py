@@ -110,9 +110,9 @@ def _nanogpt(variant: str, extra: list[str]) -> Case:
 
 
 def _wlm(variant: str, args: list[str]) -> Case:
-    common = ["--data", "data/gt", "--epochs", "1", "--dry-run", "--accel", "--use-optimizer",
+    common = ["--data", "data/gt", "--lr", "0.001", "--epochs", "1", "--dry-run", "--accel", "--use-optimizer",
               "--save", "model-gt.pt"]
-    tiny = ["--data", "data/gt", "--epochs", "1", "--dry-run", "--use-optimizer", "--save",
+    tiny = ["--data", "data/gt", "--lr", "0.001", "--epochs", "1", "--dry-run", "--use-optimizer", "--save",
             "model-tiny.pt", "--model", args[1], "--emsize", "32", "--nhid", "64", "--nlayers", "1",
             "--nhead", "2", "--batch_size", "4", "--bptt", "16"]
     return Case(f"script/wlm/{variant}", f"wlm/{variant}", ".gt_scripts/word_language_model/main.py",
