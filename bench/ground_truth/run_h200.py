@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import itertools
 import json
 import os
 import platform
@@ -54,23 +55,30 @@ SCRIPT_GIB = {"script/nanogpt/eager": 18, "script/nanogpt/compiled": 16,
 
 
 class Gate:
-    """Admit a case when its GiB fit in what the running cases leave; `alone` waits for all."""
+    """Admit a case when its GiB fit in what the running cases leave; `alone` waits for all.
+    `run` also says whether any other case ran at any moment of this one (`beside`)."""
 
     def __init__(self, budget: float):
         self.budget = self.free = budget
         self.cond = threading.Condition()
+        self.running: dict[int, bool] = {}  # token -> another case overlapped it
+        self.tokens = itertools.count()
 
     def run(self, gib: float, fn, *args, alone: bool = False, **kw):
         need = self.budget if alone else min(gib, self.budget)
         with self.cond:
             self.cond.wait_for(lambda: self.free >= need)
             self.free -= need
-            beside = self.free < self.budget - need  # someone else is running
+            token = next(self.tokens)
+            for other in self.running:
+                self.running[other] = True
+            self.running[token] = bool(self.running)  # others were already running
         try:
-            return fn(*args, **kw), beside
+            return fn(*args, **kw), self.running[token]
         finally:
             with self.cond:
                 self.free += need
+                del self.running[token]
                 self.cond.notify_all()
 
 
