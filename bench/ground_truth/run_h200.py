@@ -82,9 +82,17 @@ class Gate:
                 self.cond.notify_all()
 
 
+_ESTIMATING = threading.Lock()  # one meta-device build at a time (lazy imports, caches)
+
+
 def estimate_gib(case: Case) -> float:
     if case.kind == "script":
         return SCRIPT_GIB.get(case.id, 24)
+    with _ESTIMATING:
+        return _estimate_hf(case)
+
+
+def _estimate_hf(case: Case) -> float:
     import torch
     from hf_loop import load_config
     from transformers import AutoModelForCausalLM

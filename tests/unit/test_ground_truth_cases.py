@@ -76,3 +76,38 @@ def test_summary_counts_the_bars():
     s = profile_vs_h200.summary(rows, "held_out")
     assert s == ("held_out: allocated within 1 % on 1 of 2; reserved within 3 % on 1 of 2, worst "
                  "+6.00% (b), beyond 5 %: b; fit equal on 0 of 1, ABOVE the H200 on f")
+
+
+def test_runner_fit_bisection_and_rerun_alone(monkeypatch):
+    import run_h200
+
+    [case] = [c for c in cases.all_cases() if c.id == "fit/gpt2/fp32"]
+    GiB = 2**30
+
+    def fake(c, args, *, cap_gib, dry):  # 3.5 GiB + 0.5 GiB a sample: 25 fit under 16 GiB
+        b = int(args[args.index("--batch") + 1])
+        peak = (7 + b) * GiB // 2
+        return {"status": "ok" if peak <= cap_gib * GiB else "oom", "max_allocated": peak}
+
+    monkeypatch.setattr(run_h200, "run_one", fake)
+    r = run_h200.fit_case(case, run_h200.Gate(120), dry=False)
+    assert (r["largest_batch"], r["first_oom_batch"], r["status"]) == (25, 26, "ok")
+    assert [p["batch"] for p in r["probes"]] == [1, 2, 24, 25, 26]  # the line's guess, then done
+
+    # a peak case that saw a cache flush (a retry) while another case ran is run again alone
+    [peak] = [c for c in cases.all_cases() if c.id == "hf/gpt2/fp32"]
+    monkeypatch.setattr(run_h200, "estimate_gib", lambda c: 10)
+    calls = []
+
+    def flaky(c, args, *, cap_gib, dry):
+        calls.append(1)
+        return {"status": "ok", "num_alloc_retries": 1 if len(calls) == 1 else 0}
+
+    monkeypatch.setattr(run_h200, "run_one", flaky)
+
+    class Busy(run_h200.Gate):  # someone else is always running
+        def run(self, gib, fn, *args, alone=False, **kw):
+            return fn(*args, **kw), not alone
+
+    r = run_h200.peak_case(peak, Busy(120), dry=False)
+    assert len(calls) == 2 and r["ran_alone"] and r["num_alloc_retries"] == 0
