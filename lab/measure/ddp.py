@@ -50,7 +50,7 @@ def prepare_ddp(run, ddp, ranks: Ranks, buckets: dict | None = None) -> None:
 
         ddp.register_comm_hook(None, allreduce_in_place)
     relayout = None
-    allocator = getattr(run.tracker, "allocator", None)
+    allocator = run.allocator_model
     if ranks.simulated and allocator is not None and buckets and buckets.get("sids"):
         relayout = _BucketRelayout(ddp, allocator, buckets["sids"])
     ddp.reducer = _Reducer(ddp.reducer, run.tracker, rebuild=not ranks.simulated, relayout=relayout)

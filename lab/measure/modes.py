@@ -29,16 +29,20 @@ class ModeInfo:
     allocator: str  # the caching allocator's counters: "measured" | "predicted" | "none"
     default_scale: str  # seed (GPU-sized) or small (seconds on a CPU)
     ranks_in_one_process: bool  # many ranks simulated in one process (fake process group)
+    cuda_kernels: bool  # takes CUDA's kernels' paths (what they save, their workspaces): cuda, sim
     label: str  # where its numbers come from, in a word a learner reads
 
 
 MODE_INFO: dict[str, ModeInfo] = {
     "cuda": ModeInfo("cuda", on_gpu=True, simulated=False, timed=True, allocator="measured",
-                     default_scale="seed", ranks_in_one_process=False, label="your GPU"),
+                     default_scale="seed", ranks_in_one_process=False, cuda_kernels=True,
+                     label="your GPU"),
     "cpu": ModeInfo("cpu", on_gpu=False, simulated=False, timed=True, allocator="none",
-                    default_scale="small", ranks_in_one_process=False, label="your CPU"),
+                    default_scale="small", ranks_in_one_process=False, cuda_kernels=False,
+                    label="your CPU"),
     "sim": ModeInfo("sim", on_gpu=False, simulated=True, timed=False, allocator="predicted",
-                    default_scale="seed", ranks_in_one_process=True, label="simulated"),
+                    default_scale="seed", ranks_in_one_process=True, cuda_kernels=True,
+                    label="simulated"),
 }
 MODES = tuple(MODE_INFO)  # ("cuda", "cpu", "sim"): the one definition
 SCALES = ("seed", "small")

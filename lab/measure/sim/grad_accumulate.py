@@ -11,7 +11,7 @@ make. Seen in the H200 trace of gemma-2b bf16 + ckpt: per step 127 x 8 MiB (fp32
 more in sim; sim's max reserved was 4.1 % above the H200's, and equal with the in-place add.
 A dispatch mode also counts as a subclass here (c10::impl::dispatch_mode_enabled), so a CUDA run
 under memlab's tracker adds out of place like FakeTensor: this applies only to sim runs that
-stand for an untracked one (SimPolicy(tracked=False): `memlab fit`'s records).
+stand for an untracked one (CudaPaths(tracked=False): `memlab fit`'s records).
 
 The engine's `old_var + var` reaches the tensor tracker as `add.Tensor` (grad mode off, inside a
 backward graph task, two same-shape tensors, no alpha). `AccumulateInPlace.rerouted(func)` says
