@@ -144,8 +144,9 @@ def say_eager(r, why: str = "") -> None:
                 "code often keeps fewer intermediates: measure the compiled run with --mode cuda "
                 "on a GPU")
     elif info is not None and info.on_gpu:
-        text = (f"{HEADLINE} ({where}): only the eager version was measured, {_numbers(r)}"
-                + (f"; the compiled run {why}" if why else ""))
+        why = why or f"was not run (the eager run ended {r.status})"
+        text = (f"{HEADLINE} ({where}): only the eager version was measured, {_numbers(r)}; "
+                f"the compiled run {why}")
     else:
         text = (f"{HEADLINE} ({where}) ran eagerly under the tracker: these are the eager "
                 f"version's numbers, {_numbers(r)}; on a CUDA GPU --mode cuda also measures the "

@@ -173,3 +173,11 @@ def test_merge_takes_the_compiled_counters_and_the_snapshots_categories(tmp_path
     assert r.peak.bytes == stand_in.peak.bytes and r.peak.by_category
     assert sum(r.peak.by_category.values()) == r.peak.bytes
     assert r.phases == [] and any("guessed from the allocation stacks" in n for n in r.notes)
+
+
+def test_a_gpu_result_whose_eager_run_failed_says_why_there_is_no_compiled_number():
+    r = _result("cuda", 2_000_000_000, 3_000_000_000, status="error")
+    compiled.say_eager(r)
+    assert r.notes[0] == ("torch.compile (train.py:331): only the eager version was measured, "
+                          "max allocated 2.00 GB, reserved 3.00 GB; the compiled run was not run "
+                          "(the eager run ended error)")
