@@ -91,15 +91,10 @@ def caller_site(skip: int = 2) -> str:
 @contextmanager
 def untracked():
     """The script runs with no dispatch mode on (the tracker's is put back after), so compiled
-    graphs run as they do without the lab. `_disable_current_modes` is private (torch 2.1 to
-    2.13 at least); without it there is no compiled pass, and the result says so."""
-    from torch.utils import _python_dispatch
+    graphs run as they do without the lab (lab.measure.torch_compat: a private torch API)."""
+    from lab.measure.torch_compat import disable_current_modes
 
-    disable = getattr(_python_dispatch, "_disable_current_modes", None)
-    if disable is None:
-        raise RuntimeError("this torch has no torch.utils._python_dispatch."
-                           "_disable_current_modes: the compiled run cannot be measured here")
-    with disable():
+    with disable_current_modes():
         yield
 
 
