@@ -42,7 +42,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .allocator_replay import Replay
 from .cuda_autocast import CudaAutocast
+from .allocator_settings import AllocatorSettingsError, settings_from_env
 from .cuda_dropout import CudaDropout
+from .cuda_memory_api import CudaMemoryApi
 from .cuda_optim import CudaOptimDefaults
 from .cuda_reduce import OPS as _REDUCTIONS, op_staging
 from .cuda_sdpa import CudaSdpa, scratch_bytes
@@ -147,6 +149,7 @@ class SimPolicy:
                                    _A._safe_softmax.default}, self.accumulate)
         self.workspaces: set[tuple[str, str]] = set()
         self.values = ValueAssumptions()
+        self.memory_api = CudaMemoryApi(allocator)  # torch.cuda.memory_stats() etc. -> the model
 
     def reroute(self, func, args, kwargs):
         if func is LOCAL_SCALAR:
@@ -204,15 +207,11 @@ class SimPolicy:
                 tracker.extra_alloc(key, nbytes)
 
     def empty_cache(self) -> None:
-        if self.allocator is not None:
-            self.allocator.empty_cache()
+        self.memory_api.empty_cache()
 
     def set_allocator_settings(self, settings: str) -> None:
-        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,...": the model knows expandable_segments."""
-        for item in settings.split(","):
-            key, _, value = item.partition(":")
-            if key.strip() == "expandable_segments" and self.allocator is not None:
-                self.allocator.set_expandable(value.strip().lower() == "true")
+        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,..." (lab.measure.sim.allocator_settings)."""
+        self.memory_api.set_allocator_settings(settings)
 
     def _patch(self, owner, name: str, fn) -> None:
         if hasattr(owner, name):
@@ -226,10 +225,7 @@ class SimPolicy:
         self.optim.install()
         self.values.maybe_patch()  # now if transformers is imported, else at the first op after
         # code that calls the CUDA allocator's API directly reaches the model instead
-        self._patch(torch.cuda, "empty_cache", lambda: self.empty_cache())
-        self._patch(torch.cuda.memory, "empty_cache", lambda: self.empty_cache())
-        self._patch(torch.cuda.memory, "_set_allocator_settings", self.set_allocator_settings)
-        self._patch(torch._C, "_accelerator_setAllocatorSettings", self.set_allocator_settings)
+        self.memory_api.install()
         # module.to(device) where the module already is (Lightning's Trainer does): each fake
         # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
         # parameter with Parameter(result) - a view of the same storage - which swap_tensors
@@ -243,6 +239,7 @@ class SimPolicy:
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
         self._saved.clear()
+        self.memory_api.uninstall()
         self.values.restore()
         self.optim.uninstall()
         self.dropout.uninstall()
@@ -267,10 +264,16 @@ def sim_mode():
 
 
 def new_allocator(cap: int | None) -> Replay:
-    # the real allocator reads PYTORCH_CUDA_ALLOC_CONF when CUDA starts; a variant's env sets it
-    # before the worker imports torch (lesson 17's expandable_segments)
-    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "")
-    allocator = Replay(cap=cap, series=True, expandable="expandable_segments:True" in conf)
+    """The allocator model of one sim run. The real allocator reads PYTORCH_ALLOC_CONF (else
+    PYTORCH_CUDA_ALLOC_CONF) when CUDA starts; a variant's env sets it before the worker imports
+    torch (lessons 17 and 23). A setting the allocator would refuse fails the run's first
+    allocation with a one-line AllocatorSettingsError, as CUDA's first allocation would."""
+    try:
+        settings, refused = settings_from_env(os.environ), None
+    except AllocatorSettingsError as e:
+        settings, refused = None, e
+    allocator = Replay(cap=cap, series=True, settings=settings)
+    allocator.refused = refused
     allocator.current_stream = _SelectedStream()
     return allocator
 
