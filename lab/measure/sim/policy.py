@@ -45,6 +45,7 @@ from .cuda_autocast import CudaAutocast
 from .allocator_settings import AllocatorSettingsError, settings_from_env
 from .cuda_dropout import CudaDropout
 from .cuda_memory_api import CudaMemoryApi
+from .cuda_offload import CudaOffload
 from .cuda_optim import CudaOptimDefaults
 from .cuda_reduce import OPS as _REDUCTIONS, op_staging
 from .cuda_sdpa import CudaSdpa, scratch_bytes
@@ -150,6 +151,7 @@ class SimPolicy:
         self.workspaces: set[tuple[str, str]] = set()
         self.values = ValueAssumptions()
         self.memory_api = CudaMemoryApi(allocator)  # torch.cuda.memory_stats() etc. -> the model
+        self.offload = CudaOffload()  # save_on_cpu: saved tensors leave the device, pinned host
 
     def reroute(self, func, args, kwargs):
         if func is LOCAL_SCALAR:
@@ -181,6 +183,7 @@ class SimPolicy:
     def after(self, func, args, kwargs, out, tracker) -> None:
         if not self.values.active:
             self.values.maybe_patch()
+            self.offload.maybe_patch()
         if func in _SCRATCH:
             n = scratch_bytes(func, args)
             if n:
@@ -226,6 +229,7 @@ class SimPolicy:
         self.values.maybe_patch()  # now if transformers is imported, else at the first op after
         # code that calls the CUDA allocator's API directly reaches the model instead
         self.memory_api.install()
+        self.offload.install()
         # module.to(device) where the module already is (Lightning's Trainer does): each fake
         # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
         # parameter with Parameter(result) - a view of the same storage - which swap_tensors
@@ -239,6 +243,7 @@ class SimPolicy:
         for owner, name, fn in reversed(self._saved):
             setattr(owner, name, fn)
         self._saved.clear()
+        self.offload.uninstall()
         self.memory_api.uninstall()
         self.values.restore()
         self.optim.uninstall()
