@@ -2,7 +2,8 @@
 
 An experiment about the allocator is plain PyTorch (`torch.cuda.memory_stats()`,
 `torch.cuda.memory_snapshot()`, `torch.cuda.mem_get_info()`, `torch.cuda.empty_cache()`,
-`torch.cuda.memory._set_allocator_settings(...)`); on the CPU build sim runs on, those would
+`torch.cuda.memory._set_allocator_settings(...)`, `torch.cuda.set_per_process_memory_fraction`);
+on the CPU build sim runs on, those would
 answer nothing or fail. Inside sim they answer from the model (lab.measure.sim.allocator_view):
 the same keys, the same segments, the model's numbers. `mem_get_info` answers (total - reserved,
 total) for the model's GPU: a real GPU's free memory is also short of the CUDA context (about
@@ -38,6 +39,14 @@ class CudaMemoryApi:
     def memory_snapshot(self, *args, **kwargs) -> list[dict]:
         return memory_snapshot(self.allocator.model) if self.allocator is not None else []
 
+    def set_per_process_memory_fraction(self, fraction: float, device=None) -> None:
+        """A cap set at run time, as `allowed_memory_maximum = fraction x total` is."""
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"invalid fraction: {fraction}. Please set within [0, 1].")
+        if self.allocator is not None:
+            m = self.allocator.model
+            m.cap = int(fraction * m.total)
+
     def mem_get_info(self, device=None) -> tuple[int, int]:
         if self.allocator is None:
             raise RuntimeError("sim: no allocator model for this run")
@@ -54,6 +63,7 @@ class CudaMemoryApi:
             self._patch(owner, "memory_stats", self.memory_stats)
             self._patch(owner, "memory_snapshot", self.memory_snapshot)
             self._patch(owner, "mem_get_info", self.mem_get_info)
+            self._patch(owner, "set_per_process_memory_fraction", self.set_per_process_memory_fraction)
         self._patch(mem, "_set_allocator_settings", self.set_allocator_settings)
         self._patch(torch._C, "_accelerator_setAllocatorSettings", self.set_allocator_settings)
 
