@@ -71,9 +71,13 @@ def train(run, *, dtype=torch.float32, precision="fp32", params=None, checkpoint
     for i in range(run.p.steps):
         with run.phase(phase("data", i), category="inputs", setup=True):
             x, y = task.get(i, run.device)  # (B, T) token ids
-        with run.phase(phase("forward", i)):
+        with run.phase(phase("forward", i)) as fwd:
             with autocast(run.device, precision):
                 loss = task.loss(model, x, y)  # logits (B, T, V) inside, upcast to fp32
+        if i == 0 and run.tracker is not None:  # the tracked pass: bytes the forward kept
+            kept = fwd.end_bytes - fwd.start_bytes  # activations + logits, for backward
+            layers = model.config.num_hidden_layers
+            run.metric("kept_per_token_layer", kept / (run.p.batch * run.p.seq * layers))
         with run.phase(phase("backward", i)):
             loss.backward()
         with run.phase(phase("step", i)):
