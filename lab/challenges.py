@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lab.claims import QUANTITIES, quantity
+from lab.claims import ClaimError, check_quantity_name, quantity
 from lab.curriculum import Lesson
 from lab.measure.formula import FormulaError, evaluate
 
@@ -147,8 +147,10 @@ def load_challenges(lesson: Lesson) -> list[Challenge]:
         if not goal.equal and not goal.at_most and not goal.status:
             raise ChallengeError(f"{where}.goal: say what passing means (status, equal, at_most)")
         for name, formula in goal.equal + goal.at_most:
-            if not _known_quantity(name):
-                raise ChallengeError(f"{where}.goal: {name!r} is no quantity; use {QUANTITIES}")
+            try:
+                check_quantity_name(name)
+            except ClaimError as e:
+                raise ChallengeError(f"{where}.goal: {e}") from None
             try:
                 evaluate(formula, {**lesson.params(SCALE), "start": 1.0})
             except FormulaError as e:
@@ -161,11 +163,6 @@ def load_challenges(lesson: Lesson) -> list[Challenge]:
     if len(set(ids)) != len(ids):
         raise ChallengeError(f"{path}: challenge ids must be unique")
     return out
-
-
-def _known_quantity(name: str) -> bool:
-    simple = {"peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "status"}
-    return name in simple or name.split(":", 1)[0] in ("category", "phase", "metric", "check")
 
 
 def all_challenges(course) -> list[Challenge]:

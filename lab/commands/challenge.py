@@ -83,7 +83,6 @@ def _list(course, as_json: bool) -> int:
 def _check(ch, as_json: bool) -> int:
     from lab import challenges as chl
     from lab.progress import Progress
-    from lab.runner.client import default_runner
 
     def on_event(ev: dict) -> None:
         if ev.get("type") == "status" and not as_json:
@@ -95,6 +94,8 @@ def _check(ch, as_json: bool) -> int:
         print(f"checking {ch.id} in sim (seed scale"
               + (f", a {ch.gpu_memory / 2**30:g} GiB GPU" if ch.gpu_memory else "") + ") …",
               file=sys.stderr)
+    from lab.runner.client import default_runner
+
     g = chl.check(ch, default_runner(), Progress.load(), on_event=on_event)
     if as_json:
         print(json.dumps(g.to_dict(), indent=2))
