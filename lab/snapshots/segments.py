@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 LIVE, FREE = "█", "░"
+LEGEND = f"{LIVE} live {FREE} free"
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,8 @@ class SegmentView:
         if len(rows) > limit:
             rest = rows[limit:]
             lines.append(f"{'':>9} … {len(rest)} smaller segments, {fmt(sum(r.total for r in rest))}")
-        lines.append(f"{len(rows)} segment(s), {fmt(self.reserved)} reserved, {fmt(self.live)} in "
-                     f"live blocks, {fmt(self.holes_bytes)} in holes; largest free block "
-                     f"{fmt(self.largest_free)}   ({LIVE} live  {FREE} free)")
+        lines.append(f"{len(rows)} segment(s), {fmt(self.reserved)} reserved: {fmt(self.live)} live, "
+                     f"{fmt(self.holes_bytes)} in holes, largest free block {fmt(self.largest_free)}")
         return "\n".join(lines)
 
 
@@ -97,8 +97,9 @@ def _describe(r: SegmentRow, fmt) -> str:
     kind = "expandable, " if r.expandable else ""
     n_live = sum(1 for _, live in r.blocks if live)
     if not r.live:
-        return f"{kind}all free (empty_cache() can release it)"
-    return f"{kind}{n_live} live, {fmt(r.holes)} free around them"
+        return f"{kind}all free: empty_cache() can release it"
+    live = f"{n_live} live block{'s' * (n_live != 1)}"
+    return f"{kind}{live}, {fmt(r.holes)} free beside" if r.holes else f"{kind}{live}"
 
 
 def segment_view(segments: list[dict], device: int | None = None) -> SegmentView:
@@ -113,4 +114,4 @@ def segment_view(segments: list[dict], device: int | None = None) -> SegmentView
     return SegmentView(tuple(rows))
 
 
-__all__ = ["SegmentRow", "SegmentView", "segment_view"]
+__all__ = ["LEGEND", "SegmentRow", "SegmentView", "segment_view"]

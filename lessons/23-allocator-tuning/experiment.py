@@ -34,7 +34,7 @@ real allocator answers, in sim the lab's model; the CPU has no caching allocator
 
 import torch
 
-from lab.snapshots.segments import segment_view
+from lab.snapshots.segments import LEGEND, segment_view
 
 
 def has_allocator(run) -> bool:
@@ -64,7 +64,8 @@ def look_at_segments(run, when: str) -> None:
     run.metric("expandable", any(r.expandable for r in view.rows))
     split = st.get("max_split_size", -1)
     run.metric("max_split_size_mb", split // 2**20 if split > 0 else 0)
-    run.note(f"segments {when} (torch.cuda.memory_snapshot()):\n" + view.text(width=40, limit=6))
+    run.note(f"segments {when} (torch.cuda.memory_snapshot(); {LEGEND}):\n"
+             + view.text(width=32, limit=6))
 
 
 # ---- a big block cut by a small one --------------------------------------------------------------

@@ -19,8 +19,8 @@ def test_holes_are_free_blocks_beside_live_ones():
     assert view.largest_free == 2048 * MiB and view.reserved == 4156 * MiB
     text = view.text(width=20)
     lines = text.splitlines()
-    assert len(lines) == 4 and lines[0].count("█") == 1 and "1 live" in lines[0]
-    assert "all free (empty_cache() can release it)" in lines[1] and "expandable" in text
+    assert len(lines) == 4 and lines[0].count("█") == 1 and "1 live block, " in lines[0]
+    assert "all free: empty_cache() can release it" in lines[1] and "expandable" in text
     assert lines[-1].startswith("3 segment(s)")
 
 
