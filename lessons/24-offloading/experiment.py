@@ -45,6 +45,11 @@ def pinned_stats(run) -> dict:
 
 
 def enable_offloaded_checkpointing(run, model) -> None:
+    if not (run.is_cuda or run.simulated):
+        # transformers' offload asks for pinned memory, which needs an accelerator
+        run.note("On the CPU there is no device to offload from: plain checkpointing runs.")
+        enable_checkpointing(model, "hf")
+        return
     enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
     kwargs = {"use_reentrant": False}
     if "offload" in inspect.signature(enable).parameters:
