@@ -90,6 +90,12 @@ class ChallengeScreen(Screen):
         self.refresh_view()
         table.focus()
 
+    def check_action(self, action: str, parameters) -> bool | None:
+        """Served: nothing to start, edit or check (the footer shows only Back)."""
+        if served() and action in ("start", "edit", "check", "hint"):
+            return False
+        return True
+
     # ---- view ----------------------------------------------------------------------------------
     @property
     def current(self):
