@@ -183,7 +183,7 @@ def test_settings_at_run_time_are_logged_and_replayed():
 
 
 def test_a_refused_setting_fails_the_first_allocation(monkeypatch):
-    from lab.measure.sim.policy import new_allocator
+    from lab.measure.sim.backend import new_allocator
 
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:5")
     alloc = new_allocator(None)

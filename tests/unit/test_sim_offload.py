@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lab.measure.sim.cuda_offload import PinnedHostModel, sim_save_on_cpu
-from lab.measure.sim.policy import fake_mode
+from lab.measure.sim.backend import fake_mode
 
 
 def test_pinned_blocks_round_up_to_powers_of_two_and_are_cached():
