@@ -37,6 +37,18 @@ class Gpu:
     name: str
     total_bytes: int  # what CUDA reports (total_memory)
     source: str  # where total_bytes comes from
+    # what torch.cuda.get_device_properties() says of the card (the vendor's published specs):
+    # the compute capability and the number of SMs. Sim's CUDA paths were validated on the H200
+    # (sm90, 132 SMs) only: other cards' results say "unvalidated"
+    capability: tuple[int, int] = (9, 0)
+    sms: int = 132
+    validated: bool = False
+
+    @property
+    def device_name(self) -> str:
+        """The name CUDA reports (`get_device_name()`): without the memory size."""
+        words = self.name.split()
+        return " ".join(words[:-2]) if len(words) > 2 and words[-1] == "GB" else self.name
 
     @property
     def limit_bytes(self) -> int:
@@ -49,15 +61,20 @@ def _smi(mib: int) -> int:
 
 
 GPUS: dict[str, Gpu] = {g.key: g for g in (
-    Gpu("t4", "NVIDIA T4 16 GB", 15_843_721_216, "deviceQuery: 15110 MiB, ECC on"),
-    Gpu("l4", "NVIDIA L4 24 GB", _smi(23034), "nvidia-smi 23034 MiB minus 871 MiB"),
+    Gpu("t4", "NVIDIA T4 16 GB", 15_843_721_216, "deviceQuery: 15110 MiB, ECC on",
+        capability=(7, 5), sms=40),
+    Gpu("l4", "NVIDIA L4 24 GB", _smi(23034), "nvidia-smi 23034 MiB minus 871 MiB",
+        capability=(8, 9), sms=58),
     Gpu("rtx4090", "NVIDIA GeForce RTX 4090 24 GB", _smi(24564),
-        "nvidia-smi 24564 MiB minus 871 MiB"),
+        "nvidia-smi 24564 MiB minus 871 MiB", capability=(8, 9), sms=128),
     Gpu("a100-40gb", "NVIDIA A100 40 GB", 42_298_834_944,
-        "deviceQuery: 40339 MiB, the lowest total seen"),
-    Gpu("a100-80gb", "NVIDIA A100 80 GB", 81049 * MiB, "CUDA: 81049 MiB, PCIe card"),
-    Gpu("h100", "NVIDIA H100 80 GB", _smi(81559), "nvidia-smi 81559 MiB minus 871 MiB"),
-    Gpu("h200", "NVIDIA H200 141 GB", H200_TOTAL, "measured on the lab's H200"),
+        "deviceQuery: 40339 MiB, the lowest total seen", capability=(8, 0), sms=108),
+    Gpu("a100-80gb", "NVIDIA A100 80 GB", 81049 * MiB, "CUDA: 81049 MiB, PCIe card",
+        capability=(8, 0), sms=108),
+    Gpu("h100", "NVIDIA H100 80 GB", _smi(81559), "nvidia-smi 81559 MiB minus 871 MiB",
+        capability=(9, 0), sms=132),
+    Gpu("h200", "NVIDIA H200 141 GB", H200_TOTAL, "measured on the lab's H200",
+        capability=(9, 0), sms=132, validated=True),
 )}
 ALIASES = {"4090": "rtx4090", "a100": "a100-80gb", "a100-40": "a100-40gb", "a100-80": "a100-80gb",
            "h100-80gb": "h100", "h200-141gb": "h200", "a10040gb": "a100-40gb",
