@@ -72,16 +72,19 @@ _AUTOCAST_FNS = ("is_autocast_enabled get_autocast_dtype set_autocast_enabled se
 
 INTERCEPTED: tuple[Intercept, ...] = (
     *_rows("torch.cuda", "is_available is_initialized init device_count current_device "
-           "set_device synchronize ipc_collect", "one GPU, device 0, initialised; waits for nothing"),
+           "set_device synchronize ipc_collect",
+           "one GPU, device 0, initialised; waits for nothing"),
     *_rows("torch.cuda", "get_device_name get_device_capability get_device_properties "
-           "is_bf16_supported is_tf32_supported", "the chosen card's row (lab/measure/sim/gpus.py)"),
+           "is_bf16_supported is_tf32_supported",
+           "the chosen card's row (lab/measure/sim/gpus.py)"),
     *_rows("torch.cuda", "Stream Event current_stream default_stream stream set_stream device "
            "device_of", "streams (torch.cpu's, which the allocator model keeps apart) and events "
            "(timing this CPU); device contexts do nothing"),
     Intercept("torch.Tensor", "record_stream", "nothing (the allocator model keeps no stream "
               "uses)", "record_stream"),
     *(Intercept("torch.cuda", n, "refused in one line (a graph replays kernels sim never runs)",
-                "refuse_graphs") for n in ("CUDAGraph", "graph", "make_graphed_callables")),
+                impl) for n, impl in (("CUDAGraph", "RefusedGraph"), ("graph", "RefusedGraph"),
+                                      ("make_graphed_callables", "refuse_graphs"))),
     *_rows("torch.cuda", "get_rng_state set_rng_state get_rng_state_all set_rng_state_all "
            "manual_seed manual_seed_all seed seed_all initial_seed default_generators",
            "one host generator stands for the GPU's"),
@@ -204,7 +207,8 @@ class CudaRuntime:
 
             def __init__(self, device=None, priority: int = 0, **kwargs):
                 super().__init__(priority)
-                self.priority, self.device, self.cuda_stream = priority, torch.device("cuda", 0), id(self)
+                self.priority, self.cuda_stream = priority, id(self)
+                self.device = torch.device("cuda", 0)
 
             def query(self) -> bool:
                 return True
@@ -247,7 +251,14 @@ class CudaRuntime:
             def elapsed_time(self, end) -> float:
                 return 1000.0 * ((end.t or 0.0) - (self.t or 0.0))
 
-        self.Stream, self.Event = Stream, Event
+        class RefusedGraph:
+            """torch.cuda.CUDAGraph / torch.cuda.graph: a class still (libraries annotate with
+            `torch.cuda.CUDAGraph | None`), refused when made."""
+
+            def __init__(self, *args, **kwargs):
+                runtime.refuse_graphs()
+
+        self.Stream, self.Event, self.RefusedGraph = Stream, Event, RefusedGraph
         self._default = Stream()
         self.device = self.device_of = _Nothing
 

@@ -110,7 +110,7 @@ class MemoryApi:
                 f"  segments {self.stats.segments}, alloc retries {self.stats.num_alloc_retries}, "
                 f"OOMs {self.stats.num_ooms}\n")
 
-    # ---- the allocator's knobs ---------------------------------------------------------------------
+    # ---- the allocator's knobs -------------------------------------------------------------
     def empty_cache(self) -> None:
         self.replay.empty_cache()
 
