@@ -18,10 +18,11 @@ torch from Python (factories, tensor methods, `nn.functional`) and decides where
   from the GPU to the host: `.cpu()`, `.numpy()`, `.to("cpu")` of a fake tensor make a real one
       of stand-in values (ones), and the site is named.
 
-The script's own code (its folder) reads `x.device` and `x.is_cuda` of a GPU tensor as the GPU
-would answer (`cuda:0`, True), so its branches on the device go the GPU's way; torch, sim and
-libraries read the CPU device the fake tensor has (their branches take the CPU side), and the
-result names the script's lines that branched.
+The script and its libraries read `x.device` and `x.is_cuda` of a GPU tensor as the GPU would
+answer (`cuda:0`, True), so their branches on the device go the GPU's way and `model.device`
+names the GPU; torch's own code and sim read the CPU device the fake tensor has (its kernels,
+autocast and autograd run there, and torch's branches on the device take their CPU side). The
+result names the script's own lines that branched.
 
 Values of fake tensors (`.item()`, `.tolist()`, `float(t)`, `bool(t)`, `f"{t:.4f}"`, `print(t)`)
 answer stand-ins and the site is logged (lab.measure.sim.script_values); an op whose output
@@ -344,23 +345,26 @@ class DevicePlacement(TorchFunctionMode):
         t = args[0]
         if isinstance(t, FakeTensor):
             frame = sys._getframe(2)
-            if self.log.in_script(frame.f_code.co_filename):  # the script's own code: the GPU's
-                self.log.device_read(frame, "is_cuda")
+            if self.log.sees_gpu(frame.f_code.co_filename):  # the script and its libraries
+                if self.log.in_script(frame.f_code.co_filename):
+                    self.log.device_read(frame, "is_cuda")
                 return True
         return func(*args, **kwargs)
 
 
 def device_reads_of_fake(log: ScriptLog):
-    """A replacement for FakeTensor.device: the script's own code reads `cuda:0` (what the GPU
-    would say, so its branches on the device go the GPU's way and `device=x.device` names the
-    GPU); torch, sim and libraries read the CPU device the fake tensor really has."""
+    """A replacement for FakeTensor.device: the script and its libraries read `cuda:0` (what the
+    GPU would say, so their branches on the device go the GPU's way, and `model.device` or
+    `device=x.device` names the GPU); torch's own code and sim read the CPU device the fake
+    tensor really has (their kernels, autocast and autograd run on it)."""
     original = FakeTensor.__dict__["device"]
     getter = original.fget
 
     def device(self):
         frame = sys._getframe(1)
-        if log.in_script(frame.f_code.co_filename):
-            log.device_read(frame, "device")
+        if log.sees_gpu(frame.f_code.co_filename):
+            if log.in_script(frame.f_code.co_filename):
+                log.device_read(frame, "device")
             return _CUDA0
         return getter(self)
 

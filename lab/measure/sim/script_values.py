@@ -62,6 +62,12 @@ class ScriptLog:
             f = f.f_back
         return "?"
 
+    def sees_gpu(self, filename: str) -> bool:
+        """Code that reads a GPU tensor's device as the GPU's (`cuda:0`): the script's and its
+        libraries', not torch's own, sim's or the standard library's (which run on the CPU
+        device the fake tensor has, and must: their kernels are the CPU's)."""
+        return not filename.startswith(self._skip) and not filename.startswith("<")
+
     def in_script(self, filename: str) -> bool:
         """A file of the script's own (its folder, installed packages excepted)."""
         return (self.script_dir is not None and filename.startswith(self.script_dir)
@@ -111,8 +117,8 @@ class ScriptLog:
                             self.host_copies.items()]))
         if self.device_reads:
             out.append("the script's own lines that branch on a tensor's device saw cuda:0, as "
-                       "on the GPU (torch and libraries see the CPU sim runs on, and take their "
-                       "CPU side where they branch on it): "
+                       "on the GPU (so do its libraries; torch's own code sees the CPU device "
+                       "sim runs on and takes its CPU side where it branches on it): "
                        + _listed([f"{s} ({w})" for s, w in self.device_reads.items()]))
         return out
 
