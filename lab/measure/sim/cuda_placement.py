@@ -50,7 +50,8 @@ _CUDA0 = torch.device("cuda", 0)
 _T = torch.Tensor
 # a host stand-in larger than this (elements) is one value broadcast, not real memory
 _HOST_STAND_IN_MAX = 1 << 24
-_FACTORIES = _device_mod._device_constructors() | {
+# what torch.set_default_device's DeviceContext gives a device (torch 2.x: a cached function)
+_FACTORIES = set(getattr(_device_mod, "_device_constructors", lambda: ())()) | {
     torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like, torch.rand_like,
     torch.randn_like, torch.randint_like}
 
@@ -357,7 +358,9 @@ def device_reads_of_fake(log: ScriptLog):
     GPU would say, so their branches on the device go the GPU's way, and `model.device` or
     `device=x.device` names the GPU); torch's own code and sim read the CPU device the fake
     tensor really has (their kernels, autocast and autograd run on it)."""
-    original = FakeTensor.__dict__["device"]
+    original = FakeTensor.__dict__.get("device")
+    if not isinstance(original, property):  # not a Python property in this torch: left alone
+        return getattr(FakeTensor, "device")
     getter = original.fget
 
     def device(self):
