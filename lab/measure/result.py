@@ -155,7 +155,6 @@ class RunResult:
     metrics: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
-    simulated: bool = False
     wall_s: float | None = None  # whole worker run, process start excluded
     profile_path: str | None = None  # profile.pkl for pytorch.org/memory_viz (cuda)
     torch_version: str = ""
@@ -176,6 +175,11 @@ class RunResult:
         return MODE_INFO.get(self.mode)
 
     @property
+    def simulated(self) -> bool:
+        """Made in sim: fake tensors, exact bytes, the allocator's numbers predicted."""
+        return bool(self.mode_info and self.mode_info.simulated)
+
+    @property
     def on_gpu(self) -> bool:
         """Measured on a real CUDA GPU (its allocator's counters are measured, not predicted)."""
         return bool(self.mode_info and self.mode_info.on_gpu)
@@ -193,7 +197,8 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {"schema": d.pop("schema"), **d}
+        # `simulated` follows from the mode; written out for readers of the JSON contract
+        return {"schema": d.pop("schema"), **d, "simulated": self.simulated}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunResult:

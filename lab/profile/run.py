@@ -90,7 +90,7 @@ def profile_request(cmd: ScriptCommand, mode: str, *, timeout_s: float = DEFAULT
     params = {"target": cmd.target, "module": cmd.module, "args": list(cmd.args),
               "timeout_s": timeout_s, "output_path": output_path, "steps": steps, "gpu": gpu}
     return RunRequest(lesson_path=LABEL, variant="script", mode=mode, scale="",
-                      gpu_memory=gpu_memory, profile_path=snapshot, timing=False,
+                      gpu_memory=gpu_memory, gpu=gpu, profile_path=snapshot, timing=False,
                       overrides=params, timeout_s=timeout_s + STARTUP_GRACE_S, experiment=SCRIPT)
 
 

@@ -174,13 +174,14 @@ class _SimScript:
         from lab.measure.sim.cuda_facade import CudaFacade
         from lab.measure.sim.gpus import gpu
 
-        self.card = gpu(getattr(run.p, "gpu", None) or "h200")
-        allocator = run.tracker.allocator
+        backend = run.backend
+        self.card = getattr(backend, "gpu", None) or gpu(getattr(run.p, "gpu", None) or "h200")
+        allocator = backend.allocator_model
         self.capped = allocator.model.cap is not None
         if not self.capped:  # a whole card: its memory minus the CUDA context (gpus.py says why)
             allocator.model.device_free = self.card.limit_bytes
             allocator.model.total = self.card.total_bytes
-        self.facade = CudaFacade(allocator, self.card, policy=run.tracker.policy,
+        self.facade = CudaFacade(allocator, self.card, policy=getattr(backend, "policy", None),
                                  script_dir=folder)
 
         def make(shape, stride, dtype):
@@ -218,10 +219,9 @@ class _SimScript:
         else:
             limit = (f"{format_bytes(c.limit_bytes)} for PyTorch's caching allocator: the card's "
                      "memory minus the CUDA context")
-        card = (f"predicted for {c.name}: {limit}; " + (
-            "the card sim was validated on" if c.validated else
-            "unvalidated: sim's CUDA paths were checked on an H200 only; this card's row gives "
-            "its memory, compute capability and SM count"))
+        # an unvalidated card's row is noted by the sim backend itself
+        card = f"predicted for {c.name}: {limit}" + (
+            " (the card sim was validated on)" if c.validated else "")
         out = [card, "the script's own torch.cuda memory calls (memory_allocated, "
                      "max_memory_reserved, memory_stats ...) printed the allocator model's "
                      "predictions"]

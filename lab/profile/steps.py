@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils import _pytree as pytree
+
+from lab.measure import torch_compat
 
 from .run import DEFAULT_SIM_STEPS, PROGRESS  # noqa: F401  (re-exported)
 
@@ -60,7 +61,7 @@ class StepLimit:
 
 
 def _signature(args, kwargs):
-    leaves, spec = pytree.tree_flatten((args, kwargs))
+    leaves, spec = torch_compat.tree_flatten((args, kwargs))
     key = []
     for x in leaves:
         if isinstance(x, torch.Tensor):
@@ -127,7 +128,7 @@ class EvalCap:
             site = self.sites.site(2)
             self.skipped_at[site] = self.skipped_at.get(site, 0) + 1
             spec, leaves = self.outputs[key]
-            return pytree.tree_unflatten([self.make(*leaf[1:]) if isinstance(leaf, _Template)
+            return torch_compat.tree_unflatten([self.make(*leaf[1:]) if isinstance(leaf, _Template)
                                           else leaf for leaf in leaves], spec)
         self.depth += 1
         try:
@@ -135,7 +136,7 @@ class EvalCap:
         finally:
             self.depth -= 1
         self.ran[key] = self.ran.get(key, 0) + 1
-        leaves, spec = pytree.tree_flatten(out)
+        leaves, spec = torch_compat.tree_flatten(out)
         self.outputs[key] = (spec, [_Template(("T", tuple(x.shape), x.stride(), x.dtype))
                                     if isinstance(x, torch.Tensor) else x for x in leaves])
         return out

@@ -184,7 +184,8 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
 
     from lab.measure.sim.allocator_replay import Replay, replay
     from lab.measure.session import Session
-    from lab.measure.sim.policy import SimPolicy, fake_mode
+    from lab.measure.sim.backend import fake_mode
+    from lab.measure.sim.policy import CudaPaths
     from lab.measure.tracker import TensorTracker
     from lab.workloads.config import TrainConfig
     from lab.workloads.registry import LAYOUTS, Layout
@@ -195,12 +196,14 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
     task, cfg = LM("t-alloc", 4, 128), TrainConfig(precision="bf16")
 
     def run(cap=None):
+        from lab.measure.sim.backend import SimBackend
+
         alloc = Replay(cap=cap, record=True)
-        policy = SimPolicy(alloc)
-        tr = TensorTracker(policy=policy, allocator=alloc)
+        backend = SimBackend(allocator=alloc)
+        tr = backend.new_tracker()
         try:
-            with fake_mode(), policy, tr:
-                train(Session("sim", {}, torch.device("cpu"), tr), task, cfg, 2)
+            with backend.running(), tr:
+                train(Session(backend, {}, tr), task, cfg, 2)
         except torch.OutOfMemoryError:
             pass
         return alloc
@@ -232,7 +235,7 @@ def test_a_freed_block_is_reused_only_by_its_own_stream():
 def test_sim_allocates_on_the_stream_the_code_selected():
     import torch
 
-    from lab.measure.sim.policy import new_allocator
+    from lab.measure.sim.backend import new_allocator
 
     allocator = new_allocator(None)
     side = torch.cpu.Stream()

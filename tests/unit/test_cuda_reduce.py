@@ -61,7 +61,7 @@ def test_staging_bytes_fp32_output_vectorised():
 
 
 def test_sim_takes_and_gives_back_the_staging(monkeypatch):
-    from lab.measure.sim.policy import SimPolicy
+    from lab.measure.sim.policy import CudaPaths
 
     calls = []
 
@@ -69,7 +69,7 @@ def test_sim_takes_and_gives_back_the_staging(monkeypatch):
         def extra_transients(self, items):
             calls.append(items)
 
-    policy = SimPolicy()
+    policy = CudaPaths()
     x = meta((4096, 1536), torch.bfloat16)
     out = meta((1, 1536), torch.bfloat16)
     policy.after(A.sum.dim_IntList, (x, [0], True), {}, out, Tracker())

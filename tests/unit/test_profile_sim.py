@@ -29,12 +29,14 @@ def _line(path: Path, marker: str) -> int:
 def _profile(script: Path, *args, steps=None, gpu=None, gpu_memory=None, output=None):
     """What the worker does for `memlab profile --mode sim`, in this process."""
     from lab.measure.measure import measure_variant
+    from lab.measure.sim.gpus import gpu as card
     from lab.profile import script as experiment
 
     params = {"target": str(script), "module": False, "args": list(args), "timeout_s": 0,
               "output_path": str(output) if output else None, "steps": steps, "gpu": gpu}
     r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                        scale="", params=params, timing=False, gpu_memory=gpu_memory)
+                        scale="", params=params, timing=False, gpu_memory=gpu_memory,
+                        gpu=card(gpu) if gpu else None)
     return finish(r, parse_command(["python", str(script), *args]), [], 0)
 
 

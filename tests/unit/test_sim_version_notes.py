@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.measure.sim import policy as simulate
+from lab.measure.sim import versions as simulate
 
 
 @pytest.mark.parametrize("version, says", [

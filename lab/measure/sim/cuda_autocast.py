@@ -31,6 +31,8 @@ import weakref
 
 import torch
 
+from ..torch_compat import aten_ops_with_kernel, exclude_autocast_cpu, has_kernel_for, op_schema
+
 LOWER, FP32, SET_DTYPE, APPEND_DTYPE, PROMOTE, BANNED, NONE = (
     "lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype", "promote", "banned", "none")
 
@@ -60,7 +62,6 @@ CUDA_POLICY: dict[str, str] = {
     **{n: PROMOTE for n in _PROMOTE.split()}, "binary_cross_entropy": BANNED,
 }
 
-_KEYSET = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
 _NORM_DTYPE = {"norm.Scalar": "ScalarOpt_dtype", "norm.ScalarOpt_dim": "ScalarOpt_dim_dtype",
                "norm.names_ScalarOpt_dim": "names_ScalarOpt_dim_dtype"}
 
@@ -116,10 +117,11 @@ def _flat_tensors(args, kwargs):
 
 
 def _make_kernel(op, name: str, policy: str, cache: WeightCastCache):
-    dtype_index = next((i for i, a in enumerate(op._schema.arguments) if a.name == "dtype"), None)
+    dtype_index = next((i for i, a in enumerate(op_schema(op).arguments) if a.name == "dtype"),
+                       None)
 
     def kernel(*args, **kwargs):
-        with torch._C._ExcludeDispatchKeyGuard(_KEYSET):
+        with exclude_autocast_cpu():
             if policy == LOWER:
                 args, kwargs = _cast_args(cache, torch.get_autocast_dtype("cpu"), args, kwargs)
             elif policy == FP32:
@@ -166,17 +168,13 @@ class CudaAutocast:
         self._orig_clear = None
 
     def install(self) -> None:
-        names = set()
-        for full in torch._C._dispatch_get_all_op_names():
-            if full.startswith("aten::") and torch._C._dispatch_has_kernel_for_dispatch_key(
-                    full, "AutocastCPU"):
-                names.add(full[len("aten::"):])
+        names = aten_ops_with_kernel("AutocastCPU")
         for name in CUDA_POLICY:
             # the running torch's own AutocastCUDA registrations say which ops CUDA autocast casts
             # in this version (e.g. rms_norm: fp32 from 2.13, untouched in 2.11); CPU-only builds
             # leave out the named-tensor (Dimname) overloads, which CUDA builds register
-            if "imname" in name or "names_" in name or torch._C._dispatch_has_kernel_for_dispatch_key(
-                    "aten::" + name, "AutocastCUDA"):
+            if "imname" in name or "names_" in name or has_kernel_for("aten::" + name,
+                                                                      "AutocastCUDA"):
                 names.add(name)
             else:
                 self.skipped.append(name)

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 import torch
-import torch.utils._device as _device_mod
-from torch._subclasses.fake_tensor import FakeTensor
 
+from .. import torch_compat
+from ..torch_compat import FakeTensor
 from .allocator_replay import Replay
 from .cuda_memory_api import MemoryApi
 from .cuda_placement import DevicePlacement, device_reads_of_fake
@@ -262,22 +262,23 @@ class CudaRuntime:
         self._default = Stream()
         self.device = self.device_of = _Nothing
 
-        class _GeneratorMeta(type(torch.Generator)):
-            def __instancecheck__(cls, obj):  # generators made before the facade are ones too
-                return isinstance(obj, torch._C.Generator)
+        base = torch_compat.generator_base
 
-        class Generator(torch._C.Generator, metaclass=_GeneratorMeta):
+        class _GeneratorMeta(type(base)):
+            def __instancecheck__(cls, obj):  # generators made before the facade are ones too
+                return isinstance(obj, base)
+
+        class Generator(base, metaclass=_GeneratorMeta):
             """torch.Generator(device="cuda") in sim: a host generator."""
 
             def __new__(cls, device="cpu"):
-                return torch._C.Generator.__new__(cls, "cpu" if _is_cuda_device(device)
-                                                  else device)
+                return base.__new__(cls, "cpu" if _is_cuda_device(device) else device)
 
             def __init__(self, device="cpu"):
                 pass
 
         self.Generator = Generator
-        self._gen = torch._C.Generator("cpu")
+        self._gen = base("cpu")
         self._gen.manual_seed(torch.initial_seed())
         self.default_generators = (self._gen,)
         self._orig = {}  # the originals the table's answers wrap, filled by CudaFacade
@@ -327,21 +328,22 @@ class CudaRuntime:
 
     # ---- streams -------------------------------------------------------------------------------
     def current_stream(self, device=None):
-        current = self._cpu._current_stream
+        current = torch_compat.cpu_current_stream()
         return current if isinstance(current, self.Stream) else self._default
 
     def default_stream(self, device=None):
         return self._default
 
+    def _handle(self, stream):
+        """The torch.cpu stream that stands for `stream` (the default one for the default)."""
+        return torch_compat.cpu_default_stream() if stream is self._default else stream
+
     def stream(self, stream):
-        handle = None if stream is None else (
-            self._cpu._default_cpu_stream if stream is self._default else stream)
-        return self._cpu.StreamContext(handle)
+        return self._cpu.StreamContext(None if stream is None else self._handle(stream))
 
     def set_stream(self, stream) -> None:
         if stream is not None:
-            self._cpu._current_stream = (self._cpu._default_cpu_stream if stream is self._default
-                                         else stream)
+            torch_compat.set_cpu_current_stream(self._handle(stream))
 
     def record_stream(self, tensor, stream) -> None:
         pass
@@ -457,7 +459,7 @@ class CudaRuntime:
         original = self._orig["dataloader_iterator"]
         if loader.num_workers == 0:
             return original(loader)
-        from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
+        in_process = torch_compat.single_process_dataloader_iter()
 
         self.log.note("dataloader", f"DataLoader(num_workers={loader.num_workers}) at "
                       f"{self.log.site(2)}: its workers run in this process (a worker process "
@@ -466,7 +468,7 @@ class CudaRuntime:
         workers, timeout = loader.num_workers, loader.timeout
         loader.num_workers, loader.timeout = 0, 0
         try:
-            return _SingleProcessDataLoaderIter(loader)
+            return in_process(loader)
         finally:
             loader.num_workers, loader.timeout = workers, timeout
 
@@ -566,7 +568,7 @@ class CudaFacade:
             raise RuntimeError("the CUDA facade is already on")
         stack = self._stack = ExitStack()
         try:
-            stack.callback(_restore_default_device, _device_mod.CURRENT_DEVICE)
+            stack.callback(_restore_default_device, torch_compat.default_device())
             stack.callback(self._restore)  # before the first patch: a failed install undoes
             for row in INTERCEPTED:
                 owner = _owner(row.owner)
@@ -610,9 +612,9 @@ def _restore_default_device(device) -> None:
     """The script may have called torch.set_default_device("cuda"): the default goes back.
     CURRENT_DEVICE is set as well: torch.utils.checkpoint's recomputation re-enters the global
     DeviceContext, which then remembers "cuda" as the device to restore (torch 2.13)."""
-    if _device_mod.CURRENT_DEVICE != device:
+    if torch_compat.default_device() != device:
         torch.set_default_device(device)
-        _device_mod.CURRENT_DEVICE = device
+        torch_compat.set_default_device_marker(device)
 
 
 __all__ = ["CudaFacade", "INTERCEPTED", "Intercept", "docs_table", "owners"]

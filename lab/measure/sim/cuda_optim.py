@@ -23,8 +23,7 @@ the untouched function.
 
 from __future__ import annotations
 
-import torch.optim.optimizer as _optimizer
-from torch._subclasses.fake_tensor import FakeTensor
+from ..torch_compat import FakeTensor, optimizer_foreach_defaults
 
 
 class CudaOptimDefaults:
@@ -33,28 +32,34 @@ class CudaOptimDefaults:
     def __init__(self):
         self._devices = None  # the original device-list function, while installed
         self._added_type = False
+        self._target = None
 
     @staticmethod
     def available() -> bool:
         """This torch decides through the two names patched here (torch 2.x does)."""
-        return (callable(getattr(_optimizer, "_get_foreach_kernels_supported_devices", None))
-                and isinstance(getattr(_optimizer, "_foreach_supported_types", None), list))
+        return optimizer_foreach_defaults() is not None
 
     def install(self) -> None:
-        if not self.available() or self._devices is not None:
+        target = optimizer_foreach_defaults()
+        if target is None or self._devices is not None:
             return
-        original = self._devices = _optimizer._get_foreach_kernels_supported_devices
+        owner, name, types = self._target = target
+        original = self._devices = getattr(owner, name)
         # the module's own reference: `from torch.utils._foreach_utils import ...` bound it there
-        _optimizer._get_foreach_kernels_supported_devices = lambda: [*original(), "cpu"]
-        if FakeTensor not in _optimizer._foreach_supported_types:
+        setattr(owner, name, lambda: [*original(), "cpu"])
+        if FakeTensor not in types:
             # in place, as torch.distributed.tensor registers DTensor in this same list
-            _optimizer._foreach_supported_types.append(FakeTensor)
+            types.append(FakeTensor)
             self._added_type = True
 
     def uninstall(self) -> None:
+        if self._target is None:
+            return
+        owner, name, types = self._target
         if self._devices is not None:
-            _optimizer._get_foreach_kernels_supported_devices = self._devices
+            setattr(owner, name, self._devices)
             self._devices = None
         if self._added_type:
-            _optimizer._foreach_supported_types.remove(FakeTensor)
+            types.remove(FakeTensor)
             self._added_type = False
+        self._target = None

@@ -37,12 +37,10 @@ from __future__ import annotations
 import sys
 
 import torch
-import torch.utils._device as _device_mod
-from torch._subclasses.fake_tensor import (DataDependentOutputException,
-                                           DynamicOutputShapeException, FakeTensor)
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import _disable_current_modes
 
+from .. import torch_compat
+from ..torch_compat import FakeTensor
 from .script_values import ScriptLog, stand_in, stand_in_list
 
 _CPU = torch.device("cpu")
@@ -50,8 +48,10 @@ _CUDA0 = torch.device("cuda", 0)
 _T = torch.Tensor
 # a host stand-in larger than this (elements) is one value broadcast, not real memory
 _HOST_STAND_IN_MAX = 1 << 24
-# what torch.set_default_device's DeviceContext gives a device (torch 2.x: a cached function)
-_FACTORIES = set(getattr(_device_mod, "_device_constructors", lambda: ())()) | {
+_disable_current_modes = torch_compat.disable_current_modes
+DataDependentOutputException, DynamicOutputShapeException = torch_compat.fake_exceptions()
+# the factories torch.set_default_device's DeviceContext gives a device, and the _like ones
+_FACTORIES = torch_compat.device_constructors() | {
     torch.empty_like, torch.zeros_like, torch.ones_like, torch.full_like, torch.rand_like,
     torch.randn_like, torch.randint_like}
 
@@ -180,7 +180,7 @@ class DevicePlacement(TorchFunctionMode):
         if seen == 1:
             return self._on_device(func, args, kwargs)
         if seen == 0:  # a factory: where the default device is
-            current = _device_mod.CURRENT_DEVICE
+            current = torch_compat.default_device()
             if current is not None and current.type == "cuda":
                 if func in _FACTORIES:
                     kwargs = {**kwargs, "device": _CPU}

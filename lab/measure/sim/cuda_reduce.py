@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import torch
 
-# The GPU the lessons were recorded on (and sim stands for): an H200, sm90. setReduceConfig reads
-# the number of SMs and the threads per SM from the device; the warp is 32 on NVIDIA GPUs, and
-# reductions cap a block at 512 threads (`mnt_wrapper`: 256 for complex double), below the
-# device's 1024-thread limit per block.
-NUM_SMS = 132
-MAX_THREADS_PER_SM = 2048
+from .gpus import H200, Gpu
+
+# setReduceConfig reads the number of SMs and the threads per SM from the device (a row of
+# lab.measure.sim.gpus: the H200 by default, the card the lessons were recorded on); the warp is
+# 32 on NVIDIA GPUs, and reductions cap a block at 512 threads (`mnt_wrapper`: 256 for complex
+# double), below the device's 1024-thread limit per block.
 WARP_SIZE = 32
 REDUCE_MAX_THREADS = 512
 
@@ -110,7 +110,8 @@ def reduction_iterator(shape, in_strides, out_strides):
 
 
 def staging_bytes(shape, in_strides, out_strides, scalar_size: int, arg_size: int,
-                  input_vec_size: int = 4, offset_elems: int = 0) -> tuple[int, int]:
+                  input_vec_size: int = 4, offset_elems: int = 0,
+                  gpu: Gpu = H200) -> tuple[int, int]:
     """(buffer, semaphores) bytes gpu_reduce_kernel takes for this reduction; (0, 0) when the
     blocks do not split an output (no global reduce). Strides in bytes, in the tensor's order;
     `offset_elems`: the input's storage offset (the allocator's blocks are 512-aligned)."""
@@ -176,7 +177,7 @@ def staging_bytes(shape, in_strides, out_strides, scalar_size: int, arg_size: in
     else:
         step_out *= bh
     grid_x = _div_up(num_outputs // output_vec, step_out)
-    target = NUM_SMS * (MAX_THREADS_PER_SM // num_threads)
+    target = gpu.sms * (gpu.max_threads_per_sm // num_threads)
     vpt = _div_up(num_inputs, step_in)
     if not (split_warps and vpt >= max_vpt and grid_x <= target):
         return 0, 0
@@ -199,7 +200,7 @@ def _dims(arg, nd: int) -> set[int]:
     return set(range(nd)) if not arg else {d % nd for d in arg} if nd else set()
 
 
-def op_staging(func, args, kwargs, out) -> tuple[int, int]:
+def op_staging(func, args, kwargs, out, gpu: Gpu = H200) -> tuple[int, int]:
     """(buffer, semaphores) for an aten reduction op as CUDA would run it; (0, 0) otherwise."""
     if func not in OPS or not isinstance(out, torch.Tensor):
         return 0, 0
@@ -233,4 +234,4 @@ def op_staging(func, args, kwargs, out) -> tuple[int, int]:
     vec = 8 if func in _SUM and scalar == 2 else 4
     return staging_bytes(list(x.shape), [s * scalar for s in x.stride()], out_strides,
                          scalar, _FLOAT_ACC[x.dtype] if x.dtype != torch.float64 else 8, vec,
-                         x.storage_offset())
+                         x.storage_offset(), gpu)

@@ -25,8 +25,7 @@ from __future__ import annotations
 import sys
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
-from torch.utils._python_dispatch import _disable_current_modes
+from ..torch_compat import FakeTensor, disable_current_modes
 
 _MODULE = "transformers.masking_utils"
 
@@ -87,7 +86,7 @@ def stand_in_scalar(t: torch.Tensor):
     """`t.item()` inside `run.stand_in_values`: a stand-in for a fake tensor, the value otherwise
     (a real constant made outside the fake mode)."""
     if not _fake(t):
-        with _disable_current_modes():
+        with disable_current_modes():
             return t.item()
     if t.dtype == torch.bool:
         return True

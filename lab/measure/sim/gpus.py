@@ -1,4 +1,13 @@
-"""What PyTorch's caching allocator may reserve on a GPU: `--gpu-memory SIZE` or `--gpu CARD`.
+"""GPUs as data: one row per card (memory, SMs, cuBLAS workspaces, compute capability), and
+what PyTorch's caching allocator may reserve on it: `--gpu-memory SIZE` or `--gpu CARD`.
+
+Sim stands for one of these rows. Only the H200 row is validated (every lesson recorded on it,
+the simulator checked against those recordings); the others are read from published specs and
+the rules of PyTorch's code, and a result made with one says "unvalidated". What a row feeds:
+`sms` and `max_threads_per_sm` (CUDA reductions' launch configuration, lab.measure.sim.
+cuda_reduce), the cuBLAS / cuBLASLt workspaces each thread that runs a matmul takes
+(lab.measure.sim.policy), `total_bytes` (the allocator model's device), `capability` (what
+`torch.cuda.get_device_capability` answers under the CUDA facade).
 
 Two ways to say how big the GPU is, and what each means for the allocator (torch-free):
 
@@ -31,24 +40,38 @@ CONTEXT_BYTES = 1_290_000_000
 DRIVER_GAP_MIB = 871
 
 
+# cuBLAS's default workspace per handle (at::cuda::getChosenWorkspaceSize, CublasHandlePool.cpp,
+# torch 2.11): ":4096:8" on sm90 and newer (8 x 4 MiB), ":4096:2:16:8" before (2 x 4 MiB + 8 x 16
+# KiB); CUBLAS_WORKSPACE_CONFIG changes it. cuBLASLt: CUBLASLT_WORKSPACE_SIZE, default 1024 KiB.
+CUBLAS_WORKSPACE_SM90 = 8 * 4096 * 1024
+CUBLAS_WORKSPACE_OLDER = 2 * 4096 * 1024 + 8 * 16 * 1024
+CUBLASLT_WORKSPACE = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class Gpu:
     key: str  # what --gpu takes
     name: str
     total_bytes: int  # what CUDA reports (total_memory)
     source: str  # where total_bytes comes from
-    # what torch.cuda.get_device_properties() says of the card (the vendor's published specs):
-    # the compute capability and the number of SMs. Sim's CUDA paths were validated on the H200
-    # (sm90, 132 SMs) only: other cards' results say "unvalidated"
-    capability: tuple[int, int] = (9, 0)
-    sms: int = 132
-    validated: bool = False
+    sms: int  # streaming multiprocessors (cudaDeviceProp.multiProcessorCount)
+    max_threads_per_sm: int  # cudaDeviceProp.maxThreadsPerMultiProcessor
+    capability: tuple[int, int]  # compute capability (major, minor)
+    device_name: str  # what torch.cuda.get_device_name() returns on it
+    validated: bool = False  # sim checked against recordings made on this card
 
     @property
-    def device_name(self) -> str:
-        """The name CUDA reports (`get_device_name()`): without the memory size."""
-        words = self.name.split()
-        return " ".join(words[:-2]) if len(words) > 2 and words[-1] == "GB" else self.name
+    def cublas_workspace_bytes(self) -> int:
+        return CUBLAS_WORKSPACE_SM90 if self.capability >= (9, 0) else CUBLAS_WORKSPACE_OLDER
+
+    @property
+    def cublaslt_workspace_bytes(self) -> int:
+        return CUBLASLT_WORKSPACE
+
+    @property
+    def context_bytes(self) -> int:
+        """The CUDA context and libraries' share of the card (the H200's measured upper bound)."""
+        return CONTEXT_BYTES
 
     @property
     def limit_bytes(self) -> int:
@@ -60,22 +83,26 @@ def _smi(mib: int) -> int:
     return (mib - DRIVER_GAP_MIB) * MiB
 
 
+# SM counts and threads per SM: NVIDIA's published specifications (the CUDA C++ Programming
+# Guide's compute-capability table for threads per SM)
 GPUS: dict[str, Gpu] = {g.key: g for g in (
     Gpu("t4", "NVIDIA T4 16 GB", 15_843_721_216, "deviceQuery: 15110 MiB, ECC on",
-        capability=(7, 5), sms=40),
+        40, 1024, (7, 5), "Tesla T4"),
     Gpu("l4", "NVIDIA L4 24 GB", _smi(23034), "nvidia-smi 23034 MiB minus 871 MiB",
-        capability=(8, 9), sms=58),
+        58, 1536, (8, 9), "NVIDIA L4"),
     Gpu("rtx4090", "NVIDIA GeForce RTX 4090 24 GB", _smi(24564),
-        "nvidia-smi 24564 MiB minus 871 MiB", capability=(8, 9), sms=128),
+        "nvidia-smi 24564 MiB minus 871 MiB", 128, 1536, (8, 9), "NVIDIA GeForce RTX 4090"),
     Gpu("a100-40gb", "NVIDIA A100 40 GB", 42_298_834_944,
-        "deviceQuery: 40339 MiB, the lowest total seen", capability=(8, 0), sms=108),
+        "deviceQuery: 40339 MiB, the lowest total seen", 108, 2048, (8, 0),
+        "NVIDIA A100-SXM4-40GB"),
     Gpu("a100-80gb", "NVIDIA A100 80 GB", 81049 * MiB, "CUDA: 81049 MiB, PCIe card",
-        capability=(8, 0), sms=108),
+        108, 2048, (8, 0), "NVIDIA A100 80GB PCIe"),
     Gpu("h100", "NVIDIA H100 80 GB", _smi(81559), "nvidia-smi 81559 MiB minus 871 MiB",
-        capability=(9, 0), sms=132),
+        132, 2048, (9, 0), "NVIDIA H100 80GB HBM3"),
     Gpu("h200", "NVIDIA H200 141 GB", H200_TOTAL, "measured on the lab's H200",
-        capability=(9, 0), sms=132, validated=True),
+        132, 2048, (9, 0), "NVIDIA H200", validated=True),
 )}
+H200 = GPUS["h200"]  # the card the lessons were recorded on, and what sim stands for by default
 ALIASES = {"4090": "rtx4090", "a100": "a100-80gb", "a100-40": "a100-40gb", "a100-80": "a100-80gb",
            "h100-80gb": "h100", "h200-141gb": "h200", "a10040gb": "a100-40gb",
            "a10080gb": "a100-80gb"}
@@ -90,4 +117,4 @@ def gpu(key: str) -> Gpu:
     return GPUS[k]
 
 
-__all__ = ["ALIASES", "CONTEXT_BYTES", "GPUS", "Gpu", "H200_TOTAL", "gpu"]
+__all__ = ["ALIASES", "CONTEXT_BYTES", "GPUS", "Gpu", "H200", "H200_TOTAL", "gpu"]

@@ -11,7 +11,7 @@ make. Seen in the H200 trace of gemma-2b bf16 + ckpt: per step 127 x 8 MiB (fp32
 more in sim; sim's max reserved was 4.1 % above the H200's, and equal with the in-place add.
 A dispatch mode also counts as a subclass here (c10::impl::dispatch_mode_enabled), so a CUDA run
 under memlab's tracker adds out of place like FakeTensor: this applies only to sim runs that
-stand for an untracked one (SimPolicy(tracked=False): `memlab fit`'s records).
+stand for an untracked one (CudaPaths(tracked=False): `memlab fit`'s records).
 
 The engine's `old_var + var` reaches the tensor tracker as `add.Tensor` (grad mode off, inside a
 backward graph task, two same-shape tensors, no alpha). `AccumulateInPlace.rerouted(func)` says
@@ -29,6 +29,8 @@ import threading
 
 import torch
 
+from ..torch_compat import current_graph_task_id, storage_use_count, tensor_use_count
+
 _ADD = torch.ops.aten.add.Tensor
 
 
@@ -38,7 +40,7 @@ class AccumulateInPlace:
         self._inside = threading.local()  # set while `take` dispatches the out-of-place add
 
     def rerouted(self, func) -> bool:
-        return (func is _ADD and self.active and torch._C._current_graph_task_id() != -1
+        return (func is _ADD and self.active and current_graph_task_id() != -1
                 and not torch.is_grad_enabled() and not getattr(self._inside, "on", False))
 
     def take(self, args, kwargs):
@@ -58,8 +60,8 @@ def _in_place_ok(old, new, kwargs) -> bool:
     if old.dtype != new.dtype or not _dense(old):
         return False
     # storage: held by `old` alone (+1 for the storage object this call makes)
-    only_storage = torch._C._storage_Use_Count(old.untyped_storage()._cdata) == 2
-    return only_storage and old._use_count() <= new._use_count()
+    only_storage = storage_use_count(old.untyped_storage()) == 2
+    return only_storage and tensor_use_count(old) <= tensor_use_count(new)
 
 
 def _dense(t) -> bool:

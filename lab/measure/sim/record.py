@@ -18,11 +18,9 @@ from typing import Any, Callable
 
 import torch
 
-from .allocator_replay import Replay
 from ..session import Session
-from .policy import SimPolicy, fake_mode
-from ..tracker import TensorTracker
-
+from .allocator_replay import Replay
+from .backend import SimBackend
 
 @dataclass
 class SimRecord:
@@ -41,20 +39,19 @@ def record_sim(fn: Callable[[Session], Any], params: dict[str, Any]) -> SimRecor
 
     _warm_up_dispatch_mode()
     torch.manual_seed(0)
-    allocator = Replay(record=True)
     # `memlab fit` asks about the user's own training, which runs without memlab's tracker
-    policy = SimPolicy(allocator, tracked=False)
-    tracker = TensorTracker(policy=policy, allocator=allocator)
-    session = Session("sim", params, torch.device("cpu"), tracker)
+    backend = SimBackend(tracked=False, allocator=Replay(record=True))
+    tracker = backend.new_tracker()
+    session = Session(backend, params, tracker)
     rec = SimRecord("ok")
     try:
-        with fake_mode(), policy, tracker:
+        with backend.running(), tracker:
             fn(session)
     except Exception as exc:  # the experiment's failure is the probe's answer, never a crash
         rec.status, rec.error = "error", _first_line(exc)
     tracker.close()
-    r = allocator.finish()
-    rec.log = allocator.log or []
+    r = backend.allocator.finish()
+    rec.log = backend.allocator.log or []
     rec.tracked_peak_bytes = tracker.peak_bytes
     rec.peak_allocated_bytes, rec.peak_reserved_bytes = r.peak_allocated, r.peak_reserved
     rec.notes = list(session.notes)
