@@ -26,6 +26,7 @@ import signal
 import sys
 import traceback
 
+from lab.profile import compiled
 from lab.profile.phases import AutoPhases
 from lab.profile.steps import DEFAULT_SIM_STEPS, PROGRESS, EvalCap, StepLimit, StepsDone
 
@@ -113,14 +114,18 @@ def script(run) -> None:
         raise _Alarm()
 
     old_alarm = signal.signal(signal.SIGALRM, on_alarm) if timeout > 0 else None
+    # the compiled pass (lab.profile.compiled): real torch.compile, no tracker, no phase hooks
+    compiled_pass = bool(getattr(p, compiled.COMPILED_PASS, False))
     auto = AutoPhases(run.tracker, records=run.phases, on_phase=run._on_phase) \
-        if run.tracker is not None else None
+        if run.tracker is not None and not compiled_pass else None
+    watch = compiled.CompileWatch(real=compiled_pass)
     sim = _SimScript(run, folder, steps) if run.simulated else None
     limit = StepLimit(steps, progress=_Progress(run, out or sys.__stderr__, steps, sim))
     try:
         if timeout > 0:
             signal.setitimer(signal.ITIMER_REAL, timeout)
-        with auto if auto is not None else _nothing(), sim or _nothing(), limit:
+        with watch, compiled.untracked() if compiled_pass else _nothing(), \
+                auto if auto is not None else _nothing(), sim or _nothing(), limit:
             _run(p)
     except StepsDone as e:
         default = ", the default in sim" if getattr(p, "steps", None) is None else ""
@@ -151,6 +156,7 @@ def script(run) -> None:
             _tail(out, e)
         raise
     finally:
+        compiled.record(run, watch)
         if timeout > 0:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_alarm)

@@ -60,8 +60,11 @@ def predicted_line(r) -> str | None:
 
 
 def render(r, top: int = 10) -> str:
-    first = predicted_line(r)
-    out = [first] if first else []
+    from .compiled import headline
+
+    first = headline(r)  # a compiled script: which version these numbers are, first
+    predicted = predicted_line(r)  # sim: the card's predicted counters
+    out = [line for line in (first, predicted) if line]
     out.append(f"── {r.variant} ── {status_text(r.status)} · {provenance(r)}")
     if r.error:
         out.append(f"   {r.error}")
@@ -84,13 +87,13 @@ def render(r, top: int = 10) -> str:
     if r.phases:
         out += ["", table(["phase", "Δ tensors", "live at end", "peak in phase", "time"],
                           _phase_rows(r), right={1, 2, 3, 4})]
-    if r.allocator and not first:
+    if r.allocator and not predicted:
         a = r.allocator
         out.append(f"CUDA allocator: peak allocated {format_bytes(a.peak_allocated_bytes)} "
                    f"(max_memory_allocated), peak reserved {format_bytes(a.peak_reserved_bytes)}")
     if r.profile_path:
         out.append(f"memory snapshot: {r.profile_path} (pytorch.org/memory_viz, memlab view)")
-    for n in r.notes:
+    for n in r.notes[1:] if first else r.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
 

@@ -2,7 +2,7 @@
 
     with CudaFacade(allocator, gpu("h200"), policy=policy, script_dir=folder) as facade:
         runpy.run_path("train.py", run_name="__main__")
-    facade.log.render()     # what the result must say (values read, eager compile, ...)
+    facade.log.render()     # what the result must say (values read, writes skipped, ...)
 
 ONE context manager, installed and restored as a unit, over sim's FakeTensorMode, SimPolicy and
 tensor tracker (lab.measure.measure enters those):
@@ -16,8 +16,8 @@ tensor tracker (lab.measure.measure enters those):
   there: the chosen card's row of lab.measure.sim.gpus), its memory API (answered by the
   allocator model: lab.measure.sim.cuda_memory_api), CUDA autocast (routed to CPU autocast,
   which SimPolicy's CudaAutocast makes take CUDA's op lists), GradScaler's step, CUDA
-  generators, `torch.compile` (eager), `torch.save` (not written), DataLoader workers
-  (in this process);
+  generators, `torch.save` (not written), DataLoader workers (in this process);
+  `torch.compile` is lab/profile/compiled.py's in every mode (in sim: eager, said first);
 - values: stand-ins, and the sites that read them (lab.measure.sim.script_values); with the
   policy given, SimPolicy stands for a run without memlab's tracker (`plain_run`): the truth a
   user's script is judged by is its own max_memory_allocated.
@@ -111,8 +111,6 @@ INTERCEPTED: tuple[Intercept, ...] = (
               "no inf/NaN gradients assumed: every step is taken", "scaler_step"),
     Intercept("torch.nn.Module", "_apply", "Module.cuda()/.to('cuda') of a model built on the "
               "host: one GPU copy per parameter, tied parameters stay one", "module_apply"),
-    Intercept("torch", "compile", "the model or function itself (eager), noted"),
-    Intercept("torch.nn.Module", "compile", "nothing (eager), noted", "module_compile"),
     Intercept("torch", "save", "nothing written, noted"),
     Intercept("torch.utils.data.DataLoader", "_get_iterator",
               "workers run in this process", "dataloader_iterator"),
@@ -413,18 +411,6 @@ class CudaRuntime:
     def nvtx_range(self, msg, *args, **kwargs):
         yield
 
-    def compile(self, model=None, **kwargs):
-        self.log.note("compile", f"torch.compile at {self.log.site(2)} runs eagerly in sim: the "
-                                 "prediction is for the eager script (a compiled run can peak "
-                                 "lower: on CUDA, memlab profile measures it as it runs)")
-        if model is None:  # @torch.compile(mode=...): a decorator
-            return lambda fn: fn
-        return model
-
-    def module_compile(self, module, *args, **kwargs) -> None:
-        self.log.note("compile", f"Module.compile at {self.log.site(2)} runs eagerly in sim: the "
-                                 "prediction is for the eager script")
-
     def module_apply(self, module, fn, recurse=True):
         """On the GPU `model.cuda()` changes each parameter in place (`param.data = ...`), so a
         parameter two modules share (GPT-2's tied embedding and head) stays one. A host
@@ -533,7 +519,7 @@ def _is_cuda_device(device) -> bool:
     return isinstance(device, str) and device.startswith("cuda")
 
 
-_METHODS = {"autocast_init", "scaler_step", "module_compile", "dataloader_iterator",
+_METHODS = {"autocast_init", "scaler_step", "dataloader_iterator",
             "fake_tolist", "module_apply", "record_stream"}  # on a class
 
 
