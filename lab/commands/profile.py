@@ -42,7 +42,8 @@ def add_parser(sub) -> None:
                         "CPU; sim: your CUDA script predicted on a GPU (--gpu), no GPU needed")
     p.add_argument("--gpu", metavar="CARD",
                    help=f"sim: the card to predict for: {', '.join(GPUS)} (default h200, the one "
-                        "sim is validated on; others are marked unvalidated)")
+                        "sim is validated on; others are marked unvalidated); with --gpu-memory, "
+                        "that card capped")
     p.add_argument("--steps", type=int, default=None, metavar="N",
                    help="stop after N optimizer steps (a clean stop; default: 3 in sim, no "
                         "limit otherwise); in sim evaluation loops run N passes of one shape")
@@ -55,7 +56,7 @@ def add_parser(sub) -> None:
     p.add_argument("--no-snapshot", action="store_true", help="no snapshot, on CUDA either")
     p.add_argument("--gpu-memory", metavar="SIZE",
                    help="a smaller virtual GPU: the script runs out of memory above it (sim: "
-                        "an H200 capped at SIZE)")
+                        "the card, an H200 unless --gpu says, capped at SIZE)")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     p.add_argument("--top", type=int, default=10, metavar="N",
                    help="storages live at the peak to list (default 10)")
@@ -138,9 +139,6 @@ def main(args) -> int:
         if not mode_info(mode).simulated:
             raise UsageError(f"--gpu names the card a sim run predicts for; in mode {mode} the "
                              "run is measured where it runs (use --mode sim, or --gpu-memory)")
-        if gpu_memory is not None:
-            raise UsageError("give --gpu CARD (a whole card) or --gpu-memory SIZE (an H200 "
-                             "capped at SIZE), not both")
         try:
             args.gpu = gpu(args.gpu).key
         except ValueError as e:

@@ -153,11 +153,11 @@ def finish(r: RunResult, cmd: ScriptCommand, samples: list[dict], timeout_s: flo
 
 def simulated_device(card: str | None, cap: int | None) -> DeviceInfo:
     """The GPU a sim profile predicts for (torch-free: lab.measure.sim.gpus is data)."""
-    from lab.measure.sim.gpus import H200_TOTAL, gpu
+    from lab.measure.sim.gpus import gpu
 
     g = gpu(card or "h200")
     name = f"{g.name} (simulated{'' if g.validated else ', unvalidated'})"
-    return DeviceInfo(name, "sim", H200_TOTAL if cap else g.total_bytes, cap)
+    return DeviceInfo(name, "sim", g.total_bytes, cap)
 
 
 __all__ = ["CommandError", "DEFAULT_SIM_STEPS", "LABEL", "PROGRESS", "SCRIPT", "ScriptCommand",

@@ -219,9 +219,9 @@ class _SimScript:
 
         c = self.card
         if self.capped:
-            limit = (f"an H200 capped by --gpu-memory at "
-                     f"{format_bytes(self.facade.allocator.model.cap)} (the CUDA context outside "
-                     "the cap)")
+            limit = (f"capped by --gpu-memory at {format_bytes(self.facade.allocator.model.cap)} "
+                     "for PyTorch's caching allocator (set_per_process_memory_fraction; the CUDA "
+                     "context outside the cap)")
         else:
             limit = (f"{format_bytes(c.limit_bytes)} for PyTorch's caching allocator: the card's "
                      "memory minus the CUDA context")

@@ -158,8 +158,6 @@ def test_track_in_process_and_phase_outside_is_a_no_op():
 @pytest.mark.parametrize("argv, expect", [
     (["profile", "--mode", "sim", "--gpu", "v100", "--", "python", str(KNOWN)],
      "no GPU preset 'v100'; the presets: t4,"),
-    (["profile", "--mode", "sim", "--gpu", "t4", "--gpu-memory", "8GB", "--", "python",
-      str(KNOWN)], "not both"),
     (["profile", "--mode", "cpu", "--gpu", "t4", "--", "python", str(KNOWN)],
      "--gpu names the card a sim run predicts for"),
     (["profile", "--mode", "sim", "--steps", "0", "--", "python", str(KNOWN)], "--steps"),

@@ -216,6 +216,8 @@ def test_what_a_cuda_script_uses_runs_in_sim_and_is_noted(tmp_path):
 
     assert compiled.sites(r) == [f"cuda_features.py:{_line(script, 'COMPILE_LINE')}"]
     assert f"cuda_features.py:{_line(script, 'SAVE_LINE')}: not written" in _note(r, "torch.save")
+    assert f"torch.load at cuda_features.py:{_line(script, 'LOAD_LINE')}: what the script's " \
+        "torch.save kept" in _note(r, "torch.load at")
     _note(r, "DataLoader(num_workers=2)")
     reads = _note(r, "values read")
     assert f"cuda_features.py:{_line(script, 'VALUE_LINE')} (formatted x3, printed x3)" in reads

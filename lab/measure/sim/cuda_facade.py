@@ -78,8 +78,24 @@ INTERCEPTED: tuple[Intercept, ...] = (
            "is_bf16_supported is_tf32_supported",
            "the chosen card's row (lab/measure/sim/gpus.py)"),
     *_rows("torch.cuda", "Stream Event current_stream default_stream stream set_stream device "
-           "device_of", "streams (torch.cpu's, which the allocator model keeps apart) and events "
+           "device_of is_current_stream_capturing", "streams (torch.cpu's, which the allocator model keeps apart) and events "
            "(timing this CPU); device contexts do nothing"),
+    *_rows("torch.accelerator", "is_available current_accelerator device_count "
+           "current_device_index current_device_idx set_device_index set_device_idx "
+           "device_index synchronize current_stream set_stream",
+           "the accelerator is CUDA: the chosen card, device 0", "accelerator_"),
+    *(Intercept(owner, n, "the allocator model's counters (predicted)", impl)
+      for owner in ("torch.accelerator", "torch.accelerator.memory")
+      for n, impl in (("memory_allocated", "memory.memory_allocated"),
+                      ("max_memory_allocated", "memory.max_memory_allocated"),
+                      ("memory_reserved", "memory.memory_reserved"),
+                      ("max_memory_reserved", "memory.max_memory_reserved"),
+                      ("memory_stats", "memory.memory_stats"),
+                      ("reset_peak_memory_stats", "memory.reset_peak_memory_stats"),
+                      ("get_memory_info", "memory.mem_get_info"),
+                      ("empty_cache", "memory.empty_cache"))),
+    Intercept("torch.accelerator", "Graph", "refused in one line (a graph replays kernels sim "
+              "never runs)", "RefusedGraph"),
     Intercept("torch.Tensor", "record_stream", "nothing (the allocator model keeps no stream "
               "uses)", "record_stream"),
     *(Intercept("torch.cuda", n, "refused in one line (a graph replays kernels sim never runs)",
@@ -111,7 +127,9 @@ INTERCEPTED: tuple[Intercept, ...] = (
               "no inf/NaN gradients assumed: every step is taken", "scaler_step"),
     Intercept("torch.nn.Module", "_apply", "Module.cuda()/.to('cuda') of a model built on the "
               "host: one GPU copy per parameter, tied parameters stay one", "module_apply"),
-    Intercept("torch", "save", "nothing written, noted"),
+    Intercept("torch", "save", "nothing written, noted; the file's contents kept as shapes"),
+    Intercept("torch", "load", "what the script's torch.save kept, made again; a real file on "
+              "the host, its tensors moved to the GPU when map_location is cuda"),
     Intercept("torch.utils.data.DataLoader", "_get_iterator",
               "workers run in this process", "dataloader_iterator"),
     Intercept("torch._subclasses.fake_tensor.FakeTensor", "device",
@@ -214,6 +232,9 @@ class CudaRuntime:
             def synchronize(self) -> None:
                 pass
 
+            def is_capturing(self) -> bool:  # no CUDA graph is ever captured in sim
+                return False
+
             def record_event(self, event=None):
                 event = event or runtime.Event()
                 event.record(self)
@@ -279,6 +300,7 @@ class CudaRuntime:
         self._gen = base("cpu")
         self._gen.manual_seed(torch.initial_seed())
         self.default_generators = (self._gen,)
+        self.saved: dict = {}  # torch.save's file -> what it kept (torch.load gives it back)
         self._orig = {}  # the originals the table's answers wrap, filled by CudaFacade
 
     # ---- the runtime ---------------------------------------------------------------------------
@@ -332,6 +354,9 @@ class CudaRuntime:
     def default_stream(self, device=None):
         return self._default
 
+    def is_current_stream_capturing(self) -> bool:
+        return False
+
     def _handle(self, stream):
         """The torch.cpu stream that stands for `stream` (the default one for the default)."""
         return torch_compat.cpu_default_stream() if stream is self._default else stream
@@ -349,6 +374,39 @@ class CudaRuntime:
     def refuse_graphs(self, *args, **kwargs):
         raise self.log.refuse("CUDA graphs (torch.cuda.CUDAGraph, graph, make_graphed_callables)",
                               "a graph replays captured kernels, which sim never runs")
+
+    # ---- torch.accelerator: CUDA ------------------------------------------------------------------
+    def accelerator_is_available(self) -> bool:
+        return True
+
+    def accelerator_current_accelerator(self, check_available: bool = False):
+        return torch.device("cuda")
+
+    def accelerator_device_count(self) -> int:
+        return 1
+
+    def accelerator_current_device_index(self) -> int:
+        return 0
+
+    accelerator_current_device_idx = accelerator_current_device_index
+
+    def accelerator_set_device_index(self, device) -> None:
+        self.set_device(device)
+
+    accelerator_set_device_idx = accelerator_set_device_index
+
+    @property
+    def accelerator_device_index(self):
+        return _Nothing
+
+    def accelerator_synchronize(self, device=None) -> None:
+        pass
+
+    def accelerator_current_stream(self, device=None):
+        return self.current_stream(device)
+
+    def accelerator_set_stream(self, stream) -> None:
+        self.set_stream(stream)
 
     # ---- random numbers ------------------------------------------------------------------------
     def get_rng_state(self, device="cuda"):
@@ -437,9 +495,33 @@ class CudaRuntime:
         return out
 
     def save(self, obj, f, *args, **kwargs) -> None:
+        """Nothing is written (fake tensors have no values); what was saved is kept, as shapes,
+        so that the script's own torch.load of that file gets it back (pytorch/examples'
+        word_language_model saves its best model and loads it for the test pass)."""
         where = f if isinstance(f, str) else getattr(f, "name", "a file object")
+        self.saved[_file_key(f)] = _Kept(obj)
         self.log.note(f"save {self.log.site(2)}", f"torch.save({where!r}) at {self.log.site(2)}: "
-                      "not written (sim's tensors have no values)")
+                      "not written (sim's tensors have no values); a torch.load of it gets "
+                      "tensors of the same shapes")
+
+    def load(self, f, map_location=None, *args, **kwargs):
+        """What torch.save kept, made again (new tensors, as loading makes them); a real file
+        (a checkpoint on disk) is loaded on the host, its tensors copied to the GPU when
+        `map_location` names cuda (a checkpoint saved on a GPU loads there by default: the CPU
+        build would fail, so sim asks for `map_location="cuda"` to put it on the GPU)."""
+        kept = self.saved.get(_file_key(f))
+        if kept is not None:
+            self.log.note(f"load {self.log.site(2)}", f"torch.load at {self.log.site(2)}: what "
+                          "the script's torch.save kept (sim wrote no file), made again")
+            return kept.make(on_host=_host_location(map_location))
+        to_gpu = _is_cuda_location(map_location)
+        obj = self._orig["load"](f, *args, map_location="cpu" if to_gpu else map_location,
+                                 **kwargs)
+        if not to_gpu:
+            return obj
+        leaves, spec = torch_compat.tree_flatten(obj)
+        return torch_compat.tree_unflatten(
+            [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in leaves], spec)
 
     def dataloader_iterator(self, loader):
         original = self._orig["dataloader_iterator"]
@@ -511,6 +593,49 @@ class CudaRuntime:
 
 
 _TORCH_CUDA_DIR = os.path.dirname(torch.cuda.__file__)
+
+
+def _file_key(f):
+    """A file torch.save / torch.load is given: its absolute path, or the object itself."""
+    if isinstance(f, (str, os.PathLike)):
+        return os.path.abspath(os.fspath(f))
+    name = getattr(f, "name", None)
+    return os.path.abspath(name) if isinstance(name, str) else id(f)
+
+
+def _is_cuda_location(map_location) -> bool:
+    return _is_cuda_device(map_location)
+
+
+def _host_location(map_location) -> bool:
+    return (isinstance(map_location, str) and map_location.startswith("cpu")) or (
+        isinstance(map_location, torch.device) and map_location.type == "cpu")
+
+
+class _Kept:
+    """What torch.save was given, without keeping its tensors alive: a module itself (it lives
+    on in the script anyway), else the structure with each GPU tensor's shape, strides, dtype."""
+
+    def __init__(self, obj):
+        import copy
+
+        self._copy = copy.deepcopy
+        if isinstance(obj, torch.nn.Module):
+            self.module, self.spec, self.leaves = obj, None, None
+            return
+        self.module = None
+        leaves, self.spec = torch_compat.tree_flatten(obj)
+        self.leaves = [("fake", tuple(x.shape), x.stride(), x.dtype) if isinstance(x, FakeTensor)
+                       else x for x in leaves]
+
+    def make(self, on_host: bool = False):
+        if self.module is not None:
+            return self._copy(self.module)  # new parameters, as a loaded model has
+        device = "cpu" if on_host else "cuda"
+        leaves = [torch.empty_strided(x[1], x[2], dtype=x[3], device=device)
+                  if isinstance(x, tuple) and len(x) == 4 and x[0] == "fake" else x
+                  for x in self.leaves]
+        return torch_compat.tree_unflatten(leaves, self.spec)
 
 
 def _is_cuda_device(device) -> bool:
