@@ -7,9 +7,11 @@ are not part of a step. `StepClock` synchronizes where a step begins and where s
 interrupts it, never inside a step, so the GPU's queue runs as it would in a training loop; a
 step's time is the sum of its stretches between those points.
 
-Step 0 is left out (fresh cudaMallocs, the first optimizer state, kernels loaded). The timed pass
-runs `warmup + TIMED_STEPS` steps where the experiment takes a `steps` parameter; an experiment
-with fewer step-numbered phases gives fewer timed steps, and its result says how many.
+Step 0 is left out (fresh cudaMallocs, the first optimizer state, kernels loaded). When the
+experiment's own steps give fewer than `TIMED_STEPS` timed ones and it takes a `steps`
+parameter, a second untracked pass runs `warmup + TIMED_STEPS` steps for the times (the first
+pass's metrics stay: some depend on the number of steps). An experiment with fewer
+step-numbered phases gives fewer timed steps, and its result's `timing` says how many.
 """
 
 from __future__ import annotations

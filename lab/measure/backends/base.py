@@ -29,7 +29,7 @@ import torch
 from ..modes import ModeInfo, mode_info
 from ..result import DeviceInfo, RunResult, Timing
 from ..snapshot import trace_to_snapshot
-from ..timing import StepClock, timed_params
+from ..timing import TIMED_STEPS, StepClock, timed_params
 from ..tracker import TensorTracker
 from ..trace import Trace
 
@@ -93,22 +93,33 @@ class Backend:
 
     def timed_pass(self, fn: Callable[[Session], Any], params: dict[str, Any],
                    emit: Emit) -> tuple[Timing | None, dict[str, float]]:
-        """Run the variant again without the tracker: (its step times, the metrics it measured)."""
-        from ..session import Session
+        """Run the variant again without the tracker: (its step times, the metrics it measured).
 
+        The metrics come from a pass of the experiment's own steps (they may depend on how many:
+        losses logged, the last loss); when that pass timed fewer than TIMED_STEPS steps and the
+        experiment takes a `steps` parameter, a second pass of more steps gives the times."""
         with self.timing_turn(emit):
             # no samples stream from the untracked pass: say what the silence is
             emit({"type": "status", "stage": "timing", "text": "timing pass (untracked)"})
-            self.before_timing()
-            torch.manual_seed(0)
-            clock = StepClock(self.sync)
-            session = Session(self, timed_params(params), clock=clock)
-            try:
-                fn(session)
-            except Exception:
-                return None, {}
-            finally:
-                clock.stop()
+            timing, metrics = self._untracked_pass(fn, params)
+            more = timed_params(params)
+            if (timing is not None and len(timing.steps_s) < TIMED_STEPS
+                    and more.get("steps") != params.get("steps")):
+                timing = self._untracked_pass(fn, more)[0] or timing
+        return timing, metrics
+
+    def _untracked_pass(self, fn, params: dict[str, Any]) -> tuple[Timing | None, dict[str, float]]:
+        from ..session import Session
+
+        self.before_timing()
+        torch.manual_seed(0)
+        clock = StepClock(self.sync)
+        session = Session(self, params, clock=clock)
+        try:
+            fn(session)
+            clock.stop()
+        except Exception:
+            return None, {}
         return clock.timing(), dict(session.metrics)
 
     def before_timing(self) -> None:

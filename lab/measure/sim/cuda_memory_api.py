@@ -1,24 +1,65 @@
-"""`torch.cuda.memory_allocated()` and friends, answered by the allocator model (sim).
+"""torch.cuda's allocator API in sim: the calls an experiment makes reach the allocator model.
 
-A script's own logging (`print(torch.cuda.max_memory_allocated() / 1e9)`) then prints what sim
-predicts the GPU's caching allocator would say at that moment. The model (lab.measure.sim.allocator,
-fed online by the tensor tracker through a `Replay`) keeps the run's peaks for the result; a
-script's `reset_peak_memory_stats()` must not move those, so the peaks the script sees are kept
-here, from the model's series of (event, bytes) changes: the largest value since the last reset.
+An experiment about the allocator is plain PyTorch (`torch.cuda.memory_stats()`,
+`torch.cuda.memory_snapshot()`, `torch.cuda.mem_get_info()`,
+`torch.cuda.set_per_process_memory_fraction()`); on the CPU build sim runs on, those would
+answer nothing or fail. Inside a sim run they answer from the model
+(lab.measure.sim.allocator_view): the same keys, the same segments, the model's numbers.
+`mem_get_info` answers (total - reserved, total) for the model's GPU: a real GPU's free memory
+is also short of the CUDA context (about 1.2 GB on the H200, lesson 17), which sim does not
+have; and, as on a GPU, it ignores `set_per_process_memory_fraction`. Patching
+torch.cuda.memory.memory_stats also answers memory_allocated / memory_reserved /
+max_memory_*, which read it through their module's globals. Peaks are the run's:
+reset_peak_memory_stats is not routed. (empty_cache and the settings: lab.measure.sim.backend.)
 
-    api = MemoryApi(replay, total_bytes=gpu.total_bytes)
-    api.max_memory_allocated()   # peak since the script's last reset (or the start)
-    api.memory_stats()           # the keys PyTorch names, those the model knows
-
-Keys of `memory_stats()` the model has no counterpart for (requested bytes, inactive split
-blocks, cumulative allocation counts) are left out rather than guessed: a script that reads
-one gets a KeyError, as on a PyTorch build without that counter.
+A user's script under the CUDA facade (lab.measure.sim.cuda_facade) asks more of it: its own
+logging prints `max_memory_allocated()` after a `reset_peak_memory_stats()`. `MemoryApi` answers
+the whole memory API for it; the peaks it reports are the script's (since its last reset), kept
+from the model's series of (event, bytes) changes, while the model's own peaks stay the run's
+for the result. Its `mem_get_info` also leaves out the CUDA context (the card's row says how
+much), since a whole card's allocator limit does (lab.measure.sim.gpus).
 """
 
 from __future__ import annotations
 
+import torch
+
 from .allocator_replay import Replay
+from .allocator_view import memory_snapshot, memory_stats
 from .gpus import CONTEXT_BYTES
+from .patches import Patch
+
+
+def memory_api_patches(allocator) -> list[Patch]:
+    """Rows of sim's patch table (lab.measure.sim.backend.allocator_api) for `allocator`, the
+    run's lab.measure.sim.allocator_replay.Replay."""
+    m = allocator.model
+
+    def stats(device=None) -> dict[str, int]:
+        return memory_stats(m)
+
+    def snapshot(*args, **kwargs) -> list[dict]:
+        return memory_snapshot(m)
+
+    def mem_get_info(device=None) -> tuple[int, int]:
+        return m.total - m.stats.reserved, m.total
+
+    def set_fraction(fraction: float, device=None) -> None:
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"invalid fraction: {fraction}. Please set within [0, 1].")
+        m.cap = int(fraction * m.total)  # allowed_memory_maximum = fraction x total
+
+    rows = []
+    for owner in (torch.cuda, torch.cuda.memory):
+        rows += [Patch(owner, "memory_stats", lambda _: stats,
+                       "torch.cuda.memory_stats() (and memory_allocated ...) read the model"),
+                 Patch(owner, "memory_snapshot", lambda _: snapshot,
+                       "torch.cuda.memory_snapshot(): the model's segments"),
+                 Patch(owner, "mem_get_info", lambda _: mem_get_info,
+                       "torch.cuda.mem_get_info(): the model's GPU, less what it reserved"),
+                 Patch(owner, "set_per_process_memory_fraction", lambda _: set_fraction,
+                       "a memory fraction set at run time caps the model")]
+    return rows
 
 
 class _RunningMax:
@@ -85,20 +126,12 @@ class MemoryApi:
         return max(0, free), self.total_bytes
 
     def memory_stats(self, device=None) -> dict[str, int]:
-        s = self.stats
+        """The model's counters (lab.measure.sim.allocator_view), with the script's peaks."""
+        out = memory_stats(self.replay.model)
         peak_alloc, peak_res = self.max_memory_allocated(), self.max_memory_reserved()
-        # "all" only: the model keeps the large and small pools' blocks apart, not their counters
-        out: dict[str, int] = {}
-        for key, cur, peak in (("allocated_bytes", s.allocated, peak_alloc),
-                               ("active_bytes", s.allocated, peak_alloc),
-                               ("reserved_bytes", s.reserved, peak_res)):
-            out[f"{key}.all.current"] = cur
-            out[f"{key}.all.peak"] = peak
-        out["segment.all.current"] = s.segments
-        out["allocation.all.current"] = len(self.replay.live)
-        out["num_alloc_retries"] = s.num_alloc_retries
-        out["num_ooms"] = s.num_ooms
-        return dict(sorted(out.items()))
+        out.update({"allocated_bytes.all.peak": peak_alloc, "active_bytes.all.peak": peak_alloc,
+                    "reserved_bytes.all.peak": peak_res})
+        return out
 
     def memory_summary(self, device=None, abbreviated: bool = False) -> str:
         gb = 1e9
@@ -107,7 +140,8 @@ class MemoryApi:
                 f"(peak {self.max_memory_allocated() / gb:.3f} GB)\n"
                 f"  reserved  {self.memory_reserved() / gb:.3f} GB "
                 f"(peak {self.max_memory_reserved() / gb:.3f} GB)\n"
-                f"  segments {self.stats.segments}, alloc retries {self.stats.num_alloc_retries}, "
+                f"  segments {self.memory_stats()['segment.all.current']}, alloc retries "
+                f"{self.stats.num_alloc_retries}, "
                 f"OOMs {self.stats.num_ooms}\n")
 
     # ---- the allocator's knobs -------------------------------------------------------------
@@ -125,4 +159,4 @@ class MemoryApi:
         return 1.0 if cap is None else cap / self.total_bytes
 
 
-__all__ = ["MemoryApi"]
+__all__ = ["MemoryApi", "memory_api_patches"]
