@@ -7,7 +7,7 @@
 ONE context manager, installed and restored as a unit, over sim's FakeTensorMode, CUDA paths and
 tensor tracker (the sim backend enters those, lab.measure.sim.backend):
 
-- where tensors live: a TorchFunctionMode (lab.measure.sim.cuda_placement) rewrites `cuda`
+- where tensors live: a TorchFunctionMode (lab.measure.sim.facade_placement) rewrites `cuda`
   to fake CPU tensors and keeps host tensors real (a mode reaches factories, `torch.device`
   arguments, `torch.set_default_device("cuda")`'s DeviceContext, `Tensor.cuda/.to/.pin_memory`,
   `Module.cuda/.to` through them, numpy data via `torch.from_numpy`);
@@ -18,7 +18,7 @@ tensor tracker (the sim backend enters those, lab.measure.sim.backend):
   which CudaPaths' CudaAutocast makes take CUDA's op lists), GradScaler's step, CUDA
   generators, `torch.save` (not written), DataLoader workers (in this process);
   `torch.compile` is lab/profile/compiled.py's in every mode (in sim: eager, said first);
-  (the answers: lab.measure.sim.cuda_runtime for torch.cuda, cuda_calls for the libraries);
+  (the answers: lab.measure.sim.facade_runtime for torch.cuda, facade_calls for the libraries);
 - values: stand-ins, and the sites that read them (lab.measure.sim.script_values); with the
   policy given, CudaPaths stands for a run without memlab's tracker (`plain_run`): the truth a
   user's script is judged by is its own max_memory_allocated.
@@ -40,8 +40,8 @@ import torch
 from .. import torch_compat
 from .allocator_replay import Replay
 from .cuda_memory_api import MemoryApi
-from .cuda_placement import DevicePlacement
-from .cuda_runtime import CudaRuntime
+from .facade_placement import DevicePlacement
+from .facade_runtime import CudaRuntime
 from .gpus import Gpu
 from .script_values import ScriptLog
 

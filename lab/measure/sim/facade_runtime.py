@@ -3,7 +3,7 @@ the chosen card's row of lab.measure.sim.gpus; streams that are torch.cpu's (the
 model keeps the blocks of each apart, as the caching allocator does); events that time this
 CPU; one host generator for the GPU's random state; CUDA graphs refused. `CudaRuntime` is what
 the table of lab.measure.sim.cuda_facade names (`Intercept.impl`); what it answers for torch's
-libraries is its mixin, lab.measure.sim.cuda_calls."""
+libraries is its mixin, lab.measure.sim.facade_calls."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .. import torch_compat
-from .cuda_calls import ScriptCalls
+from .facade_calls import ScriptCalls
 from .gpus import Gpu
 
 if TYPE_CHECKING:
