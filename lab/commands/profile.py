@@ -1,6 +1,8 @@
 """`memlab profile -- python train.py ARGS`: your own script, measured by the lab's tracker.
 
-    memlab profile -- python train.py --epochs 1       auto: cuda with a GPU, else cpu
+    memlab profile -- python train.py --epochs 1       auto: cuda with a GPU, else sim
+    memlab profile --mode sim --gpu a100-40gb -- python train.py   your CUDA script, no GPU here
+    memlab profile --mode sim --gpu-memory 24GB --steps 2 -- python train.py
     memlab profile --mode cpu --timeout 60 -- python train.py
     memlab profile --json -- python -m mypkg.train      the RunResult as JSON
     memlab profile --snapshot p.pkl -- python train.py  a memory_viz snapshot (always on CUDA)
@@ -9,7 +11,13 @@ The script runs in a worker process (the runner's), unchanged: phases are found 
 hooks (forward, backward, optimizer step; `memlab.phase("…")` for your own), every storage is
 categorised, and the peak is shown with what was live there and its file:line. A script that
 raises, exits early or runs past --timeout still gives a result: what was measured until then.
-Its own output is shown as it runs (on stderr, after "│ ").
+Its own output is shown as it runs (on stderr, after "│ "), and a line per optimizer step.
+
+`--mode sim` runs a CUDA script on a machine without a GPU and predicts what it needs on the
+chosen card (lab.measure.sim.cuda_facade: its `cuda` tensors are fake, its torch.cuda calls
+answer from the card and the allocator model); it stops after 3 optimizer steps unless
+--steps says otherwise. `auto` without a GPU is sim: the question a CUDA script asks is about
+the GPU, and a real CPU run answers another one (--mode cpu still gives it).
 """
 
 from __future__ import annotations
@@ -27,9 +35,18 @@ from lab.commands import UsageError, gpu_memory_arg
 def add_parser(sub) -> None:
     p = sub.add_parser("profile", help="run your own training script under the lab's tracker: "
                                        "phases, categories, the peak and its file:line")
+    from lab.measure.sim.gpus import GPUS
+
     p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
-                   help="auto: cuda when a GPU is present, else cpu; cpu: a real run on this "
-                        "CPU; sim: not yet (says why)")
+                   help="auto: cuda when a GPU is present, else sim; cpu: a real run on this "
+                        "CPU; sim: your CUDA script predicted on a GPU (--gpu), no GPU needed")
+    p.add_argument("--gpu", metavar="CARD",
+                   help=f"sim: the card to predict for: {', '.join(GPUS)} (default h200, the one "
+                        "sim is validated on; others are marked unvalidated); with --gpu-memory, "
+                        "that card capped")
+    p.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="stop after N optimizer steps (a clean stop; default: 3 in sim, no "
+                        "limit otherwise); in sim evaluation loops run N passes of one shape")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="stop the script after S seconds (from its start; default 3600); what "
                         "ran until then is the result")
@@ -38,7 +55,8 @@ def add_parser(sub) -> None:
                         "CUDA one is written by default: memlab-profile-<script>.pkl")
     p.add_argument("--no-snapshot", action="store_true", help="no snapshot, on CUDA either")
     p.add_argument("--gpu-memory", metavar="SIZE",
-                   help="a smaller virtual GPU: the script runs out of memory above it")
+                   help="a smaller virtual GPU: the script runs out of memory above it (sim: "
+                        "the card, an H200 unless --gpu says, capped at SIZE)")
     p.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     p.add_argument("--top", type=int, default=10, metavar="N",
                    help="storages live at the peak to list (default 10)")
@@ -49,27 +67,24 @@ def add_parser(sub) -> None:
 
 
 def _mode(asked: str) -> str:
-    from lab.profile.script import SIM_REFUSED
-
-    if asked == "sim":
-        raise UsageError(f"--mode sim: {SIM_REFUSED}")
-    if asked == "cpu":
-        return "cpu"
+    """The one mode rule (lab.measure.modes.choose): auto is cuda with a GPU, else sim."""
     from lab.measure.device import cuda_available
+    from lab.measure.modes import ModeError, choose
 
-    gpu = cuda_available()
-    if asked == "cuda" and not gpu:
-        raise UsageError("--mode cuda needs a CUDA GPU and none is visible to PyTorch; "
-                         "use --mode cpu")
-    return "cuda" if gpu else "cpu"
+    try:
+        return choose(asked, gpu=cuda_available()).mode
+    except ModeError as e:
+        raise UsageError(f"--mode {asked}: {e}") from None
 
 
 class _Echo(threading.Thread):
-    """Shows the script's output as it grows (the worker writes it to a file)."""
+    """Shows the script's output as it grows (the worker writes it to a file), and memlab's
+    progress lines among it (lab.profile.steps.PROGRESS); `quiet`: the progress lines only."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, quiet: bool = False):
         super().__init__(daemon=True)
         self.path, self.stop, self.pos, self.partial = path, threading.Event(), 0, ""
+        self.quiet = quiet
 
     def run(self) -> None:
         while not self.stop.wait(0.2):
@@ -86,8 +101,13 @@ class _Echo(threading.Thread):
             return
         lines = (self.partial + text).split("\n")
         self.partial = "" if final else lines.pop()
+        from lab.profile.run import PROGRESS
+
         for line in lines if not final else [x for x in lines if x]:
-            print(f"│ {line}", file=sys.stderr, flush=True)
+            if line.startswith(PROGRESS):
+                print(line[len(PROGRESS):], file=sys.stderr, flush=True)
+            elif not self.quiet:
+                print(f"│ {line}", file=sys.stderr, flush=True)
 
 
 def main(args) -> int:
@@ -101,8 +121,28 @@ def main(args) -> int:
         raise UsageError("--timeout must be a positive number of seconds")
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    if args.steps is not None and args.steps < 1:
+        raise UsageError("--steps must be at least 1 (optimizer steps)")
+    from lab.serve.policy import Refused, refuse_if_served
+
+    try:  # the script would run on the server, reading and writing outside the learner's folder
+        refuse_if_served("memlab profile (your own script)")
+    except Refused as e:
+        raise UsageError(str(e)) from None
+    from lab.measure.modes import mode_info
+
     gpu_memory = gpu_memory_arg(args.gpu_memory)
     mode = _mode(args.mode)
+    if args.gpu is not None:
+        from lab.measure.sim.gpus import gpu
+
+        if not mode_info(mode).simulated:
+            raise UsageError(f"--gpu names the card a sim run predicts for; in mode {mode} the "
+                             "run is measured where it runs (use --mode sim, or --gpu-memory)")
+        try:
+            args.gpu = gpu(args.gpu).key
+        except ValueError as e:
+            raise UsageError(f"--gpu: {e}") from None
     snapshot = args.snapshot
     if snapshot is None and mode == "cuda" and not args.no_snapshot:
         snapshot = f"memlab-profile-{Path(cmd.label).stem.replace('.', '-')}.pkl"
@@ -114,28 +154,37 @@ def main(args) -> int:
 
 
 def _profile(args, cmd, mode: str, snapshot: str | None, gpu_memory: int | None) -> int:
-    from lab.profile.run import DEFAULT_TIMEOUT_S, run_profile
+    from lab.profile.run import DEFAULT_SIM_STEPS, DEFAULT_TIMEOUT_S, run_profile
     from lab.runner.client import SubprocessRunner
+
+    from lab.measure.modes import mode_info
 
     why = "asked for" if args.mode != "auto" else ("a CUDA GPU is present" if mode == "cuda"
                                                    else "no CUDA GPU here")
+    simulated = mode_info(mode).simulated
+    if simulated:
+        from lab.measure.sim.gpus import gpu
+
+        card = gpu(args.gpu or "h200").name + (" capped at " + args.gpu_memory if gpu_memory
+                                               else "")
+        stop = args.steps or DEFAULT_SIM_STEPS
+        why += f"; predicted for {card}, stopping after {stop} optimizer steps"
     print(f"memlab: profiling {cmd.label} in mode {mode} ({why}); the script runs in a worker",
           file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="memlab-profile-") as tmp:
         out = Path(tmp) / "output.txt"
         out.touch()
-        echo = _Echo(out) if not args.quiet else None
-        if echo:
-            echo.start()
+        echo = _Echo(out, quiet=args.quiet)
+        echo.start()
         started = time.perf_counter()
         try:
             r = run_profile(cmd, SubprocessRunner(), mode,
                             timeout_s=args.timeout or DEFAULT_TIMEOUT_S, snapshot=snapshot,
-                            output_path=str(out), gpu_memory=gpu_memory)
+                            output_path=str(out), gpu_memory=gpu_memory, steps=args.steps,
+                            gpu=args.gpu)
         finally:
-            if echo:
-                echo.stop.set()
-                echo.join(timeout=2)
+            echo.stop.set()
+            echo.join(timeout=2)
     print(f"memlab: {cmd.label} {r.status} after {time.perf_counter() - started:.1f} s",
           file=sys.stderr)
     if args.json:

@@ -94,6 +94,21 @@ CHECKED: list[PrivateApi] = [
     PrivateApi("record_memory_history / stop_memory_history / memory_snapshot",
                "torch.cuda.memory._record_memory_history, torch.cuda.memory._snapshot",
                "the caching allocator's own event history (stacks='python')"),
+    # the CUDA facade: a user's CUDA script in sim (lab/measure/sim/cuda_facade.py)
+    PrivateApi("DataDependentOutputException / DynamicOutputShapeException",
+               "torch._subclasses.fake_tensor", "what FakeTensor raises for an op that reads "
+               "values or sizes its output by them: refused in one line"),
+    PrivateApi("tree_unflatten", "torch.utils._pytree.tree_unflatten",
+               "sim's evaluation cap rebuilds a forward's outputs from their shapes"),
+    PrivateApi("default_device / set_default_device_marker / device_constructors",
+               "torch.utils._device.CURRENT_DEVICE, torch.utils._device._device_constructors",
+               "where a factory without a device puts its tensor (set_default_device('cuda'))"),
+    PrivateApi("generator_base", "torch._C.Generator", "torch.Generator(device='cuda') in sim"),
+    PrivateApi("set_cpu_current_stream", "torch.cpu._current_stream",
+               "torch.cuda.set_stream in sim selects a torch.cpu stream"),
+    PrivateApi("single_process_dataloader_iter",
+               "torch.utils.data.dataloader._SingleProcessDataLoaderIter",
+               "sim runs a DataLoader's workers in the process"),
 ]
 
 
@@ -281,6 +296,57 @@ def memory_snapshot() -> dict:
     return torch.cuda.memory._snapshot()
 
 
+# ---- the CUDA facade (a user's CUDA script in sim) ------------------------------------------------
+def fake_exceptions() -> tuple[type, type]:
+    """(what FakeTensor raises for an op that reads values, ... whose output shape depends on
+    values): DataDependentOutputException, DynamicOutputShapeException."""
+    from torch._subclasses import fake_tensor
+
+    return fake_tensor.DataDependentOutputException, fake_tensor.DynamicOutputShapeException
+
+
+tree_unflatten = _pytree.tree_unflatten
+
+
+def default_device():
+    """The device `torch.set_default_device` / `with torch.device(...)` made current, or None."""
+    import torch.utils._device as device_mod
+
+    return getattr(device_mod, "CURRENT_DEVICE", None)
+
+
+def set_default_device_marker(device) -> None:
+    """Put the module's record of the current default device back (torch.utils.checkpoint's
+    recomputation re-enters the global DeviceContext, which then restores the wrong one)."""
+    import torch.utils._device as device_mod
+
+    if hasattr(device_mod, "CURRENT_DEVICE"):
+        device_mod.CURRENT_DEVICE = device
+
+
+def device_constructors() -> set:
+    """The factories a default device applies to (torch.utils._device's list)."""
+    import torch.utils._device as device_mod
+
+    fn = getattr(device_mod, "_device_constructors", None)
+    return set(fn()) if callable(fn) else set()
+
+
+generator_base = _C.Generator
+
+
+def set_cpu_current_stream(stream) -> None:
+    import torch.cpu as cpu
+
+    cpu._current_stream = stream
+
+
+def single_process_dataloader_iter():
+    from torch.utils.data.dataloader import _SingleProcessDataLoaderIter
+
+    return _SingleProcessDataLoaderIter
+
+
 __all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_modes",
            "exclude_autocast_cpu", "ddp_bucket_sizes", "ddp_param_shape_check", "fake_store", "fsdp_chunk_target",
            "optimizer_foreach_defaults", "rebuild_buckets", "has_kernel_for",
@@ -291,3 +357,6 @@ __all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_mo
            "is_traceable_wrapper_subclass", "memory_snapshot", "record_memory_history",
            "run_composite_implicit", "set_allocator_settings", "stop_memory_history",
            "storage_key", "tree_flatten"]
+__all__ += ["default_device", "device_constructors", "fake_exceptions", "generator_base",
+            "set_cpu_current_stream", "set_default_device_marker",
+            "single_process_dataloader_iter", "tree_unflatten"]

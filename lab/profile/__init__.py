@@ -2,8 +2,10 @@
 `memlab.phase()` (the `memlab` package re-exports the last two).
 
     run       the command line -> a RunRequest (experiment: script.py) -> a RunResult (headless)
-    script    the experiment the worker imports: the script under runpy and the tracker (torch)
+    script    the experiment the worker imports: the script under runpy and the tracker (torch);
+              in sim inside the CUDA facade (lab.measure.sim.cuda_facade)
     phases    forward / backward / step / data phases from PyTorch's hooks (torch)
+    steps     --steps N: stop after N optimizer steps, a progress line each; sim's eval cap (torch)
     track     `with memlab.track() as t:` in this process, e.g. a notebook (torch)
     text      a profiled result as text (headless)
 

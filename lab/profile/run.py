@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lab.measure.result import Peak, RunResult
+from lab.measure.result import DeviceInfo, Peak, RunResult
 from lab.runner.protocol import RunRequest
 
 from . import compiled
@@ -30,6 +30,9 @@ LABEL = "profile"  # the results' `lesson`
 STARTUP_GRACE_S = 120.0
 DEFAULT_TIMEOUT_S = 3600.0
 TIMEOUT_ERROR = "ScriptTimeout"
+NOT_SUPPORTED = "NotSupportedInSim: "
+DEFAULT_SIM_STEPS = 3  # optimizer steps a sim profile runs unless --steps says (lab.profile.steps)
+PROGRESS = "\x1f"  # a line of the script's output that starts so is memlab's progress line
 _PYTHON_FLAGS_IGNORED = {"-u", "-B", "-s", "-E", "-I", "-O", "-OO", "-q"}
 
 
@@ -82,21 +85,25 @@ def _is_python(word: str) -> bool:
 
 def profile_request(cmd: ScriptCommand, mode: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                     snapshot: str | None = None, output_path: str | None = None,
-                    gpu_memory: int | None = None) -> RunRequest:
+                    gpu_memory: int | None = None, steps: int | None = None,
+                    gpu: str | None = None) -> RunRequest:
+    """`steps`: stop after that many optimizer steps (None: sim's default, no limit elsewhere);
+    `gpu`: the card a sim run predicts for (a key of lab.measure.sim.gpus; None: the H200)."""
     params = {"target": cmd.target, "module": cmd.module, "args": list(cmd.args),
-              "timeout_s": timeout_s, "output_path": output_path}
+              "timeout_s": timeout_s, "output_path": output_path, "steps": steps, "gpu": gpu}
     return RunRequest(lesson_path=LABEL, variant="script", mode=mode, scale="",
-                      gpu_memory=gpu_memory, profile_path=snapshot, timing=False,
+                      gpu_memory=gpu_memory, gpu=gpu, profile_path=snapshot, timing=False,
                       overrides=params, timeout_s=timeout_s + STARTUP_GRACE_S, experiment=SCRIPT)
 
 
 def run_profile(cmd: ScriptCommand, runner, mode: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
                 snapshot: str | None = None, output_path: str | None = None,
-                gpu_memory: int | None = None, on_event: Callable[[dict], None] | None = None,
+                gpu_memory: int | None = None, steps: int | None = None, gpu: str | None = None,
+                on_event: Callable[[dict], None] | None = None,
                 cancel: threading.Event | None = None) -> RunResult:
     """Profile the script in a worker; the result is always a RunResult (see finish)."""
     req = profile_request(cmd, mode, timeout_s=timeout_s, snapshot=snapshot,
-                          output_path=output_path, gpu_memory=gpu_memory)
+                          output_path=output_path, gpu_memory=gpu_memory, steps=steps, gpu=gpu)
     samples: list[dict] = []
 
     def events(msg: dict) -> None:
@@ -127,6 +134,10 @@ def finish(r: RunResult, cmd: ScriptCommand, samples: list[dict], timeout_s: flo
     r.params.update({"target": cmd.target, "module": cmd.module, "args": list(cmd.args)})
     if r.status == "error" and (r.error or "").startswith(TIMEOUT_ERROR):
         r.status, r.error = "timeout", r.error.split(": ", 1)[-1]
+    if r.status == "error" and (r.error or "").startswith(NOT_SUPPORTED):
+        r.error = r.error[len(NOT_SUPPORTED):]  # "not supported in sim: X at train.py:N (why)"
+    if r.simulated:
+        r.device = simulated_device(r.params.get("gpu"), r.device.virtual_bytes)
     if r.status != "ok" and r.peak.index < 0 and not r.blocks and samples:
         best = max(samples, key=lambda s: s.get("live_bytes", 0))
         r.peak = Peak(bytes=int(best.get("live_bytes", 0)), phase=best.get("phase", ""))
@@ -140,5 +151,14 @@ def finish(r: RunResult, cmd: ScriptCommand, samples: list[dict], timeout_s: flo
     return r
 
 
-__all__ = ["CommandError", "LABEL", "SCRIPT", "ScriptCommand", "finish", "parse_command",
-           "profile_request", "run_profile"]
+def simulated_device(card: str | None, cap: int | None) -> DeviceInfo:
+    """The GPU a sim profile predicts for (torch-free: lab.measure.sim.gpus is data)."""
+    from lab.measure.sim.gpus import gpu
+
+    g = gpu(card or "h200")
+    name = f"{g.name} (simulated{'' if g.validated else ', unvalidated'})"
+    return DeviceInfo(name, "sim", g.total_bytes, cap)
+
+
+__all__ = ["CommandError", "DEFAULT_SIM_STEPS", "LABEL", "PROGRESS", "SCRIPT", "ScriptCommand",
+           "finish", "parse_command", "profile_request", "run_profile", "simulated_device"]

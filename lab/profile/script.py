@@ -3,13 +3,19 @@ the worker, under the lab's tensor tracker, its phases found by `AutoPhases`.
 
 Run by `lab.runner.worker` like any experiment file (RunRequest.experiment points here, variant
 "script"); `run.p` carries `target` (a path, or a module for `-m`), `module` (bool), `args`,
-`timeout_s` and `output_path`. Whatever the script does, the measurement so far is a result:
+`timeout_s`, `output_path`, `steps` (None: no limit) and `gpu` (sim: the card). Whatever the
+script does, the measurement so far is a result:
 
   an exception      status error, its first line, and where in the script it was raised
   sys.exit(0)       status ok, with a note: what ran until then was measured
   sys.exit(N)       status error: "the script exited with code N"
+  --steps N         status ok after N optimizer steps, noted (lab.profile.steps)
   --timeout         SIGALRM in the worker stops it (status timeout, set by lab.profile.run);
                     what hangs in C code past that is killed by the client a little later
+
+In sim the script runs inside the CUDA facade (lab.measure.sim.cuda_facade): its `cuda` tensors
+are sim's fake ones on the chosen card, its torch.cuda calls answer from that card and the
+allocator model, and what the facade answered its own way becomes the result's notes.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import traceback
 
 from lab.profile import compiled
 from lab.profile.phases import AutoPhases
+from lab.profile.steps import DEFAULT_SIM_STEPS, PROGRESS, EvalCap, StepLimit, StepsDone
 
 
 class _Alarm(BaseException):
@@ -39,11 +46,6 @@ class ScriptExit(Exception):
 
 class ScriptInterrupted(Exception):
     """KeyboardInterrupt inside the script: a result, not a dead worker."""
-
-
-SIM_REFUSED = ("profiling a script in sim is a later step: a CUDA script's .item(), "
-               "torch.cuda.* calls and autocast('cuda') need a shim under FakeTensorMode; use "
-               "--mode cpu (a real run on this CPU) or --mode cuda on a GPU")
 
 
 class _Tee:
@@ -97,8 +99,6 @@ def _run(p) -> None:
 
 def script(run) -> None:
     """The variant the worker calls: the user's script under the tracker."""
-    if run.mode == "sim":
-        raise RuntimeError(SIM_REFUSED)
     p = run.p
     folder = os.path.dirname(os.path.abspath(p.target)) if not p.module else os.getcwd()
     saved = sys.argv[:], sys.path[:], sys.stdout, sys.stderr
@@ -106,6 +106,9 @@ def script(run) -> None:
     if out is not None:
         sys.stdout, sys.stderr = _Tee(out, sys.stdout), _Tee(out, sys.stderr)
     timeout = float(p.timeout_s or 0)
+    steps = getattr(p, "steps", None)
+    if steps is None and run.simulated:
+        steps = DEFAULT_SIM_STEPS
 
     def on_alarm(signum, frame):
         raise _Alarm()
@@ -116,21 +119,28 @@ def script(run) -> None:
     auto = AutoPhases(run.tracker, records=run.phases, on_phase=run._on_phase) \
         if run.tracker is not None and not compiled_pass else None
     watch = compiled.CompileWatch(real=compiled_pass)
+    sim = _SimScript(run, folder, steps) if run.simulated else None
+    limit = StepLimit(steps, progress=_Progress(run, out or sys.__stderr__, steps, sim))
     try:
         if timeout > 0:
             signal.setitimer(signal.ITIMER_REAL, timeout)
         with watch, compiled.untracked() if compiled_pass else _nothing(), \
-                auto if auto is not None else _nothing():
+                auto if auto is not None else _nothing(), sim or _nothing(), limit:
             _run(p)
+    except StepsDone as e:
+        default = ", the default in sim" if getattr(p, "steps", None) is None else ""
+        run.note(f"stopped after {e.args[0]} optimizer step{'s' if e.args[0] != 1 else ''} "
+                 f"(--steps {steps}{default}) at {where_raised(e.__traceback__, folder)}: "
+                 "everything until then was measured")
     except SystemExit as e:
         code = e.code if e.code is not None else 0
         where = where_raised(e.__traceback__, folder)
         if code in (0, "0"):
             run.note(f"the script called sys.exit(0) at {where}; everything until then was "
                      "measured")
-            return
-        _tail(out, e)
-        raise ScriptExit(f"the script exited with code {code} at {where}") from None
+        else:
+            _tail(out, e)
+            raise ScriptExit(f"the script exited with code {code} at {where}") from None
     except KeyboardInterrupt as e:
         raise ScriptInterrupted(f"interrupted at {where_raised(e.__traceback__, folder)}") from None
     except _Alarm as e:
@@ -139,9 +149,11 @@ def script(run) -> None:
         raise ScriptTimeout(f"the script ran past --timeout {timeout:g} s and was stopped; "
                             "what ran until then was measured") from None
     except Exception as e:
-        run.note(f"the script raised {type(e).__name__} at {where_raised(e.__traceback__, folder)}"
-                 + (f" (phase {auto.name})" if auto else ""))
-        _tail(out, e)
+        if sim is None or not sim.refused(e):  # a refusal is one line that names its site
+            run.note(f"the script raised {type(e).__name__} at "
+                     f"{where_raised(e.__traceback__, folder)}"
+                     + (f" (phase {auto.name})" if auto else ""))
+            _tail(out, e)
         raise
     finally:
         compiled.record(run, watch)
@@ -152,6 +164,110 @@ def script(run) -> None:
         sys.stdout, sys.stderr = saved[2], saved[3]
         if out is not None:
             out.close()
+        if sim is not None:
+            for note in sim.notes():
+                run.note(note)
+    if sim is not None and sim.facade.log.refused is not None:
+        raise sim.facade.log.refused  # the script caught it and went on: still not supported
+
+
+class _SimScript:
+    """The script's sim run: the CUDA facade on the chosen card, and the evaluation cap."""
+
+    def __init__(self, run, folder: str, steps: int | None):
+        import torch
+
+        from lab.measure.sim.cuda_facade import CudaFacade
+        from lab.measure.sim.gpus import gpu
+
+        backend = run.backend
+        self.card = getattr(backend, "gpu", None) or gpu(getattr(run.p, "gpu", None) or "h200")
+        allocator = backend.allocator_model
+        self.capped = allocator.model.cap is not None
+        if not self.capped:  # a whole card: its memory minus the CUDA context (gpus.py says why)
+            allocator.model.device_free = self.card.limit_bytes
+            allocator.model.total = self.card.total_bytes
+        self.facade = CudaFacade(allocator, self.card, policy=getattr(backend, "policy", None),
+                                 script_dir=folder)
+
+        def make(shape, stride, dtype):
+            return torch.empty_strided(shape, stride, dtype=dtype, device="cuda")
+
+        self.eval_cap = EvalCap(steps, make) if steps else None
+        self._stack = None
+
+    def __enter__(self):
+        from contextlib import ExitStack
+
+        self._stack = ExitStack()
+        self._stack.enter_context(self.facade)
+        if self.eval_cap is not None:
+            self._stack.enter_context(self.eval_cap)
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
+        return False
+
+    def refused(self, exc: BaseException) -> bool:
+        from lab.measure.sim.script_values import NotSupportedInSim
+
+        return isinstance(exc, NotSupportedInSim)
+
+    def notes(self) -> list[str]:
+        from lab.report.units import format_bytes
+
+        c = self.card
+        if self.capped:
+            limit = (f"capped by --gpu-memory at {format_bytes(self.facade.allocator.model.cap)} "
+                     "for PyTorch's caching allocator (set_per_process_memory_fraction; the CUDA "
+                     "context outside the cap)")
+        else:
+            limit = (f"{format_bytes(c.limit_bytes)} for PyTorch's caching allocator: the card's "
+                     "memory minus the CUDA context")
+        # an unvalidated card's row is noted by the sim backend itself
+        card = f"predicted for {c.name}: {limit}" + (
+            " (the card sim was validated on)" if c.validated else "")
+        out = [card, "the script's own torch.cuda memory calls (memory_allocated, "
+                     "max_memory_reserved, memory_stats ...) printed the allocator model's "
+                     "predictions"]
+        out += self.facade.log.render()
+        if self.eval_cap is not None and self.eval_cap.note():
+            out.append(self.eval_cap.note())
+        return out
+
+
+class _Progress:
+    """One line per optimizer step, shown by `memlab profile` on stderr (PROGRESS-marked in
+    the script's output stream, so the CLI tells it from the script's own lines)."""
+
+    def __init__(self, run, stream, limit: int | None, sim):
+        import time
+
+        self.run, self.stream, self.limit, self.sim = run, stream, limit, sim
+        self.t0 = time.perf_counter()
+
+    def __call__(self, step: int) -> None:
+        import time
+
+        from lab.report.units import format_bytes
+
+        of = f"/{self.limit}" if self.limit else ""
+        tr = self.run.tracker
+        if self.sim is not None:
+            s = self.sim.facade.memory
+            what = (f"predicted max allocated {format_bytes(s.stats.peak_allocated)}, max "
+                    f"reserved {format_bytes(s.stats.peak_reserved)} on {self.sim.card.name}")
+        elif tr is not None:
+            what = f"live tensors {format_bytes(tr.live_bytes)}"
+        else:
+            what = ""
+        line = f"memlab: step {step}{of} done · {what} · {time.perf_counter() - self.t0:.1f} s"
+        try:
+            self.stream.write(PROGRESS + line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def _tail(out, exc: BaseException) -> None:

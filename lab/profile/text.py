@@ -45,12 +45,27 @@ def peak_site(r) -> str:
     return (maker.stack or "(no Python stack: the autograd engine's thread)") if maker else ""
 
 
+def predicted_line(r) -> str | None:
+    """A simulated run's answer, first: what the GPU's allocator would report, marked predicted,
+    with the card named."""
+    a = r.allocator
+    if not r.simulated or a is None:
+        return None
+    when = "" if r.ok else f" until it stopped ({status_text(r.status)})"
+    return (f"predicted on {r.device.name}{when}: max allocated "
+            f"{format_bytes(a.peak_allocated_bytes)} ({a.peak_allocated_bytes:,} B), max "
+            f"reserved {format_bytes(a.peak_reserved_bytes)} ({a.peak_reserved_bytes:,} B) "
+            "(torch.cuda.max_memory_allocated / max_memory_reserved, as sim's allocator model "
+            "predicts them)")
+
+
 def render(r, top: int = 10) -> str:
     from .compiled import headline
 
     first = headline(r)  # a compiled script: which version these numbers are, first
-    out = ([first] if first else []) + [f"── {r.variant} ── {status_text(r.status)} · "
-                                        f"{provenance(r)}"]
+    predicted = predicted_line(r)  # sim: the card's predicted counters
+    out = [line for line in (first, predicted) if line]
+    out.append(f"── {r.variant} ── {status_text(r.status)} · {provenance(r)}")
     if r.error:
         out.append(f"   {r.error}")
     reached = "peak" if r.ok else f"highest before it stopped ({status_text(r.status)})"
@@ -72,7 +87,7 @@ def render(r, top: int = 10) -> str:
     if r.phases:
         out += ["", table(["phase", "Δ tensors", "live at end", "peak in phase", "time"],
                           _phase_rows(r), right={1, 2, 3, 4})]
-    if r.allocator:
+    if r.allocator and not predicted:
         a = r.allocator
         out.append(f"CUDA allocator: peak allocated {format_bytes(a.peak_allocated_bytes)} "
                    f"(max_memory_allocated), peak reserved {format_bytes(a.peak_reserved_bytes)}")
@@ -83,4 +98,4 @@ def render(r, top: int = 10) -> str:
     return "\n".join(out)
 
 
-__all__ = ["live_at_peak", "peak_site", "render"]
+__all__ = ["live_at_peak", "peak_site", "predicted_line", "render"]

@@ -31,6 +31,7 @@ class RunRequest:
     mode: str = "cpu"  # resolved already: cuda | cpu | sim
     scale: str = "small"
     gpu_memory: int | None = None  # virtual GPU capacity in bytes
+    gpu: str | None = None  # sim: the card it stands for (a key of lab.measure.sim.gpus; the H200)
     profile_path: str | None = None  # cuda: save profile.pkl here
     timing: bool = True
     overrides: dict[str, Any] = field(default_factory=dict)  # parameters to change

@@ -162,11 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     from lab.measure.measure import measure_variant
     from lab.runner.gpu_turns import GpuTurns
 
-    # turns: the runner service's GPU turns, if it named any (only a GPU run takes them)
+    from lab.measure.sim.gpus import gpu
+
+    # turns: the runner service's GPU turns, if it named any (only a GPU run takes them);
+    # gpu: the card a sim run stands for (RunRequest.gpu, checked by the client)
     result = measure_variant(fn, lesson=lesson_id, variant=req.variant, mode=req.mode,
                              scale=req.scale, params=params, checks=checks,
                              gpu_memory=req.gpu_memory, profile_path=req.profile_path,
-                             timing=req.timing, emit=emit, turns=GpuTurns.from_env())
+                             timing=req.timing, emit=emit, turns=GpuTurns.from_env(),
+                             gpu=gpu(req.gpu) if req.gpu else None)
     emit({"type": "result", "result": result.to_dict()})
     if dist is not None:
         dist.destroy_process_group()

@@ -156,8 +156,11 @@ def test_track_in_process_and_phase_outside_is_a_no_op():
 
 
 @pytest.mark.parametrize("argv, expect", [
-    (["profile", "--mode", "sim", "--", "python", str(KNOWN)],
-     ".item(), torch.cuda.* calls and autocast('cuda') need a shim"),
+    (["profile", "--mode", "sim", "--gpu", "v100", "--", "python", str(KNOWN)],
+     "no GPU preset 'v100'; the presets: t4,"),
+    (["profile", "--mode", "cpu", "--gpu", "t4", "--", "python", str(KNOWN)],
+     "--gpu names the card a sim run predicts for"),
+    (["profile", "--mode", "sim", "--steps", "0", "--", "python", str(KNOWN)], "--steps"),
     (["profile", "--mode", "cpu", "--", "python", "nope.py"], "nope.py: no such file"),
     (["profile", "--mode", "cpu"], "what to profile?"),
     (["profile", "--mode", "cpu", "--", "python", "-X", "dev", str(KNOWN)], "not supported"),

@@ -164,6 +164,29 @@ class CudaPaths:
         finally:
             self.rerouted.ops.discard(LOCAL_SCALAR)
 
+    @contextmanager
+    def plain_run(self):
+        """Stand for a run without memlab's tracker meanwhile (a user's own script, whose
+        truth is its own max_memory_allocated): real tensors' in-place branches (see `tracked`).
+        The attention kernel reads the choice when installed, so it is installed again."""
+        before = self.tracked
+        self._set_tracked(False)
+        try:
+            yield
+        finally:
+            self._set_tracked(before)
+
+    def _set_tracked(self, tracked: bool) -> None:
+        self.tracked = tracked
+        self.accumulate.active = not tracked
+        if self.sdpa.tracked != tracked:
+            installed = self.sdpa._lib is not None
+            if installed:
+                self.sdpa.uninstall()
+            self.sdpa.tracked = tracked
+            if installed:
+                self.sdpa.install()
+
     def unmade_outputs(self, func, args, kwargs, out) -> tuple:
         """Outputs the op's fake kernel makes and CUDA's does not: cuDNN attention's logsumexp
         when none is asked for (inference: run_cudnn_SDP_fprop allocates softmax stats only to
