@@ -42,22 +42,30 @@ class ExportError(Exception):
 
 # ---- loading what `memlab run --json` / `memlab compare --json` wrote -------------------------------
 def load(path: str | Path) -> Exportable:
+    from lab.decode import MALFORMED, DecodeError, check_types, loads, results_from_json
+
     p = Path(path).expanduser()
     if not p.is_file():
         raise ExportError(f"{path}: no such file")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ExportError(f"{path} is not JSON ({e.__class__.__name__})") from None
-    try:
+        data = loads(p.read_bytes(), what=str(path))
         if isinstance(data, dict) and data.get("kind") == "comparison":
-            return Comparison.from_dict(data)
+            try:
+                comparison = Comparison.from_dict(data)
+                check_types(comparison)  # every field against its annotation, results too
+            except DecodeError:
+                raise
+            except MALFORMED as e:
+                raise DecodeError(f"{path}: not a memlab comparison ({str(e)[:120]})") from None
+            return comparison
         if isinstance(data, list):
-            return [RunResult.from_dict(d) for d in data]
+            return results_from_json(data, str(path))
         if isinstance(data, dict) and "variant" in data:
-            return RunResult.from_dict(data)
-    except (KeyError, TypeError, ValueError) as e:
-        raise ExportError(f"{path}: not a memlab result ({e})") from None
+            return results_from_json(data, str(path))[0]
+    except DecodeError as e:
+        raise ExportError(str(e) if str(e).startswith(str(path)) else f"{path}: {e}") from None
+    except OSError as e:
+        raise ExportError(f"{path}: cannot read it ({e.strerror or e})") from None
     raise ExportError(f"{path} is JSON but not a memlab result or comparison "
                       "(from `memlab run --json` or `memlab compare --json`)")
 

@@ -1,0 +1,184 @@
+"""Results read from files: JSON -> the lab's typed results, checked field by field, or one line.
+
+`RunResult.from_dict` builds the dataclasses from whatever the JSON holds; it does not check
+that `peak.bytes` is a number or `timeline.live` a list of them, and a wrong type surfaced far
+away (a `TypeError` in a table, an `OverflowError` in a plot, a crash in every served app that
+plays back a pushed run). So every path that reads a result from a file a person gives
+(`memlab view`, `diff`, `export`, `class push --results`) decodes through `result_from_dict`:
+the dataclasses are checked against their own annotations (`int`, `float | None`,
+`list[Block]`, `dict[str, int]`, nested results), numbers must be finite, and anything else is
+a `DecodeError` naming the field. Why generic: the annotations are the schema already, and a
+field added to a result is checked without a second list to keep in step.
+
+JSON text goes through `loads`: a file nested 200,000 deep (Python's parser gives up with a
+`RecursionError`), NaN or Infinity (which the lab never writes) is one line too.
+
+Headless: no Textual, no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from functools import lru_cache
+from typing import Any, Union
+
+MAX_INT = 2**63  # a byte count or an index beyond this is a damaged file, not a measurement
+# what a parser of foreign data may raise on a malformed input (never a reason to crash)
+MALFORMED = (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, RecursionError)
+
+
+class DecodeError(ValueError):
+    """One line: which field of the file holds what, and what was expected."""
+
+
+# ---- JSON text ---------------------------------------------------------------------------------
+def loads(text: str | bytes, what: str = "the file") -> Any:
+    """json.loads, one line for every way it fails: not UTF-8, not JSON, nested too deep for
+    Python's parser (its RecursionError), NaN or Infinity (the lab writes neither)."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise DecodeError(f"{what} is not UTF-8 text") from None
+    def constant(name: str):
+        raise DecodeError(f"{what} holds {name}, which is not a number the lab writes")
+
+    try:
+        return json.loads(text, parse_constant=constant)
+    except DecodeError:
+        raise
+    except RecursionError:
+        raise DecodeError(f"{what} nests too deep to read") from None
+    except json.JSONDecodeError as e:
+        raise DecodeError(f"{what} is not JSON ({e.msg} at line {e.lineno})") from None
+
+
+# ---- dataclasses against their annotations -------------------------------------------------------
+@lru_cache(maxsize=None)
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _type_name(tp) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def check_types(obj: Any, tp: Any = None, where: str = "") -> None:
+    """Raise DecodeError unless `obj` (a dataclass, by default) matches `tp`, recursively."""
+    tp = type(obj) if tp is None else tp
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    name = where or "the result"
+    if tp is Any:
+        return
+    if origin in (Union, types.UnionType):
+        for option in args:
+            try:
+                check_types(obj, option, where)
+                return
+            except DecodeError:
+                continue
+        raise DecodeError(f"{name} is {_what(obj)}; expected {' or '.join(map(_type_name, args))}")
+    if tp is type(None):
+        if obj is not None:
+            raise DecodeError(f"{name} is {_what(obj)}; expected nothing (null)")
+        return
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(obj, tp):
+            raise DecodeError(f"{name} is {_what(obj)}; expected an object ({tp.__name__})")
+        for f in dataclasses.fields(tp):
+            check_types(getattr(obj, f.name), _hints(tp)[f.name],
+                        f"{where}.{f.name}" if where else f.name)
+        return
+    if tp is bool:
+        if not isinstance(obj, bool):
+            raise DecodeError(f"{name} is {_what(obj)}; expected true or false")
+        return
+    if tp is int:
+        if isinstance(obj, bool) or not isinstance(obj, int) or abs(obj) > MAX_INT:
+            raise DecodeError(f"{name} is {_what(obj)}; expected a whole number")
+        return
+    if tp is float:
+        if isinstance(obj, bool) or not isinstance(obj, (int, float)) or abs(obj) > MAX_INT**2 \
+                or (isinstance(obj, float) and not math.isfinite(obj)):
+            raise DecodeError(f"{name} is {_what(obj)}; expected a finite number")
+        return
+    if tp is str:
+        if not isinstance(obj, str):
+            raise DecodeError(f"{name} is {_what(obj)}; expected text")
+        return
+    if origin is list:
+        if not isinstance(obj, list):
+            raise DecodeError(f"{name} is {_what(obj)}; expected a list")
+        for i, x in enumerate(obj):
+            check_types(x, args[0], f"{name}[{i}]")
+        return
+    if origin is tuple:
+        if not isinstance(obj, (tuple, list)) or (args and args[-1] is not Ellipsis
+                                                  and len(obj) != len(args)):
+            raise DecodeError(f"{name} is {_what(obj)}; expected a list of {len(args)}")
+        for i, (x, t) in enumerate(zip(obj, args if args[-1] is not Ellipsis
+                                       else [args[0]] * len(obj))):
+            check_types(x, t, f"{name}[{i}]")
+        return
+    if origin is dict:
+        if not isinstance(obj, dict):
+            raise DecodeError(f"{name} is {_what(obj)}; expected an object")
+        for k, v in obj.items():
+            check_types(k, args[0], f"{name} key")
+            check_types(v, args[1], f"{name}[{k!r}]")
+        return
+    if isinstance(tp, type) and not isinstance(obj, tp):
+        raise DecodeError(f"{name} is {_what(obj)}; expected {_type_name(tp)}")
+
+
+def _what(obj: Any) -> str:
+    if obj is None:
+        return "null"
+    if isinstance(obj, (bool, int, float)) and not (isinstance(obj, int) and abs(obj) > 10**20):
+        return f"{type(obj).__name__} {obj!r}"
+    if isinstance(obj, str):
+        return f"text {obj[:20]!r}" + ("…" if len(obj) > 20 else "")
+    return f"a {type(obj).__name__}"
+
+
+# ---- results ---------------------------------------------------------------------------------------
+def result_from_dict(d: Any, what: str = "the result"):
+    """A RunResult from a JSON object, every field checked. Raises DecodeError (one line)."""
+    from lab.measure.result import RunResult
+
+    if not isinstance(d, dict):
+        raise DecodeError(f"{what} is {_what(d)}, not a result object")
+    try:
+        result = RunResult.from_dict(d)
+    except MALFORMED as e:
+        raise DecodeError(f"{what} is not a memlab result ({_one_line(e)})") from None
+    try:
+        check_types(result)
+    except RecursionError:
+        raise DecodeError(f"{what} nests too deep to be a memlab result") from None
+    except DecodeError as e:
+        raise DecodeError(f"{what}: {e}") from None
+    return result
+
+
+def results_from_json(data: Any, what: str = "the file") -> list:
+    """RunResults from what `memlab run --json` wrote: one object or a list of them."""
+    items = data if isinstance(data, list) else [data]
+    if not items:
+        raise DecodeError(f"{what} holds an empty list, not memlab results")
+    return [result_from_dict(d, what if len(items) == 1 else f"{what}, result {i + 1}")
+            for i, d in enumerate(items)]
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
+__all__ = ["DecodeError", "MALFORMED", "check_types", "loads", "result_from_dict",
+           "results_from_json"]
