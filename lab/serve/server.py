@@ -75,8 +75,9 @@ class LabServer(Server):
                policy.SERVER_PID_ENV: str(os.getpid()),
                # the machine's one runner service (the server's), not one per learner's folder
                RUNNER_HOME_ENV: runner_home() or ""}
-        # `exec`: the app replaces the shell, so this server is its parent (lifeline.py)
-        return ("exec " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
+        # `exec env`: the app replaces the shell (env execs it in turn), so this server is the
+        # app's parent (lifeline.py)
+        return ("exec env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
                 + self._base_command)
 
     def learner_of(self, request: web.Request) -> str | None:
