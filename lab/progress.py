@@ -239,18 +239,18 @@ class Progress:
     def load(cls, path: Path | None = None) -> Progress:
         prog = cls(path)
         try:
-            text = prog.path.read_text(encoding="utf-8")
+            raw = prog.path.read_bytes()
         except FileNotFoundError:
             return prog
         except OSError as e:
             prog.recovered = f"could not read {prog.path}: {e}; starting fresh"
             return prog
-        state, bad = parse(text)
+        state, bad = parse(decoded(raw))
         prog._adopt(state)
         if bad:
             backup = prog.path.with_name(prog.path.name + ".corrupt")
             try:
-                backup.write_text(text, encoding="utf-8")
+                backup.write_bytes(raw)  # the original, byte for byte
             except OSError:
                 backup = None
             kept = len(prog.lessons) + len(prog.history)
@@ -275,7 +275,7 @@ class Progress:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT_S):
             try:
-                disk, _ = parse(self.path.read_text(encoding="utf-8"))
+                disk, _ = parse(decoded(self.path.read_bytes()))
             except FileNotFoundError:
                 disk = State()
             mine = State(self.last_lesson, self.lessons, self.history)
@@ -398,7 +398,7 @@ class Progress:
             data = json.loads(self.results_path(lesson_id).read_text(encoding="utf-8"))
             entries = [e for e in data["entries"] if isinstance(e, dict)]
             return str(data.get("saved", "")), entries
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return "", []
 
     def reset(self) -> None:
@@ -412,6 +412,12 @@ class Progress:
                 f.unlink()
             except OSError:
                 pass
+
+
+def decoded(raw: bytes) -> str:
+    """A progress file's text; bytes that are not UTF-8 become U+FFFD, so the line holding
+    them is dropped as unreadable (its neighbours are kept) rather than the whole file."""
+    return raw.decode("utf-8", errors="replace")
 
 
 def parse(text: str) -> tuple[State, int]:

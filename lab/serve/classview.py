@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.curriculum import Lesson, Question
-from lab.progress import FILE_NAME, LessonProgress, parse
+from lab.progress import FILE_NAME, LessonProgress, decoded, parse
 from lab.reference import load_reference
 from lab.report.tables import table
 from lab.report.units import DASH, format_bytes, percent
@@ -79,7 +79,7 @@ def _status(lp: LessonProgress | None) -> str:
 def _load(path: Path) -> dict[str, LessonProgress]:
     """A learner's lessons, read only (a damaged line is skipped, never repaired from here)."""
     try:
-        return parse(path.read_text(encoding="utf-8"))[0].lessons
+        return parse(decoded(path.read_bytes()))[0].lessons
     except OSError:
         return {}
 
