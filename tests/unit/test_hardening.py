@@ -326,3 +326,46 @@ def test_the_summary_names_wrong_predictions_as_the_table_does(tmp_path):
     assert "no wrong quiz answers" not in text
     tail = text.split("most common wrong answers:")[1]
     assert f"Q{predict + 1}" in tail and "outside the ±" in tail and "1 learner(s)" in tail
+
+
+# ---- end to end: the real command line, one line and exit 2 ----------------------------------------------
+@pytest.mark.slow  # a fresh interpreter each
+@pytest.mark.parametrize("case", ["frame-pickle", "deep-json", "traversal", "bad-lesson", "binary",
+                                  "max-learners"])
+def test_the_command_line_answers_bad_files_in_one_line_with_exit_2(tmp_path, case):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ}
+    f = tmp_path / "input"
+    if case == "frame-pickle":
+        f.write_bytes(b"\x80\x04\x95" + b"\xff" * 8 + b".")
+        args, says = ["view", f], "not a readable pickle"
+    elif case == "deep-json":
+        f.write_text("[" * 200_000 + "]" * 200_000)
+        args, says = ["view", f], "too deep"
+    elif case == "traversal":
+        runs = [r.to_dict() for r in load_reference(LESSON).values()]
+        runs[0]["variant"] = "../../../../ESCAPED_baseline"
+        f.write_text(json.dumps(runs))
+        args, says = ["class", "--data", tmp_path / "ws", "push", "01", "--results", f], \
+            "not a safe file name"
+    elif case == "bad-lesson":
+        shutil.copytree(ROOT / "lessons" / "01-linear-baseline", tmp_path / "l" / "01-linear-baseline")
+        toml = tmp_path / "l" / "01-linear-baseline" / "lesson.toml"
+        toml.write_text(re.sub(r"(?m)^timeout_s = .*$", 'timeout_s = "soon"', toml.read_text()))
+        env["MEMLAB_LESSONS_DIR"] = str(tmp_path / "l")
+        args, says = ["class", "--data", tmp_path / "ws", "goto", "01"], "timeout_s: 'soon'"
+    elif case == "binary":
+        f.write_bytes(bytes(range(256)) * 4)
+        args, says = ["export", f, "--to", tmp_path / "out"], "not UTF-8"
+    else:
+        args, says = ["serve", "--max-learners", "many"], "--max-learners: 'many' is not a number"
+    proc = subprocess.run([sys.executable, "-m", "lab", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ws" / "class").exists()
+    assert not [p for p in tmp_path.parent.rglob("*ESCAPED*")]
