@@ -137,7 +137,7 @@ def test_an_infinite_prediction_on_disk_is_shown_as_invalid_and_crashes_nothing(
     out = capsys.readouterr().out
     assert any(line.startswith("mallory") and "invalid" in line for line in out.splitlines())
     assert "predicted peaks (GB)" in out  # the histogram of the valid ones
-    assert main(["class", "--data", str(root), "export", "--to", str(tmp_path / "out")]) == 0
+    assert main(["class", "--data", str(root), "export", "01", "--to", str(tmp_path / "out")]) == 0
     csv_text = (tmp_path / "out" / "class.csv").read_text()
     assert "inf" not in csv_text.lower().replace("invalid", "")
     assert ",invalid," in csv_text
@@ -150,7 +150,21 @@ def test_an_infinite_prediction_on_disk_is_shown_as_invalid_and_crashes_nothing(
 
 
 # ---- 5: names from a file never become paths unchecked ----------------------------------------------
-@pytest.mark.parametrize("variant", ["../../../../ESCAPED_baseline", "a/b", ".hidden", "UPPER"])
+@pytest.mark.parametrize("name, safe", [("../../../../ESCAPED_baseline", False), ("a/b", False),
+                                        (".hidden", False), ("UPPER", False), ("", False),
+                                        ("x" * 33, False), (7, False), ("no_grad", True),
+                                        ("bf16-autocast", True)])
+def test_names_from_files_must_be_safe_file_names_already(name, safe):
+    from lab.serve.workshop import checked_name
+
+    if safe:
+        assert checked_name(name) == name
+    else:
+        with pytest.raises(ValueError):
+            checked_name(name)
+
+
+@pytest.mark.parametrize("variant", ["../../../../ESCAPED_baseline", "a/b"])
 def test_class_push_refuses_a_variant_name_that_is_no_safe_file_name(tmp_path, capsys, variant):
     runs = [r.to_dict() for r in load_reference(LESSON).values()]
     runs[0]["variant"] = variant
