@@ -38,12 +38,14 @@ class DecodeError(ValueError):
 # ---- JSON text ---------------------------------------------------------------------------------
 def loads(text: str | bytes, what: str = "the file") -> Any:
     """json.loads, one line for every way it fails: not UTF-8, not JSON, nested too deep for
-    Python's parser (its RecursionError), NaN or Infinity (the lab writes neither)."""
+    Python's parser (its RecursionError), NaN or Infinity (the lab writes neither), an integer
+    too long for Python to read."""
     if isinstance(text, (bytes, bytearray)):
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError:
             raise DecodeError(f"{what} is not UTF-8 text") from None
+
     def constant(name: str):
         raise DecodeError(f"{what} holds {name}, which is not a number the lab writes")
 
@@ -55,6 +57,9 @@ def loads(text: str | bytes, what: str = "the file") -> Any:
         raise DecodeError(f"{what} nests too deep to read") from None
     except json.JSONDecodeError as e:
         raise DecodeError(f"{what} is not JSON ({e.msg} at line {e.lineno})") from None
+    except ValueError as e:  # an integer of more than 4,300 digits (Python's own limit)
+        raise DecodeError(f"{what} is not JSON the lab reads ({str(e).splitlines()[0][:80]})"
+                          ) from None
 
 
 # ---- dataclasses against their annotations -------------------------------------------------------

@@ -25,6 +25,7 @@ class NumberError(ValueError):
 
 
 def shown(value: object) -> str:
+    """The value as an error message quotes it: short, whatever its size."""
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**24:
         return f"a number of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
     if isinstance(value, str) and len(value) > 4 * MAX_TEXT:
@@ -74,13 +75,11 @@ def parse_number(value: object, *, what: str = "the number", lo: float | None = 
     else:
         number = value
     if isinstance(number, float) and not math.isfinite(number):
-        raise NumberError(f"{what}: {shown(value)} is not a finite number; "
-                          f"give {accepted}")
-    if integer:
-        if isinstance(number, float):
-            if not number.is_integer():
-                raise NumberError(f"{what}: {shown(value)} is not a whole number; give {accepted}")
-            number = int(number)
+        raise NumberError(f"{what}: {shown(value)} is not a finite number; give {accepted}")
+    if integer and isinstance(number, float):
+        if not number.is_integer():
+            raise NumberError(f"{what}: {shown(value)} is not a whole number; give {accepted}")
+        number = int(number)
     if lo is not None and (number < lo or (above and number == lo)):
         raise NumberError(f"{what}: {shown(value)} is too small; give {accepted}")
     if hi is not None and number > hi:

@@ -41,6 +41,14 @@ FUZZ = dict(derandomize=True, deadline=None, database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                    HealthCheck.function_scoped_fixture])
 DEEP = b"[" * 200_000 + b"]" * 200_000
+# fixed cases every property starts with: nested 200,000 deep; an integer of 5,000 digits (more
+# than Python reads); a number too large for a float
+SPECIAL = {"deep": DEEP, "huge-int": b'{"schema": 1, "peak": ' + b"9" * 5000 + b', "timeline": {}}',
+           "huge-float": b'{"schema": 1, "variant": "x", "peak": {"bytes": 1e400}}'}
+
+
+def special(data):
+    return SPECIAL.get(data) if isinstance(data, str) else None
 
 
 # ---- the watch: nothing written, nothing run (PEP 578 audit hook) -------------------------------------
@@ -228,12 +236,14 @@ def warmed(tmp_path_factory):
 @pytest.mark.slow  # seconds: every example renders the text and the plot
 @settings(max_examples=25 * SCALE, **FUZZ)
 @given(st.data())
-@example(data=None)
+@example(data="deep")
+@example(data="huge-int")
+@example(data="huge-float")
 def test_view_and_diff_of_any_file_answer_in_one_line_and_run_nothing(warmed, tmp_path_factory,
                                                                       data):
     tmp = tmp_path_factory.mktemp("view")
-    if data is None:
-        raw, name = DEEP, "deep.json"
+    if special(data):
+        raw, name = special(data), "special.json"
     elif data.draw(st.booleans(), label="pickle"):
         raw, name = mutated_pickle(data, SNAPSHOT), "s.pickle"
     else:
@@ -248,10 +258,12 @@ def test_view_and_diff_of_any_file_answer_in_one_line_and_run_nothing(warmed, tm
 @pytest.mark.slow  # seconds: every example writes a report and pushes a class run
 @settings(max_examples=12 * SCALE, **FUZZ)
 @given(st.data())
-@example(data=None)
+@example(data="deep")
+@example(data="huge-int")
+@example(data="huge-float")
 def test_export_and_class_push_of_any_file_write_only_where_told(warmed, tmp_path_factory, data):
     tmp = tmp_path_factory.mktemp("export")
-    raw = DEEP if data is None else mutated_json(data, RESULT)
+    raw = special(data) or mutated_json(data, RESULT)
     (tmp / "r.json").write_bytes(raw)
     with watch(tmp / "out", tmp / "ws") as seen:
         rc, err = cli("export", tmp / "r.json", "--to", tmp / "out")
@@ -294,12 +306,13 @@ def test_a_pickle_that_asks_to_run_a_command_is_refused_before_anything_runs(tmp
 # ---- --config, lesson.toml, the progress file ------------------------------------------------------------------
 @settings(max_examples=25 * SCALE, **FUZZ)
 @given(st.data())
-@example(data=None)
+@example(data="deep")
+@example(data="huge-int")
 def test_a_model_config_is_read_or_one_line(tmp_path_factory, data):
     from lab.workloads.hf_config import ConfigError, default_seq, read_config
 
     path = tmp_path_factory.mktemp("config") / "config.json"
-    path.write_bytes(DEEP if data is None else mutated_json(data, CONFIG))
+    path.write_bytes(special(data) or mutated_json(data, CONFIG))
     with watch() as seen:
         try:
             default_seq(read_config(path))  # what `compare --config` reads before anything runs
@@ -371,13 +384,17 @@ def progress_seed(tmp_path_factory) -> bytes:
 
 @settings(max_examples=30 * SCALE, **FUZZ)
 @given(st.data())
+@example(data="deep")
+@example(data="huge-int")
 def test_a_progress_file_always_loads_keeping_what_is_readable(tmp_path_factory, progress_seed,
                                                                data):
     from lab.progress import Progress, parse
 
     folder = tmp_path_factory.mktemp("progress")
     seed = progress_seed
-    if data.draw(st.booleans(), label="per line"):
+    if special(data):
+        raw = seed + b"\n" + special(data)
+    elif data.draw(st.booleans(), label="per line"):
         lines = seed.splitlines()
         i = data.draw(st.integers(0, len(lines) - 1), label="line")
         lines[i] = mutated_json(data, lines[i])
