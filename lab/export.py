@@ -59,9 +59,9 @@ def load(path: str | Path) -> Exportable:
                 raise DecodeError(f"{path}: not a memlab comparison ({str(e)[:120]})") from None
             return comparison
         if isinstance(data, list):
-            return results_from_json(data, str(path))
+            return results_from_json(data)
         if isinstance(data, dict) and "variant" in data:
-            return results_from_json(data, str(path))[0]
+            return results_from_json(data)[0]
     except DecodeError as e:
         raise ExportError(str(e) if str(e).startswith(str(path)) else f"{path}: {e}") from None
     except OSError as e:

@@ -148,7 +148,7 @@ def _load_results(path: str, lesson) -> list:
                 raise UsageError(f"--results {path!r}: no <variant>.json of {lesson.id} there "
                                  f"(expected {p / lesson.id}/*.json)")
             return [result_from_dict(loads(f.read_bytes(), str(f)), str(f)) for f in files]
-        results = results_from_json(loads(p.read_bytes(), "it"), "it")
+        results = results_from_json(loads(p.read_bytes(), "it"))
     except OSError as e:
         raise UsageError(f"--results {path!r}: {e.strerror or e}") from None
     except DecodeError as e:

@@ -104,7 +104,7 @@ class Classroom:
         # names from a file become file names: the learners' sanitiser says which may (no
         # '../', no '/', nothing hidden), before anything is removed or written
         checked_name(lesson_id, "lesson id")
-        texts = {r.variant: json.dumps(r.to_dict(), allow_nan=False) for r in results}
+        texts = {r.variant: json.dumps(r.to_dict()) for r in results}
         for variant in texts:
             checked_name(variant, "variant name")
         folder = self.runs_dir / lesson_id

@@ -44,7 +44,10 @@ DEEP = b"[" * 200_000 + b"]" * 200_000
 # fixed cases every property starts with: nested 200,000 deep; an integer of 5,000 digits (more
 # than Python reads); a number too large for a float
 SPECIAL = {"deep": DEEP, "huge-int": b'{"schema": 1, "peak": ' + b"9" * 5000 + b', "timeline": {}}',
-           "huge-float": b'{"schema": 1, "variant": "x", "peak": {"bytes": 1e400}}'}
+           "huge-float": b'{"schema": 1, "variant": "x", "peak": {"bytes": 1e400}}',
+           # a result whole but for one float: seconds(inf) crashed the Markdown report
+           "inf-step": RESULT.replace(b'"step_time_s": ', b'"step_time_s": Infinity, "_was": ')}
+assert SPECIAL["inf-step"] != RESULT
 
 
 def special(data):
@@ -239,6 +242,7 @@ def warmed(tmp_path_factory):
 @example(data="deep")
 @example(data="huge-int")
 @example(data="huge-float")
+@example(data="inf-step")
 def test_view_and_diff_of_any_file_answer_in_one_line_and_run_nothing(warmed, tmp_path_factory,
                                                                       data):
     tmp = tmp_path_factory.mktemp("view")
@@ -261,6 +265,7 @@ def test_view_and_diff_of_any_file_answer_in_one_line_and_run_nothing(warmed, tm
 @example(data="deep")
 @example(data="huge-int")
 @example(data="huge-float")
+@example(data="inf-step")
 def test_export_and_class_push_of_any_file_write_only_where_told(warmed, tmp_path_factory, data):
     tmp = tmp_path_factory.mktemp("export")
     raw = special(data) or mutated_json(data, RESULT)
