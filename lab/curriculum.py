@@ -51,7 +51,7 @@ from typing import Any
 from lab.claims import Claim, ClaimError, claim_from_toml
 from lab.decode import MALFORMED
 from lab.measure.formula import FormulaError, names_in
-from lab.measure.modes import MODES, SCALES
+from lab.measure.modes import MODES, SCALES, mode_info
 from lab.paths import LESSONS_DIR
 from lab.report.numbers import NumberError, parse_number
 
@@ -188,7 +188,7 @@ class Lesson:
         parameter on cuda and cpu (one process per rank, one GPU each on cuda), 1 in sim, which
         simulates the ranks in one process (lab/measure/distributed.py)."""
         n = int({**self.params(scale), **(overrides or {})}.get("world_size", 1))
-        return 1 if mode == "sim" else n
+        return 1 if mode_info(mode).ranks_in_one_process else n
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,31 @@ class Timeline:
 
 
 @dataclass
+class Timing:
+    """How `step_time_s` was measured: every timed step of the untracked pass, warm-up left out.
+
+    `step_time_s` is their median; a difference between two runs means something only when it
+    is larger than their spreads (lab.claims enforces that for "faster"/"slower")."""
+
+    steps_s: list[float] = field(default_factory=list)  # each timed step, in order
+    warmup_steps: int = 0  # steps run before the timed ones and left out
+    method: str = ""  # e.g. "one synchronize per step, untracked pass"
+
+    @property
+    def median_s(self) -> float | None:
+        xs = sorted(self.steps_s)
+        if not xs:
+            return None
+        mid = len(xs) // 2
+        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+    @property
+    def spread_s(self) -> float | None:
+        """max - min of the timed steps (None with fewer than two)."""
+        return max(self.steps_s) - min(self.steps_s) if len(self.steps_s) > 1 else None
+
+
+@dataclass
 class AllocatorStats:
     """The real CUDA caching allocator's view (cuda mode only)."""
 
@@ -105,7 +130,7 @@ class AllocatorStats:
     untracked_peak_bytes: int = 0  # allocator peak - tracked-tensor peak: workspaces, rounding
     timeline: Timeline | None = None  # from the allocator's own trace (_record_memory_history)
     reserved_timeline: Timeline | None = None
-    # sim: these numbers come from lab.measure.allocator's model of the caching allocator, not
+    # sim: these numbers come from lab.measure.sim.allocator's model of the caching allocator, not
     # from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
     predicted: bool = False
 
@@ -123,13 +148,13 @@ class RunResult:
     phases: list[PhaseStats] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     step_time_s: float | None = None
+    timing: Timing | None = None  # how step_time_s was measured (None: older results, sim)
     timeline: Timeline = field(default_factory=Timeline)
     blocks: list[Block] = field(default_factory=list)  # largest storages, for the inspector
     allocator: AllocatorStats | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
-    simulated: bool = False
     wall_s: float | None = None  # whole worker run, process start excluded
     profile_path: str | None = None  # profile.pkl for pytorch.org/memory_viz (cuda)
     torch_version: str = ""
@@ -150,6 +175,11 @@ class RunResult:
         return MODE_INFO.get(self.mode)
 
     @property
+    def simulated(self) -> bool:
+        """Made in sim: fake tensors, exact bytes, the allocator's numbers predicted."""
+        return bool(self.mode_info and self.mode_info.simulated)
+
+    @property
     def on_gpu(self) -> bool:
         """Measured on a real CUDA GPU (its allocator's counters are measured, not predicted)."""
         return bool(self.mode_info and self.mode_info.on_gpu)
@@ -167,7 +197,8 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {"schema": d.pop("schema"), **d}
+        # `simulated` follows from the mode; written out for readers of the JSON contract
+        return {"schema": d.pop("schema"), **d, "simulated": self.simulated}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
@@ -183,6 +214,7 @@ _NESTED = {
     "timeline": Timeline,
     "allocator": AllocatorStats,
     "reserved_timeline": Timeline,
+    "timing": Timing,
 }
 _LISTS = {"phases": PhaseStats, "checks": Check, "blocks": Block, "top": Block,
           "ranks": RunResult}

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from lab.measure.modes import ModeInfo, mode_info
+
 
 @dataclass
 class RunRequest:
@@ -44,6 +46,11 @@ class RunRequest:
     # cuda: alone on its GPU(s), whatever its expected peak (whole-GPU readings such as NVML's
     # used memory or utilisation, clean step times); a lesson says so with gpu = "exclusive"
     exclusive: bool = False
+
+    @property
+    def mode_info(self) -> ModeInfo:
+        """What its mode means (on a GPU, simulated, timed ...): the runner asks this."""
+        return mode_info(self.mode)
 
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -29,8 +29,7 @@ def device_for(mode: str) -> DeviceInfo:
 def failed_result(req: RunRequest, lesson_id: str, status: str, error: str,
                   samples: list[dict] | None = None) -> RunResult:
     res = RunResult(lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale,
-                    device=device_for(req.mode), status=status, error=error,
-                    simulated=req.mode == "sim")
+                    device=device_for(req.mode), status=status, error=error)
     if samples:  # what the live stream showed before the end: better than nothing
         res.timeline = Timeline(index=list(range(len(samples))), t=[s["t"] for s in samples],
                                 live=[s["live_bytes"] for s in samples], events=len(samples))
