@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from lab.commands import UsageError, gpu_memory_arg
+from lab.commands import UsageError, gpu_memory_arg, seconds_arg
 
 
 def add_parser(sub) -> None:
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
     p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
                    help="auto: cuda when a GPU is present, else cpu; cpu: a real run on this "
                         "CPU; sim: not yet (says why)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
+    p.add_argument("--timeout", type=seconds_arg, default=None, metavar="S",
                    help="stop the script after S seconds (from its start; default 3600); what "
                         "ran until then is the result")
     p.add_argument("--snapshot", metavar="FILE",

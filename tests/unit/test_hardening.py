@@ -177,6 +177,15 @@ def test_class_push_refuses_a_variant_name_that_is_no_safe_file_name(tmp_path, c
     assert not (root / "class" / "runs").exists()
 
 
+@pytest.mark.parametrize("command", [["run", "01"], ["compare", "mlp"], ["profile"]])
+@pytest.mark.parametrize("seconds", ["nan", "inf", "1e400", "-1", "9" * 400])
+def test_a_timeout_goes_through_the_one_number_parser(capsys, command, seconds):
+    with pytest.raises(SystemExit) as e:
+        main([*command, "--timeout", seconds])
+    assert e.value.code == 2
+    assert "argument --timeout:" in _one_error_line(capsys)
+
+
 # ---- 6: one line and exit 2, never a traceback -------------------------------------------------------
 def test_view_of_a_pickle_with_an_impossible_frame_length_is_one_line(tmp_path, capsys):
     bad = tmp_path / "frame.pkl"
