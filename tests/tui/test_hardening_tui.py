@@ -87,7 +87,7 @@ async def test_a_progress_file_holding_infinity_opens_the_lesson_without_a_crash
 KEYS = (list("abcdefghijklmnoprstuvwxyz0123456789.,-+=?/ ") + ["R", "N", "K", "Y"]
         + ["enter", "tab", "shift+tab", "escape", "up", "down", "left", "right", "home", "end",
            "pageup", "pagedown", "backspace", "delete", "space", "shift+left", "shift+right"])
-SEED, PRESSES = 24, 120
+SEED, PRESSES = 24, 80
 
 
 async def test_a_seeded_sequence_of_random_keys_never_crashes_the_app():
