@@ -165,6 +165,9 @@ class LessonProgress:
             invalid.append("quiz")
             raw_quiz = {}
         for k, v in raw_quiz.items():
+            if not (k.isascii() and k.isdigit() and len(k) <= 4):  # a question's index, as the lab writes it
+                invalid.append("quiz")
+                continue
             answer = v.get("answer") if isinstance(v, dict) else None
             try:  # a choice's index or a predicted GB: a number the lab could have written
                 answer = parse_number(answer, lo=0, hi=MAX_GB)

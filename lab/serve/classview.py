@@ -105,7 +105,7 @@ def lesson_view(workshop: Path, lesson: Lesson) -> LessonView:
         if lp is not None:
             row.runs, row.prediction_gb, row.invalid = lp.runs, lp.prediction_gb, lp.invalid
             for key, ans in lp.quiz.items():
-                i = int(key) if key.isdigit() and len(key) < 6 else -1
+                i = int(key) if key.isascii() and key.isdigit() and len(key) < 6 else -1
                 if ans.correct or not 0 <= i < len(lesson.quiz):
                     continue
                 row.wrong.append(i)

@@ -415,6 +415,7 @@ def test_a_progress_file_always_loads_keeping_what_is_readable(tmp_path_factory,
         assert lp.prediction_gb is None or 0 <= lp.prediction_gb <= 100_000
         assert all(isinstance(a.answer, (int, float)) and abs(a.answer) <= 100_000
                    for a in lp.quiz.values())
+        assert all(k.isdigit() for k in lp.quiz)  # the quiz restores answers by int(key)
         json.dumps(lp.to_record(), allow_nan=False)
     with watch(folder) as seen:
         loaded = Progress.load(folder / "progress.jsonl")  # repairs in its own folder only

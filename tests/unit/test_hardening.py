@@ -123,7 +123,8 @@ def _write_progress(path: Path, prediction: str, answer: str) -> None:
     path.write_text(
         '{"kind":"meta","version":1,"last_lesson":"linear-baseline"}\n'
         '{"kind":"lesson","id":"linear-baseline","runs":1,"quiz":{"2":{"answer":' + answer
-        + ',"correct":false}},"quiz_total":3,"prediction_gb":' + prediction + '}\n')
+        + ',"correct":false},"x":{"answer":0,"correct":true}},"quiz_total":3,"prediction_gb":'
+        + prediction + '}\n')
 
 
 def test_an_infinite_prediction_on_disk_is_shown_as_invalid_and_crashes_nothing(tmp_path, capsys):
@@ -143,7 +144,7 @@ def test_an_infinite_prediction_on_disk_is_shown_as_invalid_and_crashes_nothing(
     assert ",invalid," in csv_text
     p = Progress.load(root / "learners" / "mallory" / "progress.jsonl")
     lp = p.lessons[LESSON]
-    assert lp.prediction_gb is None and "2" not in lp.quiz and lp.runs == 1
+    assert lp.prediction_gb is None and lp.quiz == {} and lp.runs == 1  # "x" is no question
     assert "invalid value" in p.recovered and (root / "learners" / "mallory"
                                                / "progress.jsonl.corrupt").exists()
     assert "Infinity" not in (root / "learners" / "mallory" / "progress.jsonl").read_text()
