@@ -8,8 +8,8 @@ plays back a pushed run). So every path that reads a result from a file a person
 the dataclasses are checked against their own annotations (`int`, `float | None`,
 `list[Block]`, `dict[str, int]`, nested results; a count is a whole number below 2**63, a
 float is finite but in what a lesson reports, `metrics`, where a diverged loss is NaN), and
-anything else is a `DecodeError` naming the field. Why generic: the annotations are the schema already, and a
-field added to a result is checked without a second list to keep in step.
+anything else is a `DecodeError` naming the field. Why generic: the annotations are the schema
+already, and a field added to a result is checked without a second list to keep in step.
 
 JSON text goes through `loads`: a file nested 200,000 deep (Python's parser gives up with a
 `RecursionError`) or with an integer of 5,000 digits is one line too.
@@ -164,7 +164,7 @@ def _what(obj: Any) -> str:
     return f"a {type(obj).__name__}"
 
 
-# ---- results ---------------------------------------------------------------------------------------
+# ---- results -----------------------------------------------------------------------------------
 def result_from_dict(d: Any, what: str = "the result"):
     """A RunResult from a JSON object, every field checked. Raises DecodeError (one line,
     starting with `what`)."""

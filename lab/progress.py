@@ -165,7 +165,7 @@ class LessonProgress:
             invalid.append("quiz")
             raw_quiz = {}
         for k, v in raw_quiz.items():
-            if not (k.isascii() and k.isdigit() and len(k) <= 4):  # a question's index, as the lab writes it
+            if not (k.isascii() and k.isdigit() and len(k) <= 4):  # a question's index
                 invalid.append("quiz")
                 continue
             answer = v.get("answer") if isinstance(v, dict) else None

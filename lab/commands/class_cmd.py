@@ -82,7 +82,8 @@ def main(args) -> int:
         try:
             state = room.push(results)
         except ValueError as e:  # a variant name that is no safe file name, a non-finite value
-            raise UsageError(f"--results {args.results!r}: {e}" if args.results else str(e)) from None
+            raise UsageError(f"--results {args.results!r}: {e}" if args.results
+                             else str(e)) from None
         info = state["pushes"][lesson.id]
         print(f"pushed {', '.join(info['variants'])} of {lesson.key} ({info['label']}): "
               "learners see it after their prediction")

@@ -77,7 +77,8 @@ class Guard:
         if self.token is None and not is_loopback(_hostname(request.host)):
             return refused("This lab listens on this machine only: open it as "
                            "http://localhost:PORT (through an SSH tunnel from another machine).")
-        websocket = request.path == "/ws" or request.headers.get("Upgrade", "").lower() == "websocket"
+        websocket = (request.path == "/ws"
+                     or request.headers.get("Upgrade", "").lower() == "websocket")
         if websocket or request.method not in SAFE_METHODS:
             origin = request.headers.get("Origin")
             if origin is not None and not self.origin_ok(origin, request):

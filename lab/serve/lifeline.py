@@ -134,7 +134,7 @@ def follow_if_served() -> None:
     follow_server(server_pid, os.environ.get(policy.CLASS_ENV) or None)
 
 
-# ---- the registry of running tabs ------------------------------------------------------------------
+# ---- the registry of running tabs -----------------------------------------------------------
 def register(workshop: Path, server_pid: int) -> Path | None:
     folder = workshop / TABS_DIR
     pid = os.getpid()

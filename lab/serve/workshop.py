@@ -110,5 +110,5 @@ def load_or_create_token(root: Path) -> str:
     return token
 
 
-__all__ = ["NAME_HELP", "is_loopback", "learner_home", "learners", "load_or_create_token", "sanitize_name",
-           "workshop_dir"]
+__all__ = ["NAME_HELP", "checked_name", "is_loopback", "learner_home", "learners",
+           "load_or_create_token", "sanitize_name", "workshop_dir"]
