@@ -98,6 +98,9 @@ class LessonProgress:
     revealed_at: str = ""  # when a result (which holds the answer) was first shown
     truth_gb: float | None = None  # the peak the prediction is compared with
     truth_source: str = ""  # where that number came from ("H200 recording", "simulated", ...)
+    # graded challenges of this lesson (lab/challenges.py): id -> {"passed": ever passed,
+    # "last": the latest check, "peak_bytes", "status", "mode", "checked"}; merged key by key
+    challenges: dict[str, dict] = field(default_factory=dict)
     # fields whose value on disk could not be what the lab wrote (dropped; never saved)
     invalid: tuple[str, ...] = field(default=(), compare=False)
 
@@ -160,6 +163,11 @@ class LessonProgress:
             return value
 
         quiz = {}
+        raw_challenges = d.get("challenges") or {}
+        if not isinstance(raw_challenges, dict):
+            invalid.append("challenges")
+            raw_challenges = {}
+        challenges = {str(k): dict(v) for k, v in raw_challenges.items() if isinstance(v, dict)}
         raw_quiz = d.get("quiz") or {}
         if not isinstance(raw_quiz, dict):
             invalid.append("quiz")
@@ -184,7 +192,7 @@ class LessonProgress:
                    revealed_at=checked("revealed_at", text, ""),
                    truth_gb=checked("truth_gb", parse_prediction, None),
                    truth_source=checked("truth_source", text, ""),
-                   invalid=tuple(invalid))
+                   challenges=challenges, invalid=tuple(invalid))
 
 
 @dataclass

@@ -20,11 +20,12 @@ from .backends import Backend, backend_for
 from .backends.base import Emit
 from .backends.cuda import HISTORY_INCOMPATIBLE  # noqa: F401  (re-exported for older callers)
 from .report import build_blocks, build_checks, build_peak, build_phases, build_timeline
-from .result import DeviceInfo, RunResult
+from .result import CodePaths, DeviceInfo, RunResult
 from .session import Session
 from .sim.versions import transformers_version
 from .snapshot import save_snapshot
 from .tracker import TensorTracker
+from .versions import library_versions
 
 
 @dataclass
@@ -151,7 +152,8 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
 
 def _new_result(spec: VariantSpec, mode: str, device: DeviceInfo) -> RunResult:
     return RunResult(lesson=spec.lesson, variant=spec.variant, mode=mode, scale=spec.scale,
-                     device=device, params=dict(spec.params), torch_version=torch.__version__, transformers_version=transformers_version(),
+                     device=device, params=dict(spec.params), torch_version=torch.__version__,
+                     transformers_version=transformers_version(), versions=library_versions(),
                      created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
@@ -163,6 +165,8 @@ def _fill(result: RunResult, spec: VariantSpec, backend: Backend, trace, session
     result.blocks = build_blocks(trace)
     result.metrics = dict(session.metrics)
     result.notes = list(session.notes)
+    attention, optimizer = session.tracker.code_paths()
+    result.code_paths = CodePaths(attention=attention, optimizer=optimizer)
     if spec.checks:
         # `cuda_kernels` (1 on a GPU and in sim, which takes CUDA's paths; 0 on the CPU) lets a
         # formula count what only CUDA's kernels save (lesson 05: cuDNN attention's RNG state)

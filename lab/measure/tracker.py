@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Hashable, Protocol
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                   register_optimizer_step_pre_hook)
 
 from .torch_compat import (FakeTensor, TorchDispatchMode, has_composite_implicit_kernel,
                            is_traceable_wrapper_subclass, run_composite_implicit, storage_key,
@@ -89,6 +90,34 @@ def _ptr(storage) -> int:
 _COMPOSITE: dict = {}
 _PRIM_DEVICE = torch.ops.prim.device.default
 
+# The kernels that say which code path a run took (RunResult.code_paths): the SDPA kernel, and
+# the optimizer's implementation (fused kernels; foreach ops while an optimizer steps).
+_ATTENTION_KERNELS = {
+    "_scaled_dot_product_cudnn_attention": "cudnn",
+    "_scaled_dot_product_flash_attention": "flash",
+    "_scaled_dot_product_efficient_attention": "efficient",
+    "_scaled_dot_product_flash_attention_for_cpu": "flash-cpu",
+    "_safe_softmax": "math",  # SDPA's math backend (torch >= 2.5); eager attention uses softmax
+}
+_PATH_OF: dict = {}
+
+
+def _path_of(func) -> tuple[str, str] | None:
+    """("attention", kernel) | ("fused", "") | ("foreach", "") | None, cached per overload."""
+    hit = _PATH_OF.get(func, False)
+    if hit is False:
+        name = func.__name__.split(".")[0]
+        if name in _ATTENTION_KERNELS:
+            hit = ("attention", _ATTENTION_KERNELS[name])
+        elif name.startswith(("_fused_adam", "_fused_sgd", "_fused_adagrad")):
+            hit = ("fused", "")
+        elif name.startswith("_foreach_"):
+            hit = ("foreach", "")
+        else:
+            hit = None
+        _PATH_OF[func] = hit
+    return hit
+
 
 def _is_composite(func) -> bool:
     """An aten op implemented by other ops (CompositeImplicitAutograd), cached per overload."""
@@ -141,6 +170,9 @@ class TensorTracker(TorchDispatchMode):
         self._hooks: list = []
         self.phase_category: dict[str, str] = {}  # phase -> category for what is born in it
         self.alloc_threads: set[int] = set()  # which threads allocated (autograd's, on CUDA)
+        self.attention_kernels: list[str] = []  # SDPA kernels seen, in order of first use
+        self._optimizer_ops: set[str] = set()  # "fused" / "foreach" seen inside optimizer.step
+        self._stepping = False
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self):
@@ -172,6 +204,7 @@ class TensorTracker(TorchDispatchMode):
         mod = torch.nn.modules.module
         self._hooks.append(mod.register_module_parameter_registration_hook(self._on_param))
         self._hooks.append(mod.register_module_buffer_registration_hook(self._on_param))
+        self._hooks.append(register_optimizer_step_pre_hook(self._on_step_start))
         self._hooks.append(register_optimizer_step_post_hook(self._on_step))
         self._hooks.append(ResizeHook(self))
 
@@ -182,7 +215,22 @@ class TensorTracker(TorchDispatchMode):
 
     def _on_step(self, optimizer, args, kwargs):
         self._optim_refs.append(weakref.ref(optimizer))
+        self._stepping = False
         self.scan_roots()
+
+    def _on_step_start(self, optimizer, args, kwargs):
+        self._stepping = True  # until the post hook: foreach ops now are the optimizer's
+
+    def code_paths(self) -> tuple[list[str], str]:
+        """(the SDPA kernels seen, the optimizer implementation: fused | foreach | for-loop,
+        "" when no optimizer stepped)."""
+        if "fused" in self._optimizer_ops:
+            optimizer = "fused"
+        elif "foreach" in self._optimizer_ops:
+            optimizer = "foreach"
+        else:
+            optimizer = "for-loop" if self._optim_refs else ""
+        return list(self.attention_kernels), optimizer
 
     # ---- roots and categories ---------------------------------------------------------------
     def watch(self, *objs) -> None:
@@ -372,6 +420,14 @@ class TensorTracker(TorchDispatchMode):
 
         return on_free
 
+    def _saw(self, path: tuple[str, str]) -> None:
+        kind, name = path
+        if kind == "attention":
+            if name not in self.attention_kernels:
+                self.attention_kernels.append(name)
+        elif self._stepping:
+            self._optimizer_ops.add(kind)
+
     def _tell_alloc(self, key, nbytes: int) -> None:
         for obs in self.observers:
             obs.alloc(key, nbytes)
@@ -400,6 +456,9 @@ class TensorTracker(TorchDispatchMode):
             # with this mode still on, so those ops, and the intermediates they make, are seen:
             # otherwise only the CUDA allocator sees them (6.8 GB in lesson 14's 8-bit step).
             return NotImplemented
+        path = _path_of(func)
+        if path is not None:
+            self._saw(path)
         policy = self.policy
         if policy is not None and func in policy.rerouted:
             with self:  # the rerouted op's parts are dispatched (and counted) one by one

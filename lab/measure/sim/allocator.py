@@ -20,14 +20,20 @@ changed in 2.x), not copied from it:
   reserved + its size would exceed the cap (`alloc_block`);
 - `expandable_segments:True`: one growing segment per pool and stream, mapped in pages of
   2 MiB (small) / 20 MiB (large); freeing maps nothing back until memory runs short or
-  `empty_cache()` unmaps the whole free pages (lab.measure.sim.allocator_expandable).
+  `empty_cache()` unmaps the whole free pages (lab.measure.sim.allocator_expandable);
+- `max_split_size_mb`, `max_non_split_rounding_mb`, `roundup_power2_divisions` (how requests
+  are rounded, which cached blocks a request may take, which are split) and
+  `garbage_collection_threshold` (what is freed before a new segment): the settings are parsed
+  in lab.measure.sim.allocator_settings, the freeing in lab.measure.sim.allocator_release, the
+  counters and segments `torch.cuda.memory_stats()` / `memory_snapshot()` report in
+  lab.measure.sim.allocator_view.
 
 Validated on real H200 allocator traces (bench/sim_allocator_traces.py): given the GPU's segment
 addresses, the model's max allocated / max reserved / OOM / retries equal the GPU's to the byte;
 without them (sim), new segments take descending addresses, as cudaMalloc mostly gives them.
 
-Not modelled: `max_split_size_mb`, `roundup_power2_divisions`, `garbage_collection_threshold`,
-CUDA graph pools, cross-stream uses (`record_stream`): none is set by the lessons.
+Not modelled: CUDA graph pools and memory pools (`torch.cuda.MemPool`), cross-stream uses
+(`record_stream`), free-memory callbacks, `backend:cudaMallocAsync`: no lesson uses them.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ from dataclasses import dataclass, field
 from itertools import count
 
 from .allocator_expandable import ExpandableSegments
+from .allocator_release import ReleaseRules
+from .allocator_settings import (LARGE_BUFFER as _LARGE_BUFFER, UNLIMITED, AllocatorSettings,
+                                 divisions_for, next_division)
 
 MIN_BLOCK = 512  # kMinBlockSize
 SMALL_SIZE = 1 << 20  # kSmallSize: the largest small request
@@ -47,8 +56,15 @@ ROUND_LARGE = 2 << 20  # kRoundLarge
 H200_TOTAL = 150_109_880_320  # torch.cuda.get_device_properties(0).total_memory on the H200
 
 
-def round_size(n: int) -> int:
-    return MIN_BLOCK if n < MIN_BLOCK else -(-n // MIN_BLOCK) * MIN_BLOCK
+def round_size(n: int, divisions: tuple[int, ...] = ()) -> int:
+    """512 B at least; with `roundup_power2_divisions`, the next division of the request's
+    power-of-two interval (when that interval's divisions are > 1 and n > 512 B x divisions)."""
+    if n < MIN_BLOCK:
+        return MIN_BLOCK
+    d = divisions_for(n, divisions) if divisions else 0
+    if d > 1 and n > MIN_BLOCK * d:
+        return next_division(n, d)
+    return -(-n // MIN_BLOCK) * MIN_BLOCK
 
 
 def allocation_size(size: int) -> int:
@@ -70,12 +86,15 @@ class AllocatorOutOfMemory(Exception):
 
 
 class Block:
-    __slots__ = ("addr", "size", "stream", "small", "allocated", "prev", "next", "seg", "mapped")
+    __slots__ = ("addr", "size", "stream", "small", "allocated", "prev", "next", "seg", "mapped",
+                 "gc_base", "requested")
 
     def __init__(self, addr, size, stream, small, seg=None, mapped=True):
         self.addr, self.size, self.stream, self.small = addr, size, stream, small
         self.allocated, self.prev, self.next = False, None, None
         self.seg, self.mapped = seg, mapped  # seg: the ExpandableSegment, None for cudaMalloc ones
+        self.gc_base = 0  # the pool's free-block searches when this block was cached (GC's age)
+        self.requested = 0  # bytes asked for (what a snapshot's requested_size says)
 
     def key(self):
         return (self.stream, self.size, self.addr)
@@ -94,8 +113,10 @@ class _Pool:
         self.blocks: dict[tuple, Block] = {}
         self.unmapped: list[tuple] = []  # (stream, addr) of unmapped expandable ranges
         self.unmapped_blocks: dict[tuple, Block] = {}
+        self.free_calls = 0  # get_free_blocks_call_count: counts only while GC is on
 
     def add(self, b: Block) -> None:
+        b.gc_base = self.free_calls  # insert_into_blocks
         k = b.key()
         bisect.insort(self.keys, k)
         self.blocks[k] = b
@@ -125,16 +146,23 @@ class Stats:
     num_alloc_retries: int = 0
     num_ooms: int = 0
     segments: int = 0
+    num_device_alloc: int = 0  # cudaMalloc calls and expandable maps
+    num_device_free: int = 0  # cudaFree calls and expandable unmaps
 
 
 @dataclass
-class CachingAllocatorModel(ExpandableSegments):
+class CachingAllocatorModel(ExpandableSegments, ReleaseRules):
     """One device's allocator. `cap`: bytes `set_per_process_memory_fraction` allows (None: no
     cap); `device_free`: what cudaMalloc can still get (None: unlimited); `total`: the GPU's
-    memory (sizes the virtual range of expandable segments)."""
+    memory (sizes the virtual range of expandable segments). The PYTORCH_CUDA_ALLOC_CONF
+    settings are fields (`apply(settings)` sets them all)."""
 
     cap: int | None = None
     expandable_segments: bool = False
+    max_split_size: int = UNLIMITED  # max_split_size_mb, in bytes
+    max_non_split_rounding: int = _LARGE_BUFFER  # max_non_split_rounding_mb, in bytes
+    roundup_power2_divisions: tuple[int, ...] = ()  # () or 16 intervals' divisions
+    gc_threshold: float = 0.0  # garbage_collection_threshold
     device_free: int | None = None
     total: int = H200_TOTAL
     stats: Stats = field(default_factory=Stats)
@@ -145,9 +173,11 @@ class CachingAllocatorModel(ExpandableSegments):
 
     Block = Block  # for the expandable-segments mixin (lab.measure.sim.allocator_expandable)
     SMALL_PAGE, LARGE_PAGE = SMALL_BUFFER, LARGE_BUFFER
+    UNLIMITED = UNLIMITED
 
     def __post_init__(self):
         self.small, self.large = _Pool(True), _Pool(False)
+        self.active: set[Block] = set()  # handed-out blocks (for snapshots)
         # Without the GPU's own addresses: each new segment below the last one. Best fit breaks
         # ties between equal free blocks by address, so where cudaMalloc puts segments decides
         # which block is reused; on the H200 it mostly hands out descending addresses (96 of
@@ -157,13 +187,31 @@ class CachingAllocatorModel(ExpandableSegments):
         self._addr = self.next_address or count(1 << 62, -(1 << 40)).__next__
 
     # ---- public --------------------------------------------------------------------------
+    def apply(self, settings: AllocatorSettings) -> None:
+        """PYTORCH_CUDA_ALLOC_CONF (parsed): what the next requests follow."""
+        self.expandable_segments = settings.expandable_segments
+        self.max_split_size = settings.max_split_size
+        self.max_non_split_rounding = settings.max_non_split_rounding
+        self.roundup_power2_divisions = (settings.roundup_power2_divisions
+                                         if any(settings.roundup_power2_divisions) else ())
+        self.gc_threshold = settings.garbage_collection_threshold
+
+    @property
+    def gc_on(self) -> bool:
+        """Garbage collection needs a memory fraction (`cap`) as well as a threshold."""
+        return self.cap is not None and self.gc_threshold > 0
+
     def malloc(self, nbytes: int, stream: int = 0) -> Block:
-        size = round_size(nbytes)
+        size = round_size(nbytes, self.roundup_power2_divisions)
         pool = self.small if size <= SMALL_SIZE else self.large
         block = self._get_free_block(pool, size, stream)
         if block is None:
             alloc = allocation_size(size)
+            if self.gc_on:
+                self._garbage_collect()
             block = self._alloc_block(pool, size, alloc, stream)
+            if block is None and self._release_available(pool, size, stream):
+                block = self._alloc_block(pool, size, alloc, stream)  # after oversize blocks went
             if block is None:
                 self.release_cached()  # free every whole cached segment, then try once more
                 self.stats.num_alloc_retries += 1
@@ -171,10 +219,13 @@ class CachingAllocatorModel(ExpandableSegments):
             if block is None:
                 self.stats.num_ooms += 1
                 raise AllocatorOutOfMemory(alloc, self.stats.allocated, self.stats.reserved, self.cap)
-        return self._hand_out(pool, block, size)
+        block = self._hand_out(pool, block, size)
+        block.requested = nbytes
+        return block
 
     def free(self, block: Block) -> None:
         block.allocated = False
+        self.active.discard(block)
         self._add_stat("allocated", -block.size)
         pool = self.small if block.small else self.large
         for other in (block.prev, block.next):
@@ -190,14 +241,21 @@ class CachingAllocatorModel(ExpandableSegments):
                 if b.seg is not None:
                     to_unmap.append(b)
                 elif not b.is_split:
-                    pool.remove(b)
-                    self._add_stat("reserved", -b.size)
-                    self.stats.segments -= 1
+                    self._release_segment(pool, b)
             for b in to_unmap:
                 self._unmap(pool, b)
 
+    def _release_segment(self, pool: _Pool, b: Block) -> None:
+        """cudaFree of a whole cached segment (`release_block`)."""
+        pool.remove(b)
+        self._add_stat("reserved", -b.size)
+        self.stats.segments -= 1
+        self.stats.num_device_free += 1
+
     # ---- finding and splitting -------------------------------------------------------------
     def _get_free_block(self, pool: _Pool, size: int, stream: int) -> Block | None:
+        if self.gc_on:
+            pool.free_calls += 1  # blocks age by free-block searches (GC's clock)
         i = bisect.bisect_left(pool.keys, (stream, size, 0))
         keys = pool.keys
         if i == len(keys) or keys[i][0] != stream:
@@ -220,12 +278,20 @@ class CachingAllocatorModel(ExpandableSegments):
                     if i == len(keys) or keys[i][0] != stream:
                         return None
                     b = pool.blocks[keys[i]]
+        limit = self.max_split_size
+        if size < limit <= b.size:
+            return None  # an oversize block is not cut for a smaller request
+        if size >= limit and b.size >= size + self.max_non_split_rounding:
+            return None  # nor handed whole to a request it exceeds by the rounding limit or more
         pool.remove(b)
         return b
 
     def _hand_out(self, pool: _Pool, block: Block, size: int) -> Block:
         rest = block.size - size
-        split = rest >= MIN_BLOCK if (pool.small or block.seg is not None) else rest > SMALL_SIZE
+        if pool.small or self.expandable_segments:  # should_split
+            split = rest >= MIN_BLOCK
+        else:
+            split = size < self.max_split_size and rest > SMALL_SIZE
         if split:
             remaining = Block(block.addr + size, rest, block.stream, block.small, block.seg)
             remaining.prev, remaining.next = block, block.next
@@ -234,6 +300,7 @@ class CachingAllocatorModel(ExpandableSegments):
             block.next, block.size = remaining, size
             pool.add(remaining)
         block.allocated = True
+        self.active.add(block)
         self._add_stat("allocated", block.size)
         return block
 
@@ -264,6 +331,7 @@ class CachingAllocatorModel(ExpandableSegments):
             return None
         self._add_stat("reserved", alloc)
         self.stats.segments += 1
+        self.stats.num_device_alloc += 1
         return Block(self._addr(), alloc, stream, pool.small)
 
     def _add_stat(self, name: str, n: int) -> None:

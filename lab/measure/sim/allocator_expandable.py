@@ -79,6 +79,7 @@ class ExpandableSegments:
         self._merge(b, b.next, pool)
         pool.add(b)
         self._add_stat("reserved", mapped)
+        self.stats.num_device_alloc += 1
         return True
 
     def _unmap(self, pool: object, b: object) -> None:
@@ -111,3 +112,4 @@ class ExpandableSegments:
             pool.add_unmapped(b)
         # else: the whole segment is unmapped and goes away (release_expandable_segment)
         self._add_stat("reserved", -(hi - lo))
+        self.stats.num_device_free += 1

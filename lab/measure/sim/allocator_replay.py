@@ -12,8 +12,9 @@ stream): the caching allocator keeps the blocks of each stream apart (a freed bl
 only by its own stream), which is why FSDP2's all-gather and reduce-scatter streams reserve more
 than the same bytes on one stream would.
 
-Other events: ("empty_cache",) and ("expandable", True|False) (allocator settings changed at run
-time, as lesson 17 does).
+Other events: ("empty_cache",), ("expandable", True|False) (allocator settings changed at run
+time, as lesson 17 does) and ("settings", "max_split_size_mb:256,...") (any PYTORCH_CUDA_ALLOC_CONF
+string given at run time; lab.measure.sim.allocator_settings says what it resets).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from dataclasses import replace
+
 from .allocator import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel
+from .allocator_settings import AllocatorSettings, parse_alloc_conf
 
 
 class SimulatedOutOfMemory(torch.OutOfMemoryError):
@@ -70,9 +74,11 @@ class Replay:
 
     def __init__(self, cap: int | None = None, expandable: bool = False, total: int = H200_TOTAL,
                  series: bool = False, device_free: int | None = None, next_address=None,
-                 record: bool = False):
-        self.model = CachingAllocatorModel(cap=cap, expandable_segments=expandable, total=total,
-                                           device_free=device_free, next_address=next_address)
+                 record: bool = False, settings: AllocatorSettings | None = None):
+        self.model = CachingAllocatorModel(cap=cap, total=total, device_free=device_free,
+                                           next_address=next_address)
+        self.settings = settings or AllocatorSettings(expandable_segments=expandable)
+        self.model.apply(self.settings)
         self.live: dict[Hashable, object] = {}
         self.series = series
         self.index = 0
@@ -85,9 +91,13 @@ class Replay:
         # that reads the stream the code selected (lab.measure.sim.policy)
         self.current_stream = None
         self._aliases: dict[Hashable, list[Hashable]] = {}  # relayout(): old key -> new keys
+        # a PYTORCH_CUDA_ALLOC_CONF the allocator refuses: raised at the first allocation
+        self.refused: Exception | None = None
 
     def alloc(self, key: Hashable, nbytes: int, stream: int | None = None) -> None:
         """Raises `SimulatedOutOfMemory` where the GPU would raise torch.OutOfMemoryError."""
+        if self.refused is not None:
+            raise self.refused
         if stream is None:
             stream = self.current_stream() if self.current_stream is not None else 0
         if self.log is not None:
@@ -133,7 +143,16 @@ class Replay:
     def set_expandable(self, on: bool) -> None:
         if self.log is not None:
             self.log.append(("expandable", on))
-        self.model.expandable_segments = on
+        self.settings = replace(self.settings, expandable_segments=bool(on))
+        self.model.apply(self.settings)
+
+    def set_settings(self, conf: str) -> None:
+        """A PYTORCH_CUDA_ALLOC_CONF string at run time (`_set_allocator_settings`); raises
+        AllocatorSettingsError (one line) where the allocator would refuse it."""
+        self.settings = parse_alloc_conf(conf, self.settings)
+        if self.log is not None:
+            self.log.append(("settings", conf))
+        self.model.apply(self.settings)
 
     def _step(self) -> None:
         if self.series:
@@ -154,11 +173,13 @@ class Replay:
 
 
 def replay(events: Iterable[tuple], *, cap: int | None = None, expandable: bool = False,
-           total: int = H200_TOTAL, series: bool = False,
-           device_free: int | None = None) -> ReplayResult:
+           total: int = H200_TOTAL, series: bool = False, device_free: int | None = None,
+           settings: AllocatorSettings | None = None) -> ReplayResult:
     """Run `events` until the end or the first out-of-memory (then `result.oom` says where).
-    `cap`: what set_per_process_memory_fraction allows; `device_free`: what cudaMalloc can get."""
-    r = Replay(cap=cap, expandable=expandable, total=total, series=series, device_free=device_free)
+    `cap`: what set_per_process_memory_fraction allows; `device_free`: what cudaMalloc can get;
+    `settings`: PYTORCH_CUDA_ALLOC_CONF at the start (lab.measure.sim.allocator_settings)."""
+    r = Replay(cap=cap, expandable=expandable, total=total, series=series, device_free=device_free,
+               settings=settings)
     for ev in events:
         kind = ev[0]
         try:
@@ -170,6 +191,8 @@ def replay(events: Iterable[tuple], *, cap: int | None = None, expandable: bool 
                 r.empty_cache()
             elif kind == "expandable":
                 r.set_expandable(bool(ev[1]))
+            elif kind == "settings":
+                r.set_settings(str(ev[1]))
             else:
                 raise ValueError(f"unknown allocator event {ev!r}")
         except SimulatedOutOfMemory:
@@ -178,17 +201,18 @@ def replay(events: Iterable[tuple], *, cap: int | None = None, expandable: bool 
 
 
 def replay_cuda_trace(events: Iterable[tuple], *, cap: int | None = None,
-                      real_addresses: bool = True) -> dict:
+                      real_addresses: bool = True, settings: AllocatorSettings | None = None) -> dict:
     """Replay the caching allocator's own trace (`torch.cuda.memory._snapshot()["device_traces"]`
     as (action, addr, size)) through the model: {"allocated", "reserved", "oom", "retries"}, to
     compare with what the GPU said. `real_addresses`: new segments take the GPU's addresses, in
     order (best fit breaks ties by address), then (expandable segments are mapped, not
-    cudaMalloc'd) synthetic ones."""
+    cudaMalloc'd) synthetic ones. `settings`: the run's PYTORCH_CUDA_ALLOC_CONF."""
     from itertools import chain, count
 
     events = list(events)
     addrs = chain((addr for act, addr, _ in events if act == "segment_alloc"), count(1 << 50, 1 << 44))
-    r = Replay(cap=cap, next_address=(lambda: next(addrs)) if real_addresses else None)
+    r = Replay(cap=cap, next_address=(lambda: next(addrs)) if real_addresses else None,
+               settings=settings)
     oom = False
     for act, addr, size in events:
         try:
@@ -204,4 +228,4 @@ def replay_cuda_trace(events: Iterable[tuple], *, cap: int | None = None,
             oom = True
     res = r.finish()
     return {"allocated": res.peak_allocated, "reserved": res.peak_reserved, "oom": oom,
-            "retries": res.num_alloc_retries}
+            "retries": res.num_alloc_retries, "segments_freed": r.model.stats.num_device_free}

@@ -28,6 +28,8 @@ from ..result import AllocatorStats, DeviceInfo, RunResult
 from ..report import series_timelines
 from ..tracker import TensorTracker
 from .allocator_replay import Replay
+from .allocator_settings import AllocatorSettingsError, settings_from_env
+from .cuda_memory_api import memory_api_patches
 from .gpus import H200, Gpu
 from .patches import Patch, Patches
 from .policy import CudaPaths
@@ -54,12 +56,18 @@ def fake_mode() -> Iterator[torch_compat.FakeTensorMode]:
 
 
 def new_allocator(cap: int | None, gpu: Gpu = H200) -> Replay:
-    """The allocator model of a run on `gpu` capped at `cap` (None: the whole card)."""
-    # the real allocator reads PYTORCH_CUDA_ALLOC_CONF when CUDA starts; a variant's env sets it
-    # before the worker imports torch (lesson 17's expandable_segments)
-    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "")
-    allocator = Replay(cap=cap, series=True, expandable="expandable_segments:True" in conf,
-                       total=gpu.total_bytes)
+    """The allocator model of a run on `gpu` capped at `cap` (None: the whole card).
+
+    The real allocator reads PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) when CUDA starts; a
+    variant's env sets it before the worker imports torch (lessons 17 and 23). A setting the
+    allocator would refuse fails the run's first allocation with a one-line
+    AllocatorSettingsError, as CUDA's first allocation would (lab.measure.sim.allocator_settings)."""
+    try:
+        settings, refused = settings_from_env(os.environ), None
+    except AllocatorSettingsError as e:
+        settings, refused = None, e
+    allocator = Replay(cap=cap, series=True, total=gpu.total_bytes, settings=settings)
+    allocator.refused = refused
     allocator.current_stream = SelectedStream()
     return allocator
 
@@ -117,6 +125,8 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
     rows += [Patch(owner, name, lambda _: set_allocator_settings,
                    "allocator settings changed at run time reach the model")
              for owner, name in torch_compat.allocator_settings_targets()]
+    # memory_stats / memory_snapshot / mem_get_info / set_per_process_memory_fraction (lesson 23)
+    rows += memory_api_patches(backend.allocator)
     # module.to(device) where the module already is (Lightning's Trainer does): each fake
     # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
     # parameter with Parameter(result) - a view of the same storage - which swap_tensors refuses
@@ -179,11 +189,9 @@ class SimBackend(Backend):
         return True
 
     def set_allocator_settings(self, settings: str) -> bool:
-        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,...": the model knows expandable_segments."""
-        for item in settings.split(","):
-            key, _, value = item.partition(":")
-            if key.strip() == "expandable_segments":
-                self.allocator.set_expandable(value.strip().lower() == "true")
+        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,..." (lab.measure.sim.allocator_settings; a
+        refused one raises AllocatorSettingsError, one line)."""
+        self.allocator.set_settings(settings)
         return True
 
     def memory_counters(self) -> dict[str, int] | None:

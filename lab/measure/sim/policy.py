@@ -44,6 +44,7 @@ import torch
 from ..torch_compat import current_graph_task_id
 from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
+from .cuda_offload import CudaOffload
 from .cuda_optim import CudaOptimDefaults
 from .cuda_reduce import OPS as _REDUCTIONS, op_staging
 from .cuda_sdpa import CudaSdpa, scratch_bytes
@@ -140,6 +141,7 @@ class CudaPaths:
                                    _A._safe_softmax.default}, self.accumulate)
         self.workspaces: set[tuple[str, str]] = set()
         self.values = ValueAssumptions()
+        self.offload = CudaOffload()  # save_on_cpu: saved tensors leave the device, pinned host
         # the workspaces a thread's first matmul takes on this GPU (CublasHandlePool.cpp)
         self._workspace_bytes = {"cublas": gpu.cublas_workspace_bytes,
                                  "cublaslt": gpu.cublaslt_workspace_bytes}
@@ -174,6 +176,7 @@ class CudaPaths:
     def after(self, func, args, kwargs, out, sink: ExtraAllocations) -> None:
         if not self.values.active:
             self.values.maybe_patch()
+            self.offload.maybe_patch()
         if func in _SCRATCH:
             n = scratch_bytes(func, args)
             if n:
@@ -203,9 +206,11 @@ class CudaPaths:
         self.dropout.install()
         self.optim.install()
         self.values.maybe_patch()  # now if transformers is imported, else at the first op after
+        self.offload.install()
         return self
 
     def __exit__(self, *exc):
+        self.offload.uninstall()
         self.values.restore()
         self.optim.uninstall()
         self.dropout.uninstall()

@@ -21,6 +21,28 @@ STATUS_TEXT = {
 }
 
 
+def challenges_line(app) -> str:
+    """The course map's word on the graded challenges (lab/challenges.py)."""
+    from lab.challenges import ChallengeError, summary
+
+    try:
+        ok, total = summary(app.progress, app.course)
+    except ChallengeError:
+        return ""
+    return f" · challenges {ok}/{total} (x)" if total else ""
+
+
+def challenges_of(app, lesson) -> str:
+    """After a lesson's title on the map: how many of its challenges are passed."""
+    from lab.challenges import ChallengeError, load_challenges, passed
+
+    try:
+        chs = load_challenges(lesson)
+    except ChallengeError:
+        return ""
+    return f" · challenges {sum(passed(app.progress, c) for c in chs)}/{len(chs)}" if chs else ""
+
+
 def guess_text(lp) -> Text:
     """The calibration column: how far the prediction was from the result."""
     if lp is None or lp.prediction_gb is None:
@@ -87,8 +109,8 @@ class HomeScreen(Screen):
                 label = f"◐ quiz {right}/{total}"
             # the part (course.toml) is the row label of its first lesson: the columns stay put
             table.add_row(lesson.key, Text(label, style=style),
-                          guess_text(app.progress.lessons.get(lesson.id)), lesson.title,
-                          key=lesson.id, label=part_label)
+                          guess_text(app.progress.lessons.get(lesson.id)),
+                          lesson.title + challenges_of(app, lesson), key=lesson.id, label=part_label)
         if app.course.lessons:
             table.move_cursor(row=min(row, len(app.course.lessons) - 1))
         target = app.continue_target()
@@ -99,8 +121,8 @@ class HomeScreen(Screen):
             button.label = f"▶ {'Continue' if started else 'Start'}: {target.key} {target.title}"
         n = len(app.course.lessons)
         self.query_one("#summary", Static).update(
-            Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)",
-                 style="dim"))
+            Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)"
+                 + challenges_line(app), style="dim"))
         broken = self.query_one("#broken", Static)
         broken.display = bool(app.course.errors)
         broken.update(Text("\n".join(f"⚠ could not load: {e}" for e in app.course.errors),
