@@ -42,30 +42,28 @@ class ExportError(Exception):
 
 # ---- loading what `memlab run --json` / `memlab compare --json` wrote -------------------------------
 def load(path: str | Path) -> Exportable:
-    from lab.decode import MALFORMED, DecodeError, check_types, loads, results_from_json
+    from lab.decode import DecodeError, decoded, loads, results_from_json
+    from lab.measure.schema import decode
 
     p = Path(path).expanduser()
     if not p.is_file():
         raise ExportError(f"{path}: no such file")
     try:
         data = loads(p.read_bytes(), what=str(path))
+    except DecodeError as e:
+        raise ExportError(str(e)) from None
+    except OSError as e:
+        raise ExportError(f"{path}: cannot read it ({e.strerror or e})") from None
+    try:
         if isinstance(data, dict) and data.get("kind") == "comparison":
-            try:
-                comparison = Comparison.from_dict(data)
-                check_types(comparison)  # every field against its annotation, results too
-            except DecodeError:
-                raise
-            except MALFORMED as e:
-                raise DecodeError(f"{path}: not a memlab comparison ({str(e)[:120]})") from None
-            return comparison
+            # typed like a result: its rows and results checked field by field
+            return decoded(lambda d: decode(Comparison, d, "comparison"), data)
         if isinstance(data, list):
             return results_from_json(data)
         if isinstance(data, dict) and "variant" in data:
             return results_from_json(data)[0]
     except DecodeError as e:
-        raise ExportError(str(e) if str(e).startswith(str(path)) else f"{path}: {e}") from None
-    except OSError as e:
-        raise ExportError(f"{path}: cannot read it ({e.strerror or e})") from None
+        raise ExportError(f"{path}: not a memlab result ({e})") from None
     raise ExportError(f"{path} is JSON but not a memlab result or comparison "
                       "(from `memlab run --json` or `memlab compare --json`)")
 
