@@ -93,6 +93,9 @@ def _flush_stdout() -> None:
 
 
 def _open_app() -> int:
+    from lab.serve.lifeline import follow_if_served
+
+    follow_if_served()  # a tab of `memlab serve`: exit when the server dies
     try:
         from lab.tui.app import run_app
     except ImportError as e:

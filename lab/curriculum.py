@@ -49,15 +49,18 @@ from pathlib import Path
 from typing import Any
 
 from lab.claims import Claim, ClaimError, claim_from_toml
+from lab.decode import MALFORMED
 from lab.measure.formula import FormulaError, names_in
 from lab.measure.modes import MODES, SCALES, mode_info
 from lab.paths import LESSONS_DIR
+from lab.report.numbers import NumberError, parse_number
 
 LESSONS_ENV = "MEMLAB_LESSONS_DIR"  # point the lab at another course folder (tests, authors)
 FOLDER_RE = re.compile(r"^(\d\d)-([a-z0-9-]+)$")
 MEASURES = re.compile(r"^(delta|peak|category:(parameters|gradients|optimizer_state|activations|"
                       r"temporaries|inputs|other))$")
 LESSON_FILES = ("lesson.toml", "lesson.md", "experiment.py")
+MAX_TIMEOUT_S = 7 * 24 * 3600  # timeout_s: a week is far beyond any lesson's variant
 
 
 RESULTS_MARKER = "<!-- results -->"  # lesson.md: what follows it is shown after the run
@@ -231,11 +234,18 @@ def load_course(root: Path | str | None = None) -> Course:
         try:
             data = tomllib.loads(course_file.read_text(encoding="utf-8"))
             title, intro = data.get("title", title), data.get("intro", "")
-        except tomllib.TOMLDecodeError as e:
-            errors.append(LessonError(course_file, "", f"invalid TOML: {e}"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+            errors.append(LessonError(course_file, "", f"invalid TOML: {_one_line(e)}"))
+        if not (isinstance(title, str) and isinstance(intro, str)):
+            errors.append(LessonError(course_file, "title", "title and intro must be strings"))
+            title, intro = "GPU Memory Lab", ""
     course = Course(title, intro, errors=errors)
-    for i, p in enumerate(data.get("parts", [])):
-        if not (isinstance(p.get("title"), str) and isinstance(p.get("lessons"), list)):
+    parts = data.get("parts", [])
+    for i, p in enumerate(parts if isinstance(parts, list) else [parts]):
+        if not (isinstance(p, dict) and isinstance(p.get("title"), str)
+                and isinstance(p.get("lessons"), list)
+                and all(isinstance(lid, str) for lid in p["lessons"])
+                and isinstance(p.get("short", ""), str)):
             errors.append(LessonError(course_file, f"parts[{i}]", "needs a title and a list of lessons"))
             continue
         course.parts.append(Part(p["title"], str(p.get("short", p["title"])), tuple(p["lessons"])))
@@ -270,6 +280,13 @@ def _req(data: dict, key: str, typ, path: Path, where: str = ""):
     return value
 
 
+def _strings(data: dict, key: str, path: Path, default=()) -> list[str]:
+    value = data.get(key, default)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
+        raise LessonError(path, key, "must be a list of strings")
+    return list(value)
+
+
 def experiment_functions(path: Path) -> set[str]:
     """Top-level function names in experiment.py, without importing it."""
     try:
@@ -279,7 +296,34 @@ def experiment_functions(path: Path) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
+def _one_line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text if len(text) <= 160 else text[:157] + "…"
+
+
+def _number(data: dict, key: str, path: Path, default: float, **limits) -> float:
+    """A number of lesson.toml, through the lab's one number parser (lab.report.numbers)."""
+    try:
+        return parse_number(data.get(key, default), what=key, **limits)
+    except NumberError as e:
+        raise LessonError(path, key, str(e).split(": ", 1)[1]) from None
+
+
 def load_lesson(folder: Path) -> Lesson:
+    """A lesson folder, or a LessonError naming the file and the field: a value of the wrong
+    type anywhere (a table where a list belongs, text where a number does) is one line too,
+    never an exception from deep inside the loader (every command loads every lesson)."""
+    try:
+        return _load_lesson(folder)
+    except LessonError:
+        raise
+    except (*MALFORMED, UnicodeDecodeError, MemoryError) as e:
+        where = "lesson.toml" if not isinstance(e, UnicodeDecodeError) else "a lesson file"
+        raise LessonError(folder / "lesson.toml" if where == "lesson.toml" else folder, "",
+                          f"malformed {where} ({type(e).__name__}: {_one_line(e)})") from None
+
+
+def _load_lesson(folder: Path) -> Lesson:
     m = FOLDER_RE.match(folder.name)
     if not m:
         raise LessonError(folder, "", "folder name must look like NN-slug (e.g. 01-linear-baseline)")
@@ -297,8 +341,10 @@ def load_lesson(folder: Path) -> Lesson:
         raise LessonError(path, "id", f"{lesson_id!r} must be lowercase letters, digits and dashes")
     title = _req(data, "title", str, path)
     summary = data.get("summary", "")
+    if not isinstance(summary, str):
+        raise LessonError(path, "summary", f"must be str, got {type(summary).__name__}")
     objectives = tuple(_req(data, "objectives", list, path))
-    modes = tuple(data.get("modes", MODES))
+    modes = tuple(_strings(data, "modes", path, MODES))
     for mode in modes:
         if mode not in MODES:
             raise LessonError(path, "modes", f"{mode!r} is not one of {', '.join(MODES)}")
@@ -407,9 +453,14 @@ def load_lesson(folder: Path) -> Lesson:
             answer_gb = str(q.get("answer_gb", ""))
             if answer_gb:
                 _check_formula(answer_gb, {scale: scales[scale]}, path, where + "answer_gb")
-            tol = float(q.get("tolerance", 0.1))
-            if not 0 < tol < 1:
-                raise LessonError(path, where + "tolerance", f"{tol} must be a fraction between 0 and 1")
+            try:
+                tol = parse_number(q.get("tolerance", 0.1), what="tolerance", lo=0, above=True,
+                                   hi=1)
+            except NumberError:
+                tol = None
+            if tol is None or tol == 1:
+                raise LessonError(path, where + "tolerance",
+                                  f"{q.get('tolerance')!r} must be a fraction between 0 and 1")
             quiz.append(Question(kind, rendered(text), rendered(q.get("explain", "")),
                                  variant=variant, scale=scale, answer_gb=answer_gb, tolerance=tol))
         else:
@@ -419,7 +470,9 @@ def load_lesson(folder: Path) -> Lesson:
         number=int(m.group(1)), slug=folder.name, id=lesson_id, title=title, summary=summary,
         objectives=objectives, variants=tuple(variants), scales={k: dict(v) for k, v in scales.items()},
         checks=tuple(checks), quiz=tuple(quiz), path=folder, modes=modes,
-        timeout_s=float(data.get("timeout_s", 600)), requires=tuple(data.get("requires", ())),
+        timeout_s=float(_number(data, "timeout_s", path, 600, lo=0, above=True, hi=MAX_TIMEOUT_S,
+                                unit="s")),
+        requires=tuple(_strings(data, "requires", path)),
         claims=tuple(claims), pending=pending,
     )
 

@@ -42,21 +42,27 @@ class ExportError(Exception):
 
 # ---- loading what `memlab run --json` / `memlab compare --json` wrote -------------------------------
 def load(path: str | Path) -> Exportable:
+    from lab.decode import DecodeError, decoded, loads, results_from_json
+    from lab.measure.schema import decode
+
     p = Path(path).expanduser()
     if not p.is_file():
         raise ExportError(f"{path}: no such file")
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ExportError(f"{path} is not JSON ({e.__class__.__name__})") from None
+        data = loads(p.read_bytes(), what=str(path))
+    except DecodeError as e:
+        raise ExportError(str(e)) from None
+    except OSError as e:
+        raise ExportError(f"{path}: cannot read it ({e.strerror or e})") from None
     try:
         if isinstance(data, dict) and data.get("kind") == "comparison":
-            return Comparison.from_dict(data)
+            # typed like a result: its rows and results checked field by field
+            return decoded(lambda d: decode(Comparison, d, "comparison"), data)
         if isinstance(data, list):
-            return [RunResult.from_dict(d) for d in data]
+            return results_from_json(data)
         if isinstance(data, dict) and "variant" in data:
-            return RunResult.from_dict(data)
-    except (KeyError, TypeError, ValueError) as e:
+            return results_from_json(data)[0]
+    except DecodeError as e:
         raise ExportError(f"{path}: not a memlab result ({e})") from None
     raise ExportError(f"{path} is JSON but not a memlab result or comparison "
                       "(from `memlab run --json` or `memlab compare --json`)")

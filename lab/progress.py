@@ -20,7 +20,12 @@ process's changes into it (lab/progress_merge.py), so none of them loses another
 Every save rewrites the whole file atomically (a temp file in the same folder, fsync, then
 `os.replace`), so a crash mid-write leaves the previous file intact. A file damaged some other
 way is recovered line by line: every record that parses is kept, the damaged original is kept
-beside it as `progress.jsonl.corrupt`, and `Progress.recovered` says what happened.
+beside it as `progress.jsonl.corrupt`, and `Progress.recovered` says what happened. A value that
+cannot be what the lab wrote (a prediction of `Infinity`, a count of "many") is dropped the same
+way, field by field: the record keeps its other fields, names the dropped ones in `invalid`
+(the class view shows them as invalid), and the original stays in `progress.jsonl.corrupt`.
+Predictions go through `parse_prediction`, the lab's one number parser with the learning loop's
+range, both when a learner types one and when one is read back.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 
 from lab.atomic import atomic_write
 from lab.progress_merge import State, merge
+from lab.report.numbers import NumberError, parse_number
 
 FILE_NAME = "progress.jsonl"
 ENV_VAR = "MEMLAB_HOME"
@@ -43,6 +49,17 @@ LOCK_TIMEOUT_S = 30  # a save holds the lock for milliseconds; this only guards 
 
 NOT_STARTED, RUN, QUIZ_DONE, QUIZ_PASSED = "not started", "run", "quiz done", "quiz passed"
 RESULTS_DIR = "results"
+MAX_GB = 100_000  # a predicted peak beyond 100 TB is a typo, not a prediction
+MAX_COUNT = 10**9  # runs, questions: more is a damaged file
+
+
+def parse_prediction(value: Any) -> float:
+    """A predicted peak in GB: what a learner typed ("4.4", "4,4", "4.4 GB") or a number read
+    back from the file. Raises NumberError (one line: what was given, what is accepted)."""
+    if isinstance(value, str):
+        value = value.strip()
+        value = value[:-2] if value.lower().endswith("gb") else value
+    return float(parse_number(value, what="predicted peak", lo=0, hi=MAX_GB, unit="GB"))
 
 
 def data_dir() -> Path:
@@ -84,6 +101,8 @@ class LessonProgress:
     # graded challenges of this lesson (lab/challenges.py): id -> {"passed": ever passed,
     # "last": the latest check, "peak_bytes", "status", "mode", "checked"}; merged key by key
     challenges: dict[str, dict] = field(default_factory=dict)
+    # fields whose value on disk could not be what the lab wrote (dropped; never saved)
+    invalid: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def quiz_answered(self) -> bool:
@@ -114,27 +133,66 @@ class LessonProgress:
 
     def to_record(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("invalid")
         return {"kind": "lesson", **d}
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> LessonProgress:
+        """A lesson record read back. A record without an id raises ValueError (the line is
+        dropped); a field holding what the lab never writes is dropped alone (`invalid`)."""
         if not isinstance(d.get("id"), str):
             raise ValueError("lesson record without an id")
+        invalid: list[str] = []
+
+        def checked(key: str, parse, default):
+            value = d.get(key)
+            if value is None:
+                return default
+            try:
+                return parse(value)
+            except (NumberError, TypeError, ValueError):
+                invalid.append(key)
+                return default
+
+        def count(value):
+            return parse_number(value, what="a count", lo=0, hi=MAX_COUNT, integer=True)
+
+        def text(value):
+            if not isinstance(value, str):
+                raise TypeError("not text")
+            return value
+
         quiz = {}
-        for k, v in (d.get("quiz") or {}).items():
-            quiz[str(k)] = Answer(v["answer"], bool(v["correct"]))
-        pred, truth = d.get("prediction_gb"), d.get("truth_gb")
-        return cls(id=d["id"], runs=int(d.get("runs", 0)), quiz=quiz,
-                   quiz_total=int(d.get("quiz_total", 0)),
-                   prediction_gb=None if pred is None else float(pred),
-                   last_run=str(d.get("last_run", "")),
-                   prediction_at=str(d.get("prediction_at", "")),
-                   prediction_late=bool(d.get("prediction_late", False)),
-                   revealed_at=str(d.get("revealed_at", "")),
-                   truth_gb=None if truth is None else float(truth),
-                   truth_source=str(d.get("truth_source", "")),
-                   challenges={str(k): dict(v) for k, v in (d.get("challenges") or {}).items()
-                               if isinstance(v, dict)})
+        raw_challenges = d.get("challenges") or {}
+        if not isinstance(raw_challenges, dict):
+            invalid.append("challenges")
+            raw_challenges = {}
+        challenges = {str(k): dict(v) for k, v in raw_challenges.items() if isinstance(v, dict)}
+        raw_quiz = d.get("quiz") or {}
+        if not isinstance(raw_quiz, dict):
+            invalid.append("quiz")
+            raw_quiz = {}
+        for k, v in raw_quiz.items():
+            if not (k.isascii() and k.isdigit() and len(k) <= 4):  # a question's index
+                invalid.append("quiz")
+                continue
+            answer = v.get("answer") if isinstance(v, dict) else None
+            try:  # a choice's index or a predicted GB: a number the lab could have written
+                answer = parse_number(answer, lo=0, hi=MAX_GB)
+            except NumberError:
+                invalid.append(f"quiz.{k}")
+                continue
+            quiz[str(k)] = Answer(answer, v.get("correct") is True)
+        return cls(id=d["id"], runs=checked("runs", count, 0), quiz=quiz,
+                   quiz_total=checked("quiz_total", count, 0),
+                   prediction_gb=checked("prediction_gb", parse_prediction, None),
+                   last_run=checked("last_run", text, ""),
+                   prediction_at=checked("prediction_at", text, ""),
+                   prediction_late=d.get("prediction_late") is True,
+                   revealed_at=checked("revealed_at", text, ""),
+                   truth_gb=checked("truth_gb", parse_prediction, None),
+                   truth_source=checked("truth_source", text, ""),
+                   challenges=challenges, invalid=tuple(invalid))
 
 
 @dataclass
@@ -157,11 +215,24 @@ class RunRecord:
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> RunRecord:
+        """A run record read back; ValueError (the line is dropped) for one the lab never wrote."""
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         rec = cls(**kw)
-        if not isinstance(rec.lesson, str) or not isinstance(rec.peak_bytes, int):
+        texts = (rec.lesson, rec.variant, rec.mode, rec.scale, rec.status, rec.created)
+        if not all(isinstance(t, str) for t in texts):
             raise ValueError("bad run record")
+        byte_count = dict(what="a byte count", lo=0, hi=2**63, integer=True)
+        rec.peak_bytes = parse_number(rec.peak_bytes, **byte_count)
+        if rec.gpu_memory is not None:
+            rec.gpu_memory = parse_number(rec.gpu_memory, **byte_count)
+        if rec.step_time_s is not None:
+            rec.step_time_s = float(parse_number(rec.step_time_s, what="a step time", lo=0,
+                                                 hi=1e9))
+        if not isinstance(rec.by_category, dict):
+            raise ValueError("bad run record")
+        rec.by_category = {str(k): parse_number(v, **byte_count)
+                           for k, v in rec.by_category.items()}
         return rec
 
 
@@ -179,22 +250,26 @@ class Progress:
     def load(cls, path: Path | None = None) -> Progress:
         prog = cls(path)
         try:
-            text = prog.path.read_text(encoding="utf-8")
+            raw = prog.path.read_bytes()
         except FileNotFoundError:
             return prog
         except OSError as e:
             prog.recovered = f"could not read {prog.path}: {e}; starting fresh"
             return prog
-        state, bad = parse(text)
+        state, bad = parse(decoded(raw))
         prog._adopt(state)
         if bad:
             backup = prog.path.with_name(prog.path.name + ".corrupt")
             try:
-                backup.write_text(text, encoding="utf-8")
+                backup.write_bytes(raw)  # the original, byte for byte
             except OSError:
                 backup = None
             kept = len(prog.lessons) + len(prog.history)
-            prog.recovered = (f"progress file was damaged: {bad} unreadable line(s) dropped, "
+            values = [f"{lp.id}.{name}" for lp in prog.lessons.values() for name in lp.invalid]
+            lines = bad - sum(bool(lp.invalid) for lp in prog.lessons.values())
+            dropped = ([f"{lines} unreadable line(s)"] if lines else []) + (
+                [f"{len(values)} invalid value(s) ({', '.join(values[:3])})"] if values else [])
+            prog.recovered = (f"progress file was damaged: {' and '.join(dropped)} dropped, "
                               f"{kept} record(s) kept"
                               + (f"; the original is saved as {backup.name}" if backup else ""))
             prog.save()
@@ -211,7 +286,7 @@ class Progress:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT_S):
             try:
-                disk, _ = parse(self.path.read_text(encoding="utf-8"))
+                disk, _ = parse(decoded(self.path.read_bytes()))
             except FileNotFoundError:
                 disk = State()
             mine = State(self.last_lesson, self.lessons, self.history)
@@ -291,7 +366,7 @@ class Progress:
         lp = self.lesson(lesson_id)
         if lp.prediction_gb is not None:
             return False
-        lp.prediction_gb = float(gb)
+        lp.prediction_gb = parse_prediction(gb)  # NumberError: nothing is committed
         lp.prediction_at = _now()
         lp.prediction_late = bool(lp.revealed_at)
         self.save()
@@ -304,8 +379,12 @@ class Progress:
         changed = False
         if not lp.revealed_at:
             lp.revealed_at, changed = _now(), True
-        if truth_gb is not None and lp.truth_gb is None:
-            lp.truth_gb, lp.truth_source, changed = float(truth_gb), source, True
+        try:
+            truth = None if truth_gb is None else parse_prediction(truth_gb)
+        except NumberError:
+            truth = None  # a measurement no prediction could be compared with
+        if truth is not None and lp.truth_gb is None:
+            lp.truth_gb, lp.truth_source, changed = truth, source, True
         if changed:
             self.save()
 
@@ -330,7 +409,7 @@ class Progress:
             data = json.loads(self.results_path(lesson_id).read_text(encoding="utf-8"))
             entries = [e for e in data["entries"] if isinstance(e, dict)]
             return str(data.get("saved", "")), entries
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return "", []
 
     def reset(self) -> None:
@@ -346,8 +425,15 @@ class Progress:
                 pass
 
 
+def decoded(raw: bytes) -> str:
+    """A progress file's text; bytes that are not UTF-8 become U+FFFD, so the line holding
+    them is dropped as unreadable (its neighbours are kept) rather than the whole file."""
+    return raw.decode("utf-8", errors="replace")
+
+
 def parse(text: str) -> tuple[State, int]:
-    """The records of a progress file, and how many lines could not be read."""
+    """The records of a progress file, and how many lines (or values: `invalid`) could not be
+    read. Never raises: a damaged file is a file to recover, not a crash."""
     state, bad = State(), 0
     for line in text.splitlines():
         if not line.strip():
@@ -361,10 +447,11 @@ def parse(text: str) -> tuple[State, int]:
             elif kind == "lesson":
                 lp = LessonProgress.from_record(rec)
                 state.lessons[lp.id] = lp
+                bad += bool(lp.invalid)
             elif kind == "run":
                 state.history.append(RunRecord.from_record(rec))
             else:
                 raise ValueError(f"unknown record kind {kind!r}")
-        except (ValueError, TypeError, KeyError, AttributeError):
-            bad += 1
+        except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
+            bad += 1  # (NumberError is a ValueError; RecursionError: JSON nested too deep)
     return state, bad

@@ -19,6 +19,23 @@ def gpu_memory_arg(text: str | None) -> int | None:
         raise UsageError(f"--gpu-memory: {e}") from None
 
 
+def seconds_arg(text: str) -> float:
+    """A --timeout in seconds: argparse's `type`, through the lab's one number parser (so
+    "nan", "inf" and "1e400" are refused in one line, as every number a person types)."""
+    import argparse
+
+    from lab.report.numbers import NumberError, parse_number
+
+    try:
+        return float(parse_number(text, what="seconds", lo=0, above=True, hi=MAX_SECONDS,
+                                  unit="s"))
+    except NumberError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
+
+
+MAX_SECONDS = 7 * 24 * 3600  # a week: far beyond any run
+
+
 from . import compare, dev_cmd, diff, doctor, export_cmd, fit, list_cmd, profile, run, view  # noqa: E402  (UsageError first)
 from . import challenge, class_cmd, serve_cmd  # noqa: E402
 

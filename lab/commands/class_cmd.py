@@ -10,13 +10,14 @@
                                       or a `--save` folder)
     memlab class goto 03              move every learner to lesson 03
     memlab class clear                forget pushed runs and the current lesson
+    memlab class release ada          free the name "ada" for another browser (a learner who
+                                      changed machines and lost the code; progress is kept)
 
 `--data DIR` is the workshop folder `memlab serve --data DIR` uses (default: the same).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -45,6 +46,9 @@ def add_parser(sub) -> None:
     goto = acts.add_parser("goto", help="move every learner to a lesson")
     goto.add_argument("lesson")
     acts.add_parser("clear", help="forget pushed runs and the current lesson")
+    release = acts.add_parser("release", help="free a learner's name for another browser "
+                                              "(their progress is kept)")
+    release.add_argument("name")
     p.set_defaults(func=main)
 
 
@@ -61,8 +65,10 @@ def main(args) -> int:
     from lab.serve.workshop import learners, workshop_dir
 
     root = workshop_dir(args.data)
-    course = load_course()
     action = args.action or "show"
+    if action == "release":
+        return _release(root, args.name)
+    course = load_course()
     if action in ("goto", "push"):
         lesson = _lesson(course, args.lesson)
         room = Classroom(root)
@@ -73,7 +79,11 @@ def main(args) -> int:
         results = _load_results(args.results, lesson) if args.results else _run(args, lesson)
         if not results:
             raise UsageError(f"no run of lesson {lesson.key} to push")
-        state = room.push(results)
+        try:
+            state = room.push(results)
+        except ValueError as e:  # a variant name that is no safe file name, a non-finite value
+            raise UsageError(f"--results {args.results!r}: {e}" if args.results
+                             else str(e)) from None
         info = state["pushes"][lesson.id]
         print(f"pushed {', '.join(info['variants'])} of {lesson.key} ({info['label']}): "
               "learners see it after their prediction")
@@ -108,25 +118,42 @@ def main(args) -> int:
     return 0
 
 
+def _release(root: Path, raw: str) -> int:
+    from lab.serve.identity import Identity
+    from lab.serve.workshop import learners, sanitize_name
+
+    try:
+        name = sanitize_name(raw)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    # the secret is not needed to forget a claim: every cookie signed for it stops working
+    if not Identity(root, b"").release(name):
+        raise UsageError(f"no claimed name {name!r} in {root} (learners: "
+                         f"{', '.join(learners(root)) or 'none'})")
+    print(f"{name!r} is free: the next browser that gives this name takes it, with its "
+          "progress (the lab shows that browser a new code)")
+    return 0
+
+
 def _load_results(path: str, lesson) -> list:
-    from lab.measure.result import RunResult
-    from lab.reference import load_reference
+    """The runs to push, every field checked (lab.decode): they are played back in every
+    learner's app, so a file that is not what `memlab run --json` wrote stops here."""
+    from lab.decode import DecodeError, loads, result_from_dict, results_from_json
 
     p = Path(path).expanduser()
-    if p.is_dir():
-        found = load_reference(lesson.id, p) or load_reference(p.name, p.parent)
-        if not found:
-            raise UsageError(f"--results {path!r}: no <variant>.json of {lesson.id} there "
-                             f"(expected {p / lesson.id}/*.json)")
-        return list(found.values())
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-        items = data if isinstance(data, list) else [data]
-        results = [RunResult.from_dict(d) for d in items]
+        if p.is_dir():
+            folder = p / lesson.id if (p / lesson.id).is_dir() else p
+            files = sorted(folder.glob("*.json"))
+            if not files:
+                raise UsageError(f"--results {path!r}: no <variant>.json of {lesson.id} there "
+                                 f"(expected {p / lesson.id}/*.json)")
+            return [result_from_dict(loads(f.read_bytes(), str(f)), str(f)) for f in files]
+        results = results_from_json(loads(p.read_bytes(), "it"))
     except OSError as e:
         raise UsageError(f"--results {path!r}: {e.strerror or e}") from None
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise UsageError(f"--results {path!r} is not `memlab run --json` output ({e})") from None
+    except DecodeError as e:
+        raise UsageError(f"--results {path!r} is not `memlab run --json` output: {e}") from None
     wrong = sorted({r.lesson for r in results} - {lesson.id})
     if wrong:
         raise UsageError(f"--results {path!r} holds runs of {', '.join(wrong)}, not {lesson.id}")

@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from lab.commands import UsageError, gpu_memory_arg
+from lab.commands import UsageError, gpu_memory_arg, seconds_arg
 from lab.measure.modes import MODE_HELP, SCALE_HELP
 
 DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
@@ -62,7 +62,7 @@ def add_workload_args(p) -> None:
                         "is per rank): one GPU each on cuda, one process each on cpu, simulated "
                         "in one process in sim (any N, e.g. 1024); default 1")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--timeout", type=float, metavar="S", default=600.0,
+    p.add_argument("--timeout", type=seconds_arg, metavar="S", default=600.0,
                    help="seconds per worker (default 600)")
 
 

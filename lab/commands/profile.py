@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from lab.commands import UsageError, gpu_memory_arg
+from lab.commands import UsageError, gpu_memory_arg, seconds_arg
 
 
 def add_parser(sub) -> None:
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", type=int, default=None, metavar="N",
                    help="stop after N optimizer steps (a clean stop; default: 3 in sim, no "
                         "limit otherwise); in sim evaluation loops run N passes of one shape")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
+    p.add_argument("--timeout", type=seconds_arg, default=None, metavar="S",
                    help="stop the script after S seconds (from its start; default 3600); what "
                         "ran until then is the result")
     p.add_argument("--snapshot", metavar="FILE",

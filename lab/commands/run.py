@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from lab.atomic import atomic_write
-from lab.commands import UsageError, gpu_memory_arg
+from lab.commands import UsageError, gpu_memory_arg, seconds_arg
 from lab.commands.live import Live
 from lab.curriculum import Course, Lesson, load_course
 from lab.measure.modes import MODE_HELP, SCALE_HELP, ModeChoice, ModeError, choose
@@ -48,7 +48,7 @@ def add_parser(sub) -> None:
                         "p-no_grad.pkl, … (the names are printed)")
     p.add_argument("--save", metavar="DIR",
                    help="save each result as DIR/<lesson-id>/<variant>.json (DIR is created)")
-    p.add_argument("--timeout", type=float, metavar="S", help="seconds per variant (default: the lesson's)")
+    p.add_argument("--timeout", type=seconds_arg, metavar="S", help="seconds per variant (default: the lesson's)")
     p.add_argument("--no-timing", action="store_true", help="skip the untracked timing pass")
     p.add_argument("--gpus", type=int, metavar="N",
                    help="ranks of torch.distributed for a lesson that trains on several GPUs "

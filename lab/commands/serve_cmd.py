@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from lab.commands import UsageError
+from lab.serve.identity import MAX_LEARNERS
 
 TOKEN_ENV = "MEMLAB_SERVE_TOKEN"
 
@@ -29,6 +30,9 @@ def add_parser(sub) -> None:
     p.add_argument("--token", metavar="TOKEN",
                    help=f"access token (default: ${TOKEN_ENV}, else one kept in the workshop "
                         "folder; required off loopback)")
+    p.add_argument("--max-learners", metavar="N", default=str(MAX_LEARNERS),
+                   help=f"names this class accepts (default {MAX_LEARNERS}); a new name past "
+                        "it is refused")
     p.add_argument("--public-url", metavar="URL",
                    help="the address learners use when a proxy (TLS) stands in front, "
                         "e.g. https://lab.example.org")
@@ -40,8 +44,15 @@ def main(args) -> int:
         import textual_serve  # noqa: F401
     except ImportError:
         raise UsageError("memlab serve needs textual-serve: pip install 'memlab[serve]'") from None
+    from lab.report.numbers import NumberError, parse_number
+
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1 to 65535 (got {args.port})")
+    try:
+        max_learners = parse_number(args.max_learners, what="--max-learners", lo=1, hi=100_000,
+                                    integer=True)
+    except NumberError as e:
+        raise UsageError(str(e)) from None
     if args.public_url and not args.public_url.startswith(("http://", "https://")):
         raise UsageError(f"--public-url must start with http:// or https:// "
                          f"(got {args.public_url!r})")
@@ -57,8 +68,11 @@ def main(args) -> int:
     root.mkdir(parents=True, exist_ok=True)
     from lab.serve.server import LabServer
 
-    server = LabServer(root, args.host, args.port, token, args.public_url,
-                       say=lambda text: print(text, flush=True))
+    try:
+        server = LabServer(root, args.host, args.port, token, args.public_url,
+                           say=lambda text: print(text, flush=True), max_learners=max_learners)
+    except OSError as e:  # the workshop folder cannot be written, or its secret is damaged
+        raise UsageError(f"--data {str(root)!r}: {e.strerror or e}") from None
     try:
         server.serve()
     except OSError as e:

@@ -13,6 +13,10 @@ units (lab.report.units) — the unit policy is written in its docstring:
     axis_unit(top)                          ("GB", 1e9) for a plot axis whose largest value is top
     parse_size(text), SIZE_HELP             "16GiB" -> 17179869184 (ValueError names what is accepted)
 
+numbers (lab.report.numbers) — ONE parser for every number a person gives the lab:
+    parse_number(value, what=, lo=, hi=, unit=, integer=, above=)  text or a number from a file
+                                            -> a finite number in range, or NumberError (one line)
+
 tables (lab.report.tables):
     table(headers, rows, right=None, markdown=False)   aligned text or Markdown; never cut;
                                                        number columns right-aligned (auto)

@@ -23,6 +23,7 @@ _UNITS = {
     "k": 10**3, "m": 10**6, "g": 10**9,
 }
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+MAX_SIZE = 10**15  # 1 PB: far beyond any GPU; a bigger "size" is a typo
 SIZE_HELP = "a size such as 16GiB, 8GB, 512MiB or 1000000 (bytes)"
 MINUS = "\u2212"
 DASH = "—"  # a value that does not exist (not measured, not applicable): never shown as 0
@@ -32,13 +33,20 @@ _FIXED = {"TB": 10**12, "GB": 10**9, "MB": 10**6, "kB": 10**3, "GiB": 2**30, "Mi
 
 def parse_size(text: str) -> int:
     """'16GiB' -> 17179869184. Raises ValueError naming what is accepted."""
-    m = _SIZE_RE.match(str(text))
+    from .numbers import MAX_TEXT, NumberError, parse_number, shown
+
+    m = _SIZE_RE.match(str(text)) if len(str(text)) <= MAX_TEXT else None
     unit = m.group(2).lower() if m else None
     if not m or unit not in _UNITS:
-        raise ValueError(f"{text!r} is not {SIZE_HELP}")
-    value = float(m.group(1)) * _UNITS[unit]
-    if value <= 0:
-        raise ValueError(f"{text!r} must be more than 0 bytes")
+        raise ValueError(f"{shown(text)} is not {SIZE_HELP}")
+    try:  # the one number parser: no "1e400", no four hundred nines
+        value = parse_number(m.group(1), what="the size", lo=0, above=True,
+                             hi=MAX_SIZE / _UNITS[unit]) * _UNITS[unit]
+    except NumberError:
+        raise ValueError(f"{shown(text)} must be more than 0 bytes and at most "
+                         f"{format_bytes(MAX_SIZE, 'TB', 0)}") from None
+    if value < 1:
+        raise ValueError(f"{shown(text)} must be more than 0 bytes")
     return int(value)
 
 

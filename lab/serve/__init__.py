@@ -2,6 +2,8 @@
 
     policy.py     served mode: what a lab served to a browser may not do (one place)
     workshop.py   the workshop folder: learners (sanitised names), the access token
+    identity.py   signed cookies (the workshop's secret), names claimed with a code, a cap
+    lifeline.py   a tab's app exits when its server dies; a new server reaps leftovers
     auth.py       the access guard: an aiohttp middleware on every route (aiohttp)
     server.py     `LabServer`: textual-serve's Server + the guard + one app per tab (aiohttp)
     classroom.py  the class state: runs the instructor pushed, the lesson everyone is on

@@ -5,13 +5,16 @@ textual-serve has no authentication of its own (its routes are `/`, `/ws`, `/dow
 the websocket included, passes here first:
 
 - with a token (required when the lab listens on anything but loopback): the first visit
-  carries `?token=…`; it is checked (constant time), stored in a cookie (HttpOnly,
-  SameSite=Lax) and the address bar is cleaned with a redirect; later requests carry the
+  carries `?token=…`; it is checked (constant time) and exchanged for a session cookie signed
+  with the workshop's secret (lab/serve/identity.py: HttpOnly, SameSite=Lax; the cookie is not
+  the token), and the address bar is cleaned with a redirect; later requests carry the
   cookie. Anything else is refused (403) before a handler or an app process runs.
 - on loopback without a token (one machine, or learners through an SSH tunnel): the Host
-  header must name loopback, so a web page cannot reach the lab through DNS rebinding.
-- the websocket: its Origin, when the browser sends one, must be this server (a page on
-  another site cannot open a socket to the lab with the learner's cookies).
+  header must name loopback (an address `ipaddress` calls loopback, or `localhost`), so a web
+  page cannot reach the lab through DNS rebinding.
+- the websocket and every form post: an Origin, when the browser sends one, must name this
+  server's host (a page on another site, a `file://` page or a sandboxed one, whose Origin is
+  `null`, cannot open a socket to the lab or post the name form with the learner's cookies).
 
 Not TLS: put a TLS proxy in front when learners connect over a network (docs/WORKSHOPS.md).
 """
@@ -23,10 +26,11 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from lab.serve.identity import SESSION_MAX_AGE_S, Identity
 from lab.serve.workshop import is_loopback
 
-TOKEN_COOKIE = "memlab_token"
-COOKIE_MAX_AGE = 7 * 24 * 3600
+SESSION_COOKIE = "memlab_session"
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
 def _hostname(netloc: str) -> str:
@@ -40,48 +44,66 @@ def refused(text: str, status: int = 403) -> web.Response:
     return web.Response(status=status, text=page, content_type="text/html")
 
 
-class Guard:
-    """`token`: the access token, or None (loopback only). `public_url`: where learners reach
-    the lab when a proxy stands in front (its host is accepted as an Origin too)."""
+def secure_request(request: web.Request) -> bool:
+    return request.secure or request.headers.get("X-Forwarded-Proto") == "https"
 
-    def __init__(self, token: str | None, public_url: str | None = None):
+
+class Guard:
+    """`token`: the access token, or None (loopback only). `identity` signs and checks the
+    session cookie. `public_url`: where learners reach the lab when a proxy stands in front
+    (its host is accepted as an Origin too)."""
+
+    def __init__(self, token: str | None, identity: Identity, public_url: str | None = None):
         self.token = token
+        self.identity = identity
         self.public_host = urlsplit(public_url).netloc.lower() if public_url else ""
 
     def _token_ok(self, value: str | None) -> bool:
         return bool(value) and hmac.compare_digest(str(value).encode(), self.token.encode())
+
+    def origin_ok(self, origin: str, request: web.Request) -> bool:
+        """An Origin with a host, and that host this server's (as the browser reached it)."""
+        try:
+            parts = urlsplit(origin.strip())
+            host = parts.hostname
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or not host:
+            return False  # "null" (a sandboxed page, a file:// page), "file://", garbage
+        return parts.netloc.lower() in {request.host.lower(), self.public_host} - {""}
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):
         if self.token is None and not is_loopback(_hostname(request.host)):
             return refused("This lab listens on this machine only: open it as "
                            "http://localhost:PORT (through an SSH tunnel from another machine).")
-        if request.path == "/ws" or request.headers.get("Upgrade", "").lower() == "websocket":
+        websocket = (request.path == "/ws"
+                     or request.headers.get("Upgrade", "").lower() == "websocket")
+        if websocket or request.method not in SAFE_METHODS:
             origin = request.headers.get("Origin")
-            if origin and urlsplit(origin).netloc.lower() not in {request.host.lower(),
-                                                                 self.public_host}:
+            if origin is not None and not self.origin_ok(origin, request):
                 return refused("A page from another site may not connect to this lab.")
         if self.token is None:
             return await handler(request)
         given = request.query.get("token")
         if self._token_ok(given):
-            if request.method == "GET" and request.path != "/ws":
+            if request.method == "GET" and not websocket:
                 # keep the token out of the address bar, history and screen shares
                 clean = request.rel_url.with_query(
                     [(k, v) for k, v in request.query.items() if k != "token"])
                 response = web.HTTPSeeOther(location=str(clean))
-                self._set_cookie(response, request)
+                self._set_session(response, request)
                 raise response
             return await handler(request)
-        if self._token_ok(request.cookies.get(TOKEN_COOKIE)):
+        if self.identity.session_ok(request.cookies.get(SESSION_COOKIE), self.token):
             return await handler(request)
         return refused("This lab needs its access token: open the link your instructor gave "
                        "you (it ends in <code>/?token=…</code>).")
 
-    def _set_cookie(self, response: web.StreamResponse, request: web.Request) -> None:
-        secure = request.secure or request.headers.get("X-Forwarded-Proto") == "https"
-        response.set_cookie(TOKEN_COOKIE, self.token, max_age=COOKIE_MAX_AGE, httponly=True,
-                            samesite="Lax", secure=secure, path="/")
+    def _set_session(self, response: web.StreamResponse, request: web.Request) -> None:
+        response.set_cookie(SESSION_COOKIE, self.identity.session_cookie(self.token),
+                            max_age=SESSION_MAX_AGE_S, httponly=True, samesite="Lax",
+                            secure=secure_request(request), path="/")
 
 
-__all__ = ["Guard", "TOKEN_COOKIE", "is_loopback", "refused"]
+__all__ = ["Guard", "SESSION_COOKIE", "is_loopback", "refused", "secure_request"]

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from lab.progress import atomic_write
 from lab.reference import load_reference
+from lab.serve.workshop import checked_name
 
 CLASS_DIR = "class"
 
@@ -37,7 +38,7 @@ def _now() -> str:
 def instructor_label(result) -> str:
     """How a pushed run is labelled on a learner's screen."""
     device = getattr(getattr(result, "device", None), "name", "") or "the class GPU"
-    if getattr(result, "mode", "") != "cuda":
+    if not getattr(result, "on_gpu", False):
         device = f"{device} ({result.mode}, {result.scale} scale)"
     return f"run by your instructor on {device}"
 
@@ -53,17 +54,31 @@ class Classroom:
         """The class state; an empty one when there is none or it cannot be read."""
         try:
             state = json.loads(self.state_path.read_text(encoding="utf-8"))
-            if isinstance(state, dict):
-                state.setdefault("seq", 0)
-                state.setdefault("pushes", {})
-                return state
-        except (OSError, ValueError):
-            pass
-        return {"seq": 0, "lesson": None, "pushes": {}}
+        except (OSError, ValueError, RecursionError):
+            state = None
+        if not isinstance(state, dict):
+            return {"seq": 0, "lesson": None, "pushes": {}}
+        # every served app polls this file: a value of the wrong type must not reach them
+        if not isinstance(state.get("seq"), int) or isinstance(state.get("seq"), bool):
+            state["seq"] = 0
+        pushes = state.get("pushes")
+        state["pushes"] = {k: v for k, v in pushes.items()
+                           if isinstance(v, dict) and isinstance(v.get("seq", 0), int)
+                           } if isinstance(pushes, dict) else {}
+        lesson = state.get("lesson")
+        if not (isinstance(lesson, dict) and isinstance(lesson.get("seq", 0), int)
+                and isinstance(lesson.get("id", ""), str)):
+            state["lesson"] = None
+        return state
 
     def pushed(self, lesson_id: str) -> dict:
         """variant -> the pushed RunResult for a lesson ({} when none was pushed)."""
-        if lesson_id not in self.read()["pushes"]:
+        pushes = self.read()["pushes"]
+        if not isinstance(pushes, dict) or lesson_id not in pushes:
+            return {}
+        try:
+            checked_name(lesson_id, "lesson id")
+        except ValueError:
             return {}
         return load_reference(lesson_id, self.runs_dir)
 
@@ -86,12 +101,18 @@ class Classroom:
         if len(lessons) != 1:
             raise ValueError(f"push the runs of one lesson at a time (got {sorted(lessons)})")
         lesson_id = lessons.pop()
+        # names from a file become file names: the learners' sanitiser says which may (no
+        # '../', no '/', nothing hidden), before anything is removed or written
+        checked_name(lesson_id, "lesson id")
+        texts = {r.variant: json.dumps(r.to_dict()) for r in results}
+        for variant in texts:
+            checked_name(variant, "variant name")
         folder = self.runs_dir / lesson_id
         folder.mkdir(parents=True, exist_ok=True)
         for old in folder.glob("*.json"):
             old.unlink()
-        for r in results:
-            atomic_write(folder / f"{r.variant}.json", json.dumps(r.to_dict()))
+        for variant, text in texts.items():
+            atomic_write(folder / f"{variant}.json", text)
         first = results[0]
 
         def edit(state, seq):

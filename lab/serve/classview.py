@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.curriculum import Lesson, Question
-from lab.progress import FILE_NAME, LessonProgress, parse
+from lab.progress import FILE_NAME, LessonProgress, decoded, parse
 from lab.reference import load_reference
 from lab.report.tables import table
 from lab.report.units import DASH, format_bytes, percent
@@ -34,6 +34,7 @@ class LearnerRow:
     runs: int = 0
     prediction_gb: float | None = None
     wrong: list[int] = field(default_factory=list)  # question indexes answered wrong
+    invalid: tuple[str, ...] = ()  # fields of the progress file that held no valid value
 
     @property
     def finished(self) -> bool:
@@ -47,7 +48,8 @@ class LessonView:
     question: Question | None = None  # the predict-the-peak question
     measured_gb: float | None = None
     measured_by: str = ""  # where the measured peak came from
-    wrong_answers: list[tuple[int, str, int]] = field(default_factory=list)  # (q, answer, n)
+    # (question index, the wrong answer as shown, learners): choices quoted, predictions described
+    wrong_answers: list[tuple[int, str, int]] = field(default_factory=list)
 
     @property
     def finished(self) -> list[str]:
@@ -77,7 +79,7 @@ def _status(lp: LessonProgress | None) -> str:
 def _load(path: Path) -> dict[str, LessonProgress]:
     """A learner's lessons, read only (a damaged line is skipped, never repaired from here)."""
     try:
-        return parse(path.read_text(encoding="utf-8"))[0].lessons
+        return parse(decoded(path.read_bytes()))[0].lessons
     except OSError:
         return {}
 
@@ -101,16 +103,18 @@ def lesson_view(workshop: Path, lesson: Lesson) -> LessonView:
         lp = _load(workshop / LEARNERS / name / FILE_NAME).get(lesson.id)
         row = LearnerRow(name, _status(lp))
         if lp is not None:
-            row.runs, row.prediction_gb = lp.runs, lp.prediction_gb
+            row.runs, row.prediction_gb, row.invalid = lp.runs, lp.prediction_gb, lp.invalid
             for key, ans in lp.quiz.items():
-                i = int(key) if key.isdigit() else -1
+                i = int(key) if key.isascii() and key.isdigit() and len(key) < 6 else -1
                 if ans.correct or not 0 <= i < len(lesson.quiz):
                     continue
                 row.wrong.append(i)
                 question = lesson.quiz[i]
                 if question.kind == "choice" and isinstance(ans.answer, int) \
                         and 0 <= ans.answer < len(question.choices):
-                    wrong[(i, question.choices[ans.answer])] += 1
+                    wrong[(i, repr(question.choices[ans.answer]))] += 1
+                elif question.kind == "predict_peak":
+                    wrong[(i, f"a peak outside the ±{question.tolerance:.0%} tolerance")] += 1
         rows.append(row)
     measured, by = measured_peak(workshop, lesson, q)
     common = [(i, text, n) for (i, text), n in wrong.most_common()]
@@ -122,11 +126,18 @@ def _gb(v: float | None) -> str:
     return DASH if v is None else format_bytes(v * 1e9)
 
 
+INVALID = "invalid"  # a value in the learner's file that the lab could not have written
+
+
+def _predicted(r: LearnerRow) -> str:
+    return INVALID if "prediction_gb" in r.invalid else _gb(r.prediction_gb)
+
+
 def _rows(view: LessonView) -> list[list[str]]:
     out = []
     for r in view.rows:
         err = view.error(r)
-        out.append([r.name, r.status, str(r.runs), _gb(r.prediction_gb),
+        out.append([r.name, r.status, str(r.runs), _predicted(r),
                     DASH if err is None else percent(err),
                     ", ".join(f"Q{i + 1}" for i in sorted(r.wrong)) or DASH])
     return out
@@ -149,7 +160,7 @@ def _summary(view: LessonView) -> list[str]:
 
 
 def _wrong_lines(view: LessonView) -> list[str]:
-    return [f"Q{i + 1} {view.lesson.quiz[i].question}\n    → {text!r}: {n} learner(s)"
+    return [f"Q{i + 1} {view.lesson.quiz[i].question}\n    → {text}: {n} learner(s)"
             for i, text, n in view.wrong_answers[:5]]
 
 
@@ -203,7 +214,8 @@ def csv_report(views: list[LessonView]) -> str:
         for r in view.rows:
             err = view.error(r)
             w.writerow([view.lesson.id, r.name, r.status, r.runs,
-                        "" if r.prediction_gb is None else r.prediction_gb,
+                        INVALID if "prediction_gb" in r.invalid
+                        else "" if r.prediction_gb is None else r.prediction_gb,
                         "" if view.measured_gb is None else round(view.measured_gb, 4),
                         "" if err is None else round(err, 4),
                         " ".join(str(i + 1) for i in sorted(r.wrong))])

@@ -18,6 +18,8 @@ SERVED_ENV = "MEMLAB_SERVED"  # "1" in a process started by `memlab serve`
 CLASS_ENV = "MEMLAB_CLASS"  # the workshop folder whose class state a served app follows
 LEARNER_ENV = "MEMLAB_LEARNER"  # the learner's (sanitised) name
 TEST_STATE_ENV = "MEMLAB_TEST_STATE"  # "1": the app writes test-state.json (browser test)
+SERVER_PID_ENV = "MEMLAB_SERVER_PID"  # the server's pid: the app exits when it dies (lifeline.py)
+CODE_ENV = "MEMLAB_LEARNER_CODE"  # the code another browser needs to take this learner's name
 
 
 class Refused(Exception):
@@ -57,5 +59,5 @@ def learner() -> str | None:
     return os.environ.get(LEARNER_ENV) or None
 
 
-__all__ = ["CLASS_ENV", "LEARNER_ENV", "Refused", "SERVED_ENV", "TEST_STATE_ENV", "allowed_path",
-           "learner", "refuse_if_served", "served"]
+__all__ = ["CLASS_ENV", "CODE_ENV", "LEARNER_ENV", "Refused", "SERVED_ENV", "SERVER_PID_ENV",
+           "TEST_STATE_ENV", "allowed_path", "learner", "refuse_if_served", "served"]

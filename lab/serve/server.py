@@ -4,18 +4,24 @@ textual-serve starts one app process per websocket (browser tab) from a shell co
 hooks in at three places of its `Server`, without copying its code:
 
 - `_make_app`: the aiohttp application gets the access guard (lab/serve/auth.py) as a
-  middleware, before any route, and a `/learner` route for the name form.
+  middleware, before any route, and a `/learner` route for the name form (a POST: a link or a
+  page elsewhere cannot sign a browser in under a name).
 - `command`: read per connection from a context variable that `handle_websocket` sets, so
   each tab's process gets its learner's data folder (`MEMLAB_HOME=<workshop>/learners/<name>`)
   and `MEMLAB_SERVED=1` (aiohttp runs each request in its own task: the variable is that
-  connection's alone).
-- `handle_index`: asks for a name first (a cookie keeps it), and builds the page's websocket
-  address from the address the browser used, so an SSH tunnel on any local port works.
+  connection's alone). The command `exec`s the app, so the server is its parent and the app
+  exits when the server dies (lab/serve/lifeline.py).
+- `handle_index`: asks for a name first (a cookie signed by the workshop's secret keeps it:
+  lab/serve/identity.py), and builds the page's websocket address from the address the
+  browser used, so an SSH tunnel on any local port works.
+
+At start, the server ends the apps that a killed predecessor left running (`lifeline.reap`).
 """
 
 from __future__ import annotations
 
 import html
+import os
 import shlex
 import sys
 from contextvars import ContextVar
@@ -25,18 +31,24 @@ from aiohttp import web
 from textual_serve.server import Server
 
 from lab.runner.paths import RUNNER_HOME_ENV, runner_home
-from lab.serve import policy
-from lab.serve.auth import Guard, refused
-from lab.serve.workshop import NAME_HELP, learner_home, sanitize_name
+from lab.serve import lifeline, policy
+from lab.serve.auth import Guard, refused, secure_request
+from lab.serve.identity import (MAX_LEARNERS, ClaimRefused, Identity, format_code,
+                                load_or_create_secret)
+from lab.serve.workshop import NAME_MAX, learner_home
 
 LEARNER_COOKIE = "memlab_learner"
+LEARNER_COOKIE_MAX_AGE = 30 * 24 * 3600
 _TAB_COMMAND: ContextVar[str | None] = ContextVar("memlab_tab_command", default=None)
 
 
 class LabServer(Server):
     def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 8000,
-                 token: str | None = None, public_url: str | None = None, say=print):
+                 token: str | None = None, public_url: str | None = None, say=print,
+                 max_learners: int = MAX_LEARNERS):
         self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.identity = Identity(self.root, load_or_create_secret(self.root), max_learners)
         self._base_command = ""
         self.explicit_url = public_url.rstrip("/") if public_url else None
         self.token = token
@@ -44,7 +56,7 @@ class LabServer(Server):
         super().__init__(command=f"{shlex.quote(sys.executable)} -m lab", host=host, port=port,
                          title="GPU Memory Lab",
                          public_url=self.explicit_url or f"http://{host}:{port}")
-        self.guard = Guard(token, self.explicit_url)
+        self.guard = Guard(token, self.identity, self.explicit_url)
 
     # ---- one app process per tab, with its learner's data folder -----------------------------
     @property
@@ -56,14 +68,24 @@ class LabServer(Server):
         self._base_command = value
 
     def tab_command(self, name: str) -> str:
+        code = self.identity.code_of(name)
         env = {"MEMLAB_HOME": str(learner_home(self.root, name)), policy.LEARNER_ENV: name,
                policy.SERVED_ENV: "1", policy.CLASS_ENV: str(self.root),
+               policy.CODE_ENV: format_code(code) if code else "",
+               policy.SERVER_PID_ENV: str(os.getpid()),
                # the machine's one runner service (the server's), not one per learner's folder
                RUNNER_HOME_ENV: runner_home() or ""}
-        return " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + self._base_command
+        # `exec env`: the app replaces the shell (env execs it in turn), so this server is the
+        # app's parent (lifeline.py)
+        return ("exec env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
+                + self._base_command)
+
+    def learner_of(self, request: web.Request) -> str | None:
+        """The learner this browser signed in as (a cookie this server signed), or None."""
+        return self.identity.learner_of(request.cookies.get(LEARNER_COOKIE))
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
-        name = learner_of(request)
+        name = self.learner_of(request)
         if name is None:
             return refused("Give your name first: reload the page.")
         reset = _TAB_COMMAND.set(self.tab_command(name))
@@ -76,11 +98,12 @@ class LabServer(Server):
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
         app.middlewares.append(self.guard.middleware)  # before the app is frozen at startup
-        app.router.add_route("*", "/learner", self.handle_learner)
+        app.router.add_post("/learner", self.handle_learner)
+        app.router.add_get("/learner", self.handle_learner_page)
         return app
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
-        if learner_of(request) is None:
+        if self.learner_of(request) is None:
             return name_form()
         if not self.explicit_url:
             # The base handler builds the page's URLs from `public_url` synchronously (it has no
@@ -89,44 +112,49 @@ class LabServer(Server):
             self.public_url = f"{scheme}://{request.host}"
         return await super().handle_index(request)
 
+    async def handle_learner_page(self, request: web.Request) -> web.StreamResponse:
+        """GET /learner: the form, never a sign-in (a link could carry another name)."""
+        return name_form()
+
     async def handle_learner(self, request: web.Request) -> web.StreamResponse:
-        data = await request.post() if request.method == "POST" else request.query
-        raw = data.get("name")
-        if raw is None:
+        """POST /learner, the name form: claim the name, or take it with its code."""
+        try:
+            data = await request.post()
+        except (ValueError, web.HTTPException):
+            return name_form("The form could not be read: please try again.")
+        raw, code = data.get("name"), data.get("code") or ""
+        if not isinstance(raw, str) or not isinstance(code, str):
             return name_form()
         try:
-            name = sanitize_name(str(raw))
-        except ValueError:
-            return name_form(f"Please use {NAME_HELP}.")
-        learner_home(self.root, name)
+            name = self.identity.claim(raw[:4 * NAME_MAX], code[:64])
+        except ClaimRefused as e:
+            return name_form(str(e), raw[:4 * NAME_MAX], ask_code=True)
         response = web.HTTPSeeOther(location="/")
-        response.set_cookie(LEARNER_COOKIE, name, max_age=30 * 24 * 3600, httponly=True,
-                            samesite="Lax", path="/")
+        response.set_cookie(LEARNER_COOKIE, self.identity.learner_cookie(name),
+                            max_age=LEARNER_COOKIE_MAX_AGE, httponly=True, samesite="Lax",
+                            secure=secure_request(request), path="/")
         raise response
 
     async def on_startup(self, app: web.Application) -> None:
+        reaped = lifeline.reap(self.root)
         self.say(startup_text(self.host, self.port, self.token, self.explicit_url, self.root))
+        if reaped:
+            self.say(f"ended {reaped} app process(es) that a killed server left running")
 
 
-def learner_of(request: web.Request) -> str | None:
-    raw = request.cookies.get(LEARNER_COOKIE)
-    if not raw:
-        return None
-    try:
-        return raw if sanitize_name(raw) == raw else None
-    except ValueError:
-        return None
-
-
-def name_form(error: str = "") -> web.Response:
+def name_form(error: str = "", name: str = "", ask_code: bool = False) -> web.Response:
     note = f"<p style='color:#f88'>{html.escape(error)}</p>" if error else ""
+    code = ("<p>Code (only when this name is already yours in another browser): "
+            "<input name='code' id='code' maxlength='16' placeholder='ABCD-2345'></p>"
+            if ask_code else "")
     page = f"""<!doctype html><meta charset=utf-8><title>GPU Memory Lab</title>
 <body style="font-family:monospace;background:#0c181f;color:#eee;padding:2em">
 <h1>GPU Memory Lab</h1>
-<p>Your name, once: your progress and runs are kept on this server under it.
-Use the same name next time (or in another tab) to find them again.</p>{note}
+<p>Your name, once: your progress and runs are kept on this server under it. The lab then
+shows your code: with your name and that code, another browser finds them again.</p>{note}
 <form method="post" action="/learner">
-<input name="name" id="name" autofocus maxlength="64" placeholder="e.g. ada-lovelace">
+<input name="name" id="name" autofocus maxlength="64" placeholder="e.g. ada-lovelace"
+ value="{html.escape(name, quote=True)}">{code}
 <button type="submit" id="go">Start</button></form></body>"""
     return web.Response(text=page, content_type="text/html")
 
@@ -147,4 +175,4 @@ def startup_text(host: str, port: int, token: str | None, public_url: str | None
     return "\n".join(lines)
 
 
-__all__ = ["LEARNER_COOKIE", "LabServer", "learner_of", "name_form", "startup_text"]
+__all__ = ["LEARNER_COOKIE", "LabServer", "name_form", "startup_text"]

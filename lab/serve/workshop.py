@@ -14,6 +14,7 @@ Headless: no Textual, no aiohttp.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -24,13 +25,20 @@ NAME_MAX = 32
 NAME_HELP = f"letters, digits, '-' or '_', at most {NAME_MAX} characters"
 TOKEN_FILE = "token"
 LEARNERS = "learners"
-LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
+LOOPBACK_NAME = "localhost"  # the one name taken as loopback; any other name could resolve anywhere
 
 
 def is_loopback(host: str) -> bool:
-    """A host name or address that only this machine reaches."""
-    host = host.strip("[]").lower()
-    return host in LOOPBACK_NAMES or host.startswith("127.")
+    """A host that only this machine reaches: an IP address in 127.0.0.0/8 or ::1 (as
+    `ipaddress` reads it, not by its text: "127.0.0.1.evil.example" is a name, and names
+    resolve wherever their owner says), or the name `localhost`."""
+    host = host.strip().strip("[]").lower()
+    if host == LOOPBACK_NAME:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def workshop_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -52,6 +60,21 @@ def sanitize_name(raw: str) -> str:
     if not text:
         raise ValueError(f"a name needs {NAME_HELP} (got {raw!r})")
     return text
+
+
+def checked_name(raw: object, what: str = "name") -> str:
+    """`raw` itself when it is already a safe folder or file name (what `sanitize_name` leaves
+    unchanged), else ValueError: a name read from a file never becomes a path unchecked."""
+    if not isinstance(raw, str):
+        raise ValueError(f"{what} {raw!r} is not text")
+    try:
+        ok = sanitize_name(raw) == raw
+    except ValueError:
+        ok = False
+    if not ok:
+        shown = raw if len(raw) <= 40 else raw[:37] + "…"
+        raise ValueError(f"{what} {shown!r} is not a safe file name ({NAME_HELP})")
+    return raw
 
 
 def learner_home(root: Path, name: str) -> Path:
@@ -87,5 +110,5 @@ def load_or_create_token(root: Path) -> str:
     return token
 
 
-__all__ = ["NAME_HELP", "is_loopback", "learner_home", "learners", "load_or_create_token", "sanitize_name",
-           "workshop_dir"]
+__all__ = ["NAME_HELP", "checked_name", "is_loopback", "learner_home", "learners",
+           "load_or_create_token", "sanitize_name", "workshop_dir"]

@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .load import SnapshotError, read
+from lab.decode import MALFORMED, DecodeError, result_from_dict
+
+from .load import SnapshotError, read, result_dicts
 from .summary import SnapshotSummary, summarize
 from .unpickle import gc_paused
 
@@ -95,10 +97,9 @@ def side_of_summary(s: SnapshotSummary, label: str = "") -> Side:
 def side_of_result(d: dict, file: str = "") -> Side:
     """A RunResult dict: categories are the tracker's own; phases and sites come from the
     storages it kept (the largest), the rest in one SMALLER row."""
-    from lab.measure.result import RunResult  # plain dataclasses, no torch
     from lab.report import provenance
 
-    r = RunResult.from_dict(d)
+    r = result_from_dict(d)  # every field checked (DecodeError: one line)
     idx = r.peak.index
     blocks = [b for b in r.blocks if b.alloc_index <= idx
               and (b.free_index is None or b.free_index > idx)] if idx >= 0 else []
@@ -129,23 +130,22 @@ def load_side(path: str | Path, *, variant: str | None = None, device: int | Non
         try:
             with gc_paused():  # millions of small dicts: no cyclic collection while reading
                 s = summarize(data, device=device, file=str(path), top=ALL)
-        except (TypeError, KeyError, AttributeError, ValueError) as e:
-            raise SnapshotError(f"{path}: malformed snapshot ({type(e).__name__}: {e})") from None
+        except MALFORMED as e:
+            raise SnapshotError(f"{path}: malformed snapshot ({type(e).__name__}: "
+                                f"{str(e)[:120]})") from None
         return side_of_summary(s)
-    results = data.get("results", []) if isinstance(data, dict) and "results" in data else data
-    results = results if isinstance(results, list) else [results]
-    names = [str(r.get("variant")) for r in results]
-    if variant is not None:
-        results = [r for r in results if r.get("variant") == variant]
-        if not results:
-            raise SnapshotError(f"{path} has no variant {variant!r}; it has: {', '.join(names)}")
+    names = [str(r.get("variant"))[:40] for r in result_dicts(path, data, None)]
+    results = result_dicts(path, data, variant)
     if len(results) != 1:
         raise SnapshotError(f"{path} holds {len(results)} results ({', '.join(names)}); "
                             "pick one with --variant")
     try:
         return side_of_result(results[0], str(path))
-    except (TypeError, KeyError, AttributeError, ValueError) as e:
-        raise SnapshotError(f"{path}: malformed result JSON ({type(e).__name__}: {e})") from None
+    except DecodeError as e:
+        raise SnapshotError(f"{path}: {e}") from None
+    except MALFORMED as e:
+        raise SnapshotError(f"{path}: malformed result JSON ({type(e).__name__}: "
+                            f"{str(e)[:120]})") from None
 
 
 # ---- the difference ------------------------------------------------------------------------------

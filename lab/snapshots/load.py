@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import gc
 import gzip
-import json
 import pickle
 from pathlib import Path
 from typing import Any
+
+from lab.decode import MALFORMED, DecodeError, loads, result_from_dict
 
 from . import frames as fr
 from .summary import Allocation, Band, Oom, Series, SnapshotSummary, summarize
@@ -48,17 +49,18 @@ def read(path: str | Path) -> tuple[str, Any]:
     except RefusedPickle as e:
         raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
                             "containers, numbers and strings, so nothing in it was run") from None
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
-            AttributeError, MemoryError, RecursionError, gzip.BadGzipFile) as e:
+    except (pickle.UnpicklingError, EOFError, MemoryError, gzip.BadGzipFile, *MALFORMED) as e:
+        # (a damaged FRAME length is an OverflowError, a deep one a RecursionError)
         raise SnapshotError(f"{path}: not a readable pickle ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else 'damaged or truncated'})"
-                            ) from None
+                            f"{_one_line(e) if str(e) else 'damaged or truncated'})") from None
     except OSError as e:
         raise SnapshotError(f"{path}: cannot read it ({e.strerror or e})") from None
     try:
-        data = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise SnapshotError(f"{path} is neither a pickle nor JSON; give {ACCEPTS}") from None
+        data = loads(text, what=str(path))
+    except DecodeError as e:
+        if text.lstrip()[:1] not in (b"{", b"["):
+            raise SnapshotError(f"{path} is neither a pickle nor JSON; give {ACCEPTS}") from None
+        raise SnapshotError(str(e)) from None
     if isinstance(data, dict) and ("device_traces" in data or "segments" in data):
         return "snapshot", _check_snapshot(path, data)  # a snapshot someone saved as JSON
     if _is_result(data) or (isinstance(data, dict) and data.get("kind") == "comparison"):
@@ -116,19 +118,36 @@ def _open_summary(path, device, variant, top) -> list[SnapshotSummary]:
                                 f"(devices: {', '.join(map(str, range(len(traces)))) or 'none'})")
         try:
             return [summarize(data, device=device, file=str(path), top=top)]
-        except (TypeError, KeyError, AttributeError, ValueError) as e:
-            raise SnapshotError(f"{path}: malformed snapshot ({type(e).__name__}: {e})") from None
-    results = data.get("results", []) if isinstance(data, dict) and "results" in data else data
-    results = results if isinstance(results, list) else [results]
-    if variant is not None:
-        names = [r.get("variant") for r in results]
-        results = [r for r in results if r.get("variant") == variant]
-        if not results:
-            raise SnapshotError(f"{path} has no variant {variant!r}; it has: {', '.join(map(str, names))}")
+        except MALFORMED as e:
+            raise SnapshotError(f"{path}: malformed snapshot ({type(e).__name__}: "
+                                f"{_one_line(e)})") from None
+    results = result_dicts(path, data, variant)
     try:
         return [summarize_result(r, file=str(path), top=top) for r in results]
-    except (TypeError, KeyError, AttributeError, ValueError) as e:
-        raise SnapshotError(f"{path}: malformed result JSON ({type(e).__name__}: {e})") from None
+    except DecodeError as e:
+        raise SnapshotError(f"{path}: {e}") from None
+    except MALFORMED as e:
+        raise SnapshotError(f"{path}: malformed result JSON ({type(e).__name__}: "
+                            f"{_one_line(e)})") from None
+
+
+def result_dicts(path, data: Any, variant: str | None) -> list[dict]:
+    """The result objects of a result file (a comparison's `results`), `variant`'s only."""
+    results = data.get("results", []) if isinstance(data, dict) and "results" in data else data
+    results = results if isinstance(results, list) else [results]
+    if not all(isinstance(r, dict) for r in results):
+        raise SnapshotError(f"{path}: its results are not all JSON objects; give {ACCEPTS}")
+    if variant is not None:
+        names = [str(r.get("variant"))[:40] for r in results]
+        results = [r for r in results if r.get("variant") == variant]
+        if not results:
+            raise SnapshotError(f"{path} has no variant {variant!r}; it has: {', '.join(names)}")
+    return results
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else "damaged"
+    return text if len(text) <= 120 else text[:117] + "…"
 
 
 def _parse_stack(stack: str) -> list[dict]:
@@ -146,9 +165,7 @@ def _parse_stack(stack: str) -> list[dict]:
 def summarize_result(d: dict, *, file: str = "", top: int = 20) -> SnapshotSummary:
     """The lab's own result (RunResult JSON) in the viewer's shape. Phases and categories here
     are the lab's own (recorded), not guesses."""
-    from lab.measure.result import RunResult  # no torch: result.py is plain dataclasses
-
-    r = RunResult.from_dict(d)
+    r = result_from_dict(d)  # every field checked (DecodeError: one line)
     tl = r.timeline
     s = SnapshotSummary(source="memlab-result", file=file, events=tl.events,
                         title=f"{r.lesson} · {r.variant} · {r.mode} · {r.scale}")
@@ -205,4 +222,4 @@ def summarize_result(d: dict, *, file: str = "", top: int = 20) -> SnapshotSumma
     return s
 
 
-__all__ = ["ACCEPTS", "SnapshotError", "open_summary", "read", "summarize_result"]
+__all__ = ["ACCEPTS", "SnapshotError", "open_summary", "read", "result_dicts", "summarize_result"]

@@ -173,8 +173,10 @@ def install(app) -> None:
         app.set_interval(STATE_S, writer.tick)
     name = policy.learner()
     if policy.served() and name:
-        app.notify(f"Hello {name}: your progress is kept on the server under this name.",
-                   timeout=6)
+        code = os.environ.get(policy.CODE_ENV)
+        app.notify(f"Hello {name}: your progress is kept on the server under this name."
+                   + (f" Your code is {code}: another browser needs it with your name."
+                      if code else ""), timeout=30 if code else 6)
 
 
 __all__ = ["ClassFollower", "describe", "install", "play_class_run", "show_class_run"]

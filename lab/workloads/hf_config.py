@@ -102,6 +102,9 @@ def read_config(spec: str | Path, simulated: bool = False) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: "
                           f"{e.msg})") from None
+    except (RecursionError, ValueError) as e:  # nested too deep; an int of 5,000 digits
+        raise ConfigError(f"{path}: not a config.json ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:100]})") from None
     if not isinstance(d, dict):
         raise ConfigError(f"{path}: a config.json holds one JSON object, not a "
                           f"{type(d).__name__}")
@@ -112,9 +115,10 @@ def read_config(spec: str | Path, simulated: bool = False) -> dict[str, Any]:
 def check_config(d: dict[str, Any], where: Path | str = "config", simulated: bool = False) -> None:
     """ConfigError for what the lab cannot build (module docstring), torch-free."""
     if "auto_map" in d:
+        names = d["auto_map"] if isinstance(d["auto_map"], dict) else {}
         raise ConfigError(f"{where}: needs remote code (auto_map: "
-                          f"{', '.join(sorted(d['auto_map']))}); the lab runs no code that "
-                          "comes with a config, only models transformers itself defines")
+                          f"{', '.join(sorted(map(str, names)))[:200]}); the lab runs no code "
+                          "that comes with a config, only models transformers itself defines")
     mm = next((k for k in _MULTIMODAL if k in d), None)
     if mm:
         raise ConfigError(f"{where}: a multimodal model (it has {mm}); the lab builds text-only "

@@ -30,6 +30,7 @@ TORCH_FREE = [
     "lab.runner.client", "lab.runner.replay",
     # workshops: the class state, the instructor's view, progress merging
     "lab.serve.policy", "lab.serve.workshop", "lab.serve.classroom", "lab.serve.classview",
+    "lab.serve.identity", "lab.serve.lifeline", "lab.decode", "lab.report.numbers",
     "lab.commands.serve_cmd", "lab.commands.class_cmd",
     "lab.cli",
 ]

@@ -130,7 +130,7 @@ def test_every_tab_finds_the_servers_runner_service(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLAB_HOME", str(tmp_path / "server"))
     server_socket = socket_path()
     cmd = LabServer(tmp_path / "ws", say=lambda text: None).tab_command("ada")
-    env = dict(part.split("=", 1) for part in shlex.split(cmd)[:-3])  # the VAR=value prefix
+    env = dict(part.split("=", 1) for part in shlex.split(cmd)[2:-3])  # exec env VAR=value ... python -m lab
     monkeypatch.setenv("MEMLAB_HOME", env["MEMLAB_HOME"])  # the learner's folder ...
     monkeypatch.setenv("MEMLAB_RUNNER_HOME", env["MEMLAB_RUNNER_HOME"])
     assert socket_path() == server_socket  # ... and still the server's service

@@ -16,6 +16,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from lab.curriculum import Question
+from lab.progress import parse_prediction
+from lab.report.numbers import NumberError
 
 from ..widgets.quiz import NumberInput, parse_gb
 
@@ -57,10 +59,11 @@ class PredictScreen(ModalScreen[float]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        value = parse_gb(event.value)
-        if value is None:
+        try:
+            value = parse_prediction(event.value)
+        except NumberError as e:
             self.query_one("#predict-error", Static).update(
-                f"{event.value!r} is not a number of GB (e.g. 4.4)." if event.value.strip()
+                f"{e} (e.g. 4.4)." if event.value.strip()
                 else "Type a number of GB, or Esc to run without predicting.")
             return
         self.dismiss(value)

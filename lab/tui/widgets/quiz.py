@@ -17,6 +17,8 @@ from textual.message import Message
 from textual.widgets import Input, RadioButton, RadioSet, Static
 
 from lab.curriculum import Lesson, Question, predicted_answer_gb
+from lab.progress import parse_prediction
+from lab.report.numbers import NumberError
 
 from ..look import percent, size, size_delta
 
@@ -26,12 +28,11 @@ def grade_prediction(predicted_gb: float, answer_gb: float, tolerance: float) ->
 
 
 def parse_gb(text: str) -> float | None:
-    text = text.strip().lower().removesuffix("gb").strip().replace(",", ".")
+    """The predicted GB typed, or None; `parse_prediction` says why not (the one parser)."""
     try:
-        value = float(text)
-    except ValueError:
+        return parse_prediction(text)
+    except NumberError:
         return None
-    return value if value >= 0 else None
 
 
 class NumberInput(Input):
@@ -162,10 +163,11 @@ class QuizView(VerticalScroll, can_focus=True):
         i = int(event.input.id.split("-")[0][1:])
         if i in self.correct:
             return
-        value = parse_gb(event.value)
         card = self.query_one(f"#q{i}", QuestionCard)
-        if value is None:
-            card.feedback(Text(f"{event.value!r} is not a number of GB (e.g. 4.4)", style="yellow"))
+        try:
+            value = parse_prediction(event.value)
+        except NumberError as e:
+            card.feedback(Text(f"{e} (e.g. 4.4)", style="yellow"))
             return
         self._grade_prediction(i, value, post=True)
 
