@@ -42,6 +42,7 @@ HISTORY_LIMIT = 500  # run records kept; the oldest go first
 LOCK_TIMEOUT_S = 30  # a save holds the lock for milliseconds; this only guards a stuck holder
 
 NOT_STARTED, RUN, QUIZ_DONE, QUIZ_PASSED = "not started", "run", "quiz done", "quiz passed"
+PREDICTED, SEEN = "predicted", "seen"  # a prediction committed; a recording played back
 RESULTS_DIR = "results"
 
 
@@ -72,6 +73,7 @@ class Answer:
 class LessonProgress:
     id: str
     runs: int = 0
+    playbacks: int = 0  # H200 recordings (or an instructor's run) played back to the end
     quiz: dict[str, Answer] = field(default_factory=dict)  # question index (as str) -> answer
     quiz_total: int = 0  # questions the lesson had when last answered
     prediction_gb: float | None = None  # predicted peak, committed once
@@ -100,7 +102,11 @@ class LessonProgress:
             return QUIZ_PASSED
         if self.quiz_answered:
             return QUIZ_DONE
-        return RUN if self.runs else NOT_STARTED
+        if self.runs:
+            return RUN
+        if self.playbacks:
+            return SEEN
+        return PREDICTED if self.prediction_gb is not None else NOT_STARTED
 
     @property
     def calibration_error(self) -> float | None:
@@ -121,7 +127,8 @@ class LessonProgress:
         for k, v in (d.get("quiz") or {}).items():
             quiz[str(k)] = Answer(v["answer"], bool(v["correct"]))
         pred, truth = d.get("prediction_gb"), d.get("truth_gb")
-        return cls(id=d["id"], runs=int(d.get("runs", 0)), quiz=quiz,
+        return cls(id=d["id"], runs=int(d.get("runs", 0)),
+                   playbacks=int(d.get("playbacks", 0)), quiz=quiz,
                    quiz_total=int(d.get("quiz_total", 0)),
                    prediction_gb=None if pred is None else float(pred),
                    last_run=str(d.get("last_run", "")),
@@ -269,6 +276,13 @@ class Progress:
         self.last_lesson = result.lesson
         self.save()
         return rec
+
+    def record_playback(self, lesson_id: str) -> None:
+        """A recording of the lesson was played back to the end: the lesson counts as seen."""
+        lp = self.lesson(lesson_id)
+        lp.playbacks += 1
+        self.last_lesson = lesson_id
+        self.save()
 
     def record_answer(self, lesson_id: str, index: int, answer: Any, correct: bool,
                       total: int) -> bool:
