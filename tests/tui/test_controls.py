@@ -55,7 +55,9 @@ async def test_a_cpu_run_at_seed_scale_asks_first():
         await pilot.press("escape")  # no prediction
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
-        assert "can take many minutes" in screen_text(app)
+        shown = screen_text(app)
+        assert "expect minutes per variant" in shown
+        assert "2 Experiment" in shown  # the dialog is over the lesson, not instead of it
         await pilot.press("n")
         await pilot.pause()
         assert not screen.running and app.runner.requests == []

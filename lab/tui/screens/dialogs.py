@@ -190,7 +190,11 @@ class CalibrationScreen(ModalScreen):
     """
     BINDINGS = [Binding("escape,k,q", "dismiss", "Close")]
 
+    def __init__(self, course, progress):
+        super().__init__()
+        self.course, self.progress = course, progress
+
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(calibration_table(self.app.course, self.app.progress))
+            yield Static(calibration_table(self.course, self.progress))
             yield Static(Text("Esc closes.", style="dim"))
