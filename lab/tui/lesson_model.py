@@ -289,8 +289,9 @@ def _counts(results: Iterable[RunResult]) -> str:
     return ", ".join(parts)
 
 
-def outcome_words(outcome: Outcome, main_is_recording: bool) -> Words:
-    """After a run: what just happened, in one line, and what to do next."""
+def outcome_words(outcome: Outcome, main_is_recording: bool) -> tuple[Words, ...]:
+    """After a run: what just happened, in one line, and what to do next; the longest first,
+    then shorter forms for narrower lines (the status line shows the first that fits)."""
     plan = outcome.plan
     counts = _counts(outcome.results)
     if outcome.cancelled:
@@ -302,19 +303,20 @@ def outcome_words(outcome: Outcome, main_is_recording: bool) -> Words:
     else:
         head = "✔ Your run is done" if all(r.ok for r in outcome.results) else "Your run ended"
     where = "" if plan.recorded else f" ({plan.mode}, {plan.scale} scale)"
-    words = [(head, "bold"), (f"{where}: {counts}", "")]
+    first = ((head, "bold"), (f"{where}: {counts}", ""))
+    then: tuple[tuple[str, str], ...] = ()
     if outcome.beside_recording:
-        words.append((" · Results: yours beside the H200 recording", "dim"))
+        then = ((" · beside the H200 recording", "dim"),)
     elif plan.recorded and main_is_recording:
-        words.append((" · y runs it yourself", "dim"))
-    words.append((" · 1 story · 4 inspector", "dim"))
-    return tuple(words)
+        then = ((" · y runs it yourself", "dim"),)
+    tail = ((" · 1 story · 4 inspector", "dim"),)
+    return (first + then + tail, first + then, first)
 
 
 def idle_words(main_is_recording: bool, mode: str | None, scale: str) -> Words:
     if main_is_recording:
         return (("Ready. ", "bold"), ("r plays the H200 recording · y runs it yourself "
-                                      f"({mode or '?'}, {scale} scale) · ? help", "dim"))
+                                      f"({mode or '?'}, {scale}) · ? help", "dim"))
     return (("Ready. ", "bold"), ("r runs every checked variant · Esc cancels · ? help", "dim"))
 
 

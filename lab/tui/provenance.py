@@ -73,8 +73,8 @@ def _minor(version: str) -> str:
     return ".".join(_base(version).split(".")[:2])
 
 
-def code_path_line(mine: Iterable[RunResult], recording: Iterable[RunResult]) -> tuple[str, str] | None:
-    """(long, short) line saying where the learner's run and the recording took different code
+def code_path_line(mine: Iterable[RunResult], recording: Iterable[RunResult]) -> tuple[str, ...] | None:
+    """(long, …, short) forms of the one line saying where the learner's run and the recording took different code
     paths; None when they took the same ones (or there is nothing to compare)."""
     mine, recorded = list(mine), {r.variant: r for r in recording}
     pairs = [(r, recorded[r.variant]) for r in mine if r.variant in recorded]
@@ -96,7 +96,9 @@ def code_path_line(mine: Iterable[RunResult], recording: Iterable[RunResult]) ->
         parts = [f"{what} in {', '.join(sorted(vs))}" for what, vs in differ.items()]
         long = "Your run took other code paths than the recording: " + "; ".join(parts) + "."
         short = "Other code paths than the recording: " + "; ".join(differ) + "."
-        return long, short
+        shortest = "Other paths than the recording: " + ", ".join(
+            what.split(" ")[0] for what in differ)
+        return long, short, shortest
     # fallback: the versions that choose those paths
     a, b = pairs[0]
     diffs = []
@@ -109,9 +111,10 @@ def code_path_line(mine: Iterable[RunResult], recording: Iterable[RunResult]) ->
     long = ("Versions: your run " + ", ".join(f"{p} {x}" for p, x, _ in diffs) + "; the recording "
             + ", ".join(f"{y}" for _, _, y in diffs) + ": the code paths (attention, optimizer) "
             "may differ.")
-    short = ("versions: " + ", ".join(f"{p} {x} (recording {y})" for p, x, y in diffs)
-             + ": paths may differ")
-    return long, short
+    short = (", ".join(f"{p} {x}" for p, x, _ in diffs) + " here; "
+             + ", ".join(y for _, _, y in diffs) + " recorded: code paths may differ")
+    shortest = "yours vs the recording: " + ", ".join(f"{p} {x}/{y}" for p, x, y in diffs)
+    return long, short, shortest
 
 
 def is_version_note(note: str) -> bool:

@@ -154,6 +154,7 @@ class HomeScreen(Screen):
             Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)",
                  style="dim"),
             Text(f"  {done}/{n} quizzes passed · k: guesses", style="dim"),
+            Text(f"  {done}/{n} quizzes passed", style="dim"),
             Text(f"  {done}/{n} passed", style="dim")))
         broken = self.query_one("#broken", Static)
         broken.display = bool(course.errors)

@@ -302,7 +302,23 @@ class LessonScreen(LessonRunMixin, Screen):
     def action_tab(self, tab: str) -> None:
         tabs = self.query_one(TabbedContent)
         self._last_tab_key = (time.monotonic(), TABS.index(tab) + 1, tabs.active)
+        self.show_tab(tab)
+
+    def show_tab(self, tab: str) -> None:
+        """Switch tabs without the focus pulling them back: a focused widget hidden with its
+        pane hands the focus to a neighbour in that pane, whose pane then becomes the active
+        one again (a Run button, a variant box). So the focus is let go first."""
+        self.set_focus(None)
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == tab:  # no TabActivated comes: focus its widget here
+            self._focus_tab(tab)
         tabs.active = tab
+
+    def _focus_tab(self, tab: str) -> None:
+        focus = {"inspector": InspectorView, "results": ResultsView, "quiz": QuizView,
+                 "text": LessonText, "experiment": CodeView}.get(tab)
+        if focus is not None:
+            self.query_one(focus).focus()
 
     def action_typed_number(self) -> None:
         """"4" then "." is someone typing a prediction (4.4), not asking for tab 4: go back to
@@ -313,16 +329,13 @@ class LessonScreen(LessonRunMixin, Screen):
             lp and (lp.prediction_gb is not None or lp.revealed_at))
         if not pending or time.monotonic() - when > 2.0 or self.running:
             return
-        self.query_one(TabbedContent).active = before
+        self.show_tab(before)
         self._ask_prediction(self._play_recording if self.main_is_recording() else self._run_live,
                              prefill=f"{digit}.")
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._refresh_tab(event.pane.id)
-        focus = {"inspector": InspectorView, "results": ResultsView, "quiz": QuizView,
-                 "text": LessonText, "experiment": CodeView}.get(event.pane.id)
-        if focus is not None:
-            self.query_one(focus).focus()
+        self._focus_tab(event.pane.id)
         if event.pane.id == "experiment":
             code = self.query_one(CodeView)
             code.mark(code.marked)
@@ -360,6 +373,14 @@ class LessonScreen(LessonRunMixin, Screen):
         if event.button.id == "run":
             event.stop()
             self.action_run_yourself() if self.main_is_recording() else self.action_run()
+
+    def on_descendant_focus(self, event) -> None:
+        # Tab onto a variant's box: its code (and the technique's) is shown, and it runs first
+        name = (event.widget.id or "").removeprefix("v-")
+        if (event.widget.id or "").startswith("v-") and not self.running and name != self.chosen:
+            self.chosen = name
+            self.query_one(CodeView).mark(name)
+            self.describe_variant(name)
 
     def on_checkbox_changed(self, event) -> None:
         name = (event.checkbox.id or "").removeprefix("v-")

@@ -37,6 +37,7 @@ from ..provenance import CLASS, RECORDING, source_of
 from ..result_set import ResultSet
 from ..widgets import CodeView, ResultsView, RunControls
 from ..widgets.status import RunStatus
+from ..widgets.fit import Fit
 from ..widgets.tables import variant_index
 from ..widgets.timeline import Series
 from .dialogs import ConfirmScreen
@@ -72,7 +73,7 @@ class LessonRunMixin:
         if not self._busy():
             self._ask_prediction(self._run_live)
 
-    def words(self, words: Words, variant: str | None = None) -> Text:
+    def words(self, words: Words, variant: str | None = None) -> Text:  # noqa: D401
         """The model's words as Rich Text ("variant": the running variant's colour)."""
         color = variant_color(variant_index(self.lesson, variant)) if variant else ""
         return Text.assemble(*((t, f"bold {color}" if style == "variant" else style)
@@ -124,7 +125,9 @@ class LessonRunMixin:
                 self.progress.commit_prediction(self.lesson.id, value)
                 self.refresh_prediction()
                 self.deps.on_progress()
-            then()
+            # after the dialog is gone: the screen then takes back the focus it had, which would
+            # take the tabs back to that widget's pane if the run had switched them already
+            self.call_after_refresh(then)
 
         self.app.push_screen(PredictScreen(q, what, prefill), done)
 
@@ -175,7 +178,7 @@ class LessonRunMixin:
         if choice.warning:  # cpu at seed scale: minutes; asked over the screen, not instead of it
             def confirmed(yes: bool | None) -> None:
                 if yes:
-                    self._start(plan, self.deps.runner)
+                    self.call_after_refresh(self._start, plan, self.deps.runner)
 
             self.app.push_screen(ConfirmScreen(f"{choice.warning}. Run on the CPU anyway?"),
                                  confirmed)
@@ -190,7 +193,7 @@ class LessonRunMixin:
         status = self.query_one(RunStatus)
         status.start()
         status.running(Text("Starting…", style="bold"))
-        self.query_one(TabbedContent).active = "results"
+        self.show_tab("results")
         self._draw_live()
         self.run_variants(plan, runner)
 
@@ -256,7 +259,8 @@ class LessonRunMixin:
                                                            for r in message.results):
             self.progress.record_playback(self.lesson.id)  # seen: the map says so
         self.show_results()
-        status.say(self.words(outcome_words(state.outcome, self.main_is_recording())))
+        status.say(Fit(*(self.words(w) for w in outcome_words(state.outcome,
+                                                             self.main_is_recording()))))
         self.deps.on_progress()
 
     def _draw_live(self) -> None:

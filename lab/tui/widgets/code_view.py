@@ -17,6 +17,7 @@ from textual.containers import ScrollableContainer
 from textual.widgets import Static
 
 from ..technique_code import Snippet, technique_snippets
+from .fit import natural_width
 
 
 def function_lines(code: str, name: str) -> tuple[int, int] | None:
@@ -46,7 +47,10 @@ class CodeView(ScrollableContainer, can_focus=True):
         self.snippets: list[Snippet] = []
 
     def compose(self):
-        yield Static(self._render_code(), id="code")
+        code = self._render_code()
+        static = Static(code, id="code")
+        static.styles.width = natural_width(self.app.console, self.app.console.options, code)
+        yield static
 
     def _theme(self) -> tuple[str, str]:
         dark = getattr(self.app, "current_theme", None)
@@ -88,7 +92,12 @@ class CodeView(ScrollableContainer, can_focus=True):
         self.marked = variant
         self.span = function_lines(self.code, variant) if variant else None
         self.snippets = technique_snippets(self.code, variant) if variant else []
-        self.query_one("#code", Static).update(self._render_code())
+        code = self._render_code()
+        static = self.query_one("#code", Static)
+        static.update(code)
+        # as wide as its longest line, so the view scrolls sideways to it (width: auto would
+        # clamp the code to the view and cut the line)
+        static.styles.width = natural_width(self.app.console, self.app.console.options, code)
         if scroll and self.span:
             y = 0 if self.snippets else max(0, self.span[0] - 3)
             self.call_after_refresh(lambda: self.scroll_to(x=0, y=y, animate=False))

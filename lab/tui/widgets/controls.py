@@ -135,14 +135,13 @@ class RunControls(Vertical):
         self.query_one("#predict-row", Static).update(text)
 
     def set_running(self, running: bool) -> None:
-        run = self.query_one("#run", Button)
-        run.disabled = running
-        if running:
-            run.label = "running…"
-        else:
-            run.label = self._idle_label
+        # the button says so but stays enabled: disabling a focused button moves the focus to
+        # the next widget of this tab, which would take the tabs back here during the run
+        # (pressing it while a run is in flight only says that one is)
+        self._running = running
+        self.query_one("#run", Button).label = "running…" if running else self._idle_label
 
     def set_idle_label(self, label: str) -> None:
         self._idle_label = label
-        if not self.query_one("#run", Button).disabled:
+        if not getattr(self, "_running", False):
             self.query_one("#run", Button).label = label

@@ -18,7 +18,6 @@ from typing import Iterable, Sequence
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.measure import Measurement
-from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 
@@ -34,6 +33,14 @@ class Col:
     key: bool = False  # repeated in every part when the table is split in two or more
 
 
+WIDE = 10_000  # measure at this width: Rich clamps a measurement to the width it is given
+
+
+def natural_width(console: Console, options: ConsoleOptions, renderable) -> int:
+    """How wide `renderable` wants to be, unwrapped (not clamped to the width at hand)."""
+    return Measurement.get(console, options.update_width(WIDE), renderable).maximum
+
+
 class Fit:
     """The first of `choices` whose natural width fits; the last one otherwise."""
 
@@ -42,7 +49,7 @@ class Fit:
 
     def pick(self, console: Console, options: ConsoleOptions):
         for choice in self.choices[:-1]:
-            if Measurement.get(console, options, choice).maximum <= options.max_width:
+            if natural_width(console, options, choice) <= options.max_width:
                 return choice
         return self.choices[-1]
 
@@ -84,36 +91,26 @@ class FitTable:
     def layouts(self) -> list[Table]:
         return [self.table(keep, short) for keep, short in self.specs()]
 
-    def _width(self, i: int) -> int:
-        c = self.columns[i]
-        cells = [cell_len(c.short or c.header)] + [
-            cell_len(r[i].plain if isinstance(r[i], Text) else str(r[i])) for r in self.rows]
-        return max(cells) + 2  # SIMPLE_HEAD: one space of padding either side
-
-    def split(self, width: int) -> list[Table]:
-        """Narrower than every layout: the columns in parts, the key columns in each."""
+    def split(self, console: Console, options: ConsoleOptions) -> list[Table]:
+        """Narrower than every layout: the columns in parts, the key columns in each (a part
+        takes columns while it still fits, and at least one)."""
         kept = self.specs()[-1][0]
         keys = [i for i in kept if self.columns[i].key]
-        rest = [i for i in kept if not self.columns[i].key]
-        base = sum(self._width(i) for i in keys)
         parts: list[list[int]] = [[]]
-        used = base
-        for i in rest:
-            w = self._width(i)
-            if parts[-1] and used + w > width:
+        for i in (i for i in kept if not self.columns[i].key):
+            trial = self.table(keys + parts[-1] + [i], True)
+            if parts[-1] and natural_width(console, options, trial) > options.max_width:
                 parts.append([])
-                used = base
             parts[-1].append(i)
-            used += w
         return [self.table(keys + p, True) for p in parts]
 
     def _tables(self, console: Console, options: ConsoleOptions) -> list[Table]:
         layouts = self.layouts()
         for t in layouts:
-            if Measurement.get(console, options, t).maximum <= options.max_width:
+            if natural_width(console, options, t) <= options.max_width:
                 return [t]
         if any(c.key for c in self.columns):
-            return self.split(options.max_width)
+            return self.split(console, options)
         return [layouts[-1]]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -60,15 +60,17 @@ class InspectorView(Vertical, can_focus=True):
     InspectorView:focus > TimelinePlot { border-left: outer $accent; }
     """
 
+    # none in the footer: at 80 columns it is full with the lesson's keys; the bar above the
+    # plot lists these ("←/→ move · shift ×10 · m peak · v variant")
     BINDINGS = [
-        Binding("left", "move(-1)", "◀ event", show=True),
-        Binding("right", "move(1)", "event ▶", show=True),
+        Binding("left", "move(-1)", "◀ event", show=False),
+        Binding("right", "move(1)", "event ▶", show=False),
         Binding("shift+left", "move(-10)", "◀◀", show=False),
         Binding("shift+right", "move(10)", "▶▶", show=False),
         Binding("home", "jump('start')", "start", show=False),
         Binding("end", "jump('end')", "end", show=False),
-        Binding("m", "jump('peak')", "to peak"),
-        Binding("v", "next_variant", "variant"),
+        Binding("m", "jump('peak')", "to peak", show=False),
+        Binding("v", "next_variant", "variant", show=False),
     ]
 
     class CursorMoved(Message):

@@ -18,6 +18,8 @@ from textual.binding import Binding
 from textual.containers import HorizontalScroll, VerticalScroll
 from textual.widgets import Static
 
+from .fit import natural_width
+
 FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
 
 
@@ -47,8 +49,13 @@ class CodeBlock(HorizontalScroll, can_focus=False):
     def compose(self) -> ComposeResult:
         dark = getattr(self.app, "current_theme", None)
         theme = "monokai" if dark is None or dark.dark else "default"
-        yield Static(Syntax(self.code, self.language, theme=theme, word_wrap=False,
-                            background_color="default"))
+        syntax = Syntax(self.code, self.language, theme=theme, word_wrap=False,
+                        background_color="default")
+        static = Static(syntax)
+        # its own width (+ padding), so the row scrolls to the end of a long line
+        static.styles.width = natural_width(self.app.console, self.app.console.options,
+                                            syntax) + 2
+        yield static
 
 
 class LessonText(VerticalScroll):

@@ -78,7 +78,7 @@ class ResultsData:
     prediction_question: tuple[str, str] | None = None  # (variant, scale) the prediction is for
     prediction_late: bool = False  # made after a result was on screen
     history: list[RunRecord] = field(default_factory=list)
-    versions: tuple[str, str] | None = None  # (long, short): other code paths than the recording
+    versions: tuple[str, ...] | None = None  # (long … short): other code paths than the recording
     restored: str | None = None  # "from your last session (date)"
 
     def color(self, variant: str) -> str:
@@ -211,17 +211,21 @@ class ResultsView(VerticalScroll):
             self.query_one(wid).display = True
         lesson, src = data.lesson, lead.source
         if data.mine_first:
-            head = Text.assemble(("▶ Your run: ", "bold"), src.long, " — beside the ",
-                                 data.beside.source.short, " (the difference first).")
+            other = data.beside.source.short
+            heads = [Text.assemble(("▶ Your run: ", "bold"), src.long, " — beside the ", other,
+                                   " (the difference first)."),
+                     Text.assemble(("▶ Your run: ", "bold"), src.short, ", beside the ", other,
+                                   " (difference first)")]
         else:
-            head = Text.assemble(("▶ ", "bold"), (src.long[0].upper() + src.long[1:], "bold"))
+            heads = [Text.assemble(("▶ ", "bold"), (src.long[0].upper() + src.long[1:], "bold"))]
             if src.recorded:
-                head.append(" — played back; not run on this machine.", style="dim")
-        if data.restored:
-            head.append(f" Shown {data.restored}.", style="dim")
+                heads[0].append(" — played back; not run on this machine.", style="dim")
+        for h in heads:
+            if data.restored:
+                h.append(f" Shown {data.restored}.", style="dim")
+        head = Fit(*heads)
         self.query_one("#source", Static).update(head)
-        self._set("#versions", Fit(Text(data.versions[0]), Text(data.versions[1]))
-                  if data.versions else None)
+        self._set("#versions", Fit(*(Text(v) for v in data.versions)) if data.versions else None)
         self._set("#first", versus_table(lesson, lead, data.beside) if data.mine_first else None)
         failures = [r for r in lead.results if not r.ok]
         box = self.query_one("#failures", Static)
