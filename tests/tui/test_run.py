@@ -10,8 +10,8 @@ from lab.tui.app import GPU
 from lab.tui.screens import HomeScreen, LessonScreen
 from lab.tui.widgets import InspectorView, ResultsView
 
-from tui_helpers import (REFERENCE, RUNS, answer_predict_prompt, make_app, open_first_lesson,
-                         run_and_wait, text_of, wait_until)
+from tui_helpers import (REFERENCE, RUNS, answer_predict_prompt, make_app, notices,
+                         open_first_lesson, run_and_wait, text_of, wait_until)
 
 OOM = {"baseline": "linear-baseline/baseline.oom.jsonl"}
 CRASH = {"no_grad": "linear-baseline/baseline.crash.jsonl"}
@@ -111,7 +111,7 @@ async def test_virtual_gpu_size_is_passed_and_bad_sizes_are_refused():
         await answer_predict_prompt(pilot, None)  # refused before anything runs
         assert runner.requests == [] and screen.results == [] and not screen.running
         assert any("Virtual GPU size 'lots' is not a size such as" in n.message
-                   for n in app._notifications)
+                   for n in notices(app))
         screen.query_one("#gpu-memory").value = "30MB"
         screen.query_one("#v-no_grad").value = False
         await run_and_wait(pilot)
@@ -162,7 +162,7 @@ async def test_oom_is_shown_as_a_lesson_moment():
         assert "not reached" in checks  # the output was never allocated
         assert "×nan" not in checks and " 0 B" not in checks
         assert screen.query_one(ResultsView).query_one("#timeline").display
-        assert any("out of memory" in n.message for n in app._notifications)
+        assert any("out of memory" in n.message for n in notices(app))
 
 
 async def test_crashed_worker_is_an_error_and_the_app_keeps_working():
@@ -175,7 +175,7 @@ async def test_crashed_worker_is_an_error_and_the_app_keeps_working():
         assert [r.status for r in screen.results] == ["ok", "error"]
         box = text_of(screen, "#failures")
         assert "no_grad failed" in box and "exited with code -11" in box
-        assert any(n.severity == "error" for n in app._notifications)
+        assert any(n.severity == "error" for n in notices(app))
         # the app still works: run again without the crash, go home
         runner.overrides.clear()
         await run_and_wait(pilot)

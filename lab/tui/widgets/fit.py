@@ -109,6 +109,10 @@ class FitTable:
         for t in layouts:
             if natural_width(console, options, t) <= options.max_width:
                 return [t]
+        last = layouts[-1]
+        if any(c.wrap for c in self.columns) and Measurement.get(
+                console, options.update_width(WIDE), last).minimum <= options.max_width:
+            return [last]  # the prose columns (a check's name) wrap; the numbers stay whole
         if any(c.key for c in self.columns):
             return self.split(console, options)
         return [layouts[-1]]
