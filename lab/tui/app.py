@@ -135,8 +135,8 @@ class MemLabApp(App):
         if not refs:
             return Fit(Text.assemble(*head, " · real CPU runs at small scale, simulation at full "
                                      "scale (no H200 recordings in this install yet)"),
-                       Text.assemble(*head, " · CPU runs (small), simulated (seed); no H200 "
-                                     "recordings in this install yet"))
+                       Text.assemble(*head, " · sim (seed) and CPU (small) runs; no H200 "
+                                     "recordings installed"))
         return Fit(Text.assemble(*head, " · each lesson's result is its run recorded on an "
                                  "NVIDIA H200, played back; you can also run it yourself "
                                  "(simulated at full scale, real on the CPU at small scale)"),

@@ -113,7 +113,8 @@ def code_path_line(mine: Iterable[RunResult], recording: Iterable[RunResult]) ->
             "may differ.")
     short = (", ".join(f"{p} {x}" for p, x, _ in diffs) + " here; "
              + ", ".join(y for _, _, y in diffs) + " recorded: code paths may differ")
-    shortest = "yours vs the recording: " + ", ".join(f"{p} {x}/{y}" for p, x, y in diffs)
+    shortest = (", ".join(f"{p} {x}" for p, x, _ in diffs) + " here; "
+                + ", ".join(y for _, _, y in diffs) + " recorded: paths may differ")
     return long, short, shortest
 
 

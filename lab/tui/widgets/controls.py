@@ -65,6 +65,7 @@ class RunControls(Vertical):
         self.auto_label = auto_label
         self.default_scale = default_scale
         self._idle_label = "▶ Run"
+        self._in_flight = False  # a run is going (the button says so)
 
     def compose(self) -> ComposeResult:
         lesson = self.lesson
@@ -138,10 +139,10 @@ class RunControls(Vertical):
         # the button says so but stays enabled: disabling a focused button moves the focus to
         # the next widget of this tab, which would take the tabs back here during the run
         # (pressing it while a run is in flight only says that one is)
-        self._running = running
+        self._in_flight = running
         self.query_one("#run", Button).label = "running…" if running else self._idle_label
 
     def set_idle_label(self, label: str) -> None:
         self._idle_label = label
-        if not getattr(self, "_running", False):
+        if not self._in_flight:
             self.query_one("#run", Button).label = label
