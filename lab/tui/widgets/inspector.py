@@ -21,6 +21,7 @@ from lab.curriculum import Lesson
 from lab.measure.result import Block, RunResult
 
 from ..look import category_color, size, variant_rgb
+from .fit import Fit
 from .tables import variant_index
 from .timeline import Series, TimelinePlot
 
@@ -89,7 +90,8 @@ class InspectorView(Vertical, can_focus=True):
     def compose(self) -> ComposeResult:
         with Horizontal(id="inspector-bar"):
             yield Select([], prompt="variant", compact=True, allow_blank=True, id="inspector-variant")
-            yield Static("←/→ move · shift ×10 · m peak · v variant · click the plot")
+            yield Static(Fit(Text("←/→ move · shift ×10 · m peak · v variant · click the plot"),
+                             Text("←/→ move · shift ×10 · m peak · v variant")))
         yield TimelinePlot("", aligned=False, id="inspector-plot")
         yield Static("", id="cursor-info")
         table = DataTable(id="blocks", cursor_type="row", zebra_stripes=True)
