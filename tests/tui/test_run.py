@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from textual.widgets import TabbedContent
 
 from lab.progress import Progress
@@ -44,6 +46,7 @@ async def test_run_shows_results_for_every_variant(memlab_home):
         ("baseline", "ok", 4400200000), ("no_grad", "ok", 4200200000)]
 
 
+@pytest.mark.slow  # a run, then the inspector driven key by key (~5 s on 2 cores)
 async def test_inspector_cursor_keys_mouse_and_live_blocks():
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
