@@ -103,7 +103,7 @@ def _tiny_run(cpu: bool):
     """A Session without tracker: experiments' phase() calls work, nothing is measured."""
     from lab.measure.session import Session
 
-    return Session("cpu" if cpu else "cuda", {}, _dev(cpu))
+    return Session.for_mode("cpu" if cpu else "cuda")
 
 
 # ---- jobs ---------------------------------------------------------------------------------
@@ -305,7 +305,7 @@ def job_trace(cpu: bool, key: str, variant: str, overrides: dict) -> dict:
     stats = None if cpu else (lambda: {k: v for k, v in torch.cuda.memory_stats().items()
                                        if k.endswith(".all.current") or k.endswith(".all.peak")
                                        or k.startswith("num_")})
-    session = Session("cpu" if cpu else "cuda", params, dev, tracker)
+    session = Session.for_mode("cpu" if cpu else "cuda", params, tracker)
     if not cpu:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=2_000_000)

@@ -28,7 +28,8 @@ SKIP = {"prim.device.default", "aten.detach.default", "aten._local_scalar_dense.
 def sim_ops(workload: str) -> list:
     """The probe's job_ops, in sim (CPU-device fake tensors, CUDA's paths)."""
     import bench.probe_cuda as probe
-    from lab.measure.simulate import SimPolicy, fake_mode
+    from lab.measure.sim.backend import fake_mode
+    from lab.measure.sim.policy import CudaPaths
     from lab.measure.tracker import TensorTracker
 
     sink: list = []
@@ -39,7 +40,7 @@ def sim_ops(workload: str) -> list:
 
     probe.OpLog = oplog
     try:
-        with fake_mode(), SimPolicy() as policy, TensorTracker(policy=policy):
+        with fake_mode(), CudaPaths() as policy, TensorTracker(policy=policy):
             probe.job_ops(False, workload) if False else _run(probe, workload)
     finally:
         probe.OpLog = orig

@@ -12,12 +12,25 @@ what that is:
     # relative_to = "baseline"  value "−18 %" (change), "2.6×" (ratio) or "−2.70 GB" (difference)
     # direction = "lower"     lower | higher | same | equal, vs relative_to; renders as a word
     # says = "lowers"         the word(s) the text uses for the direction (checked for sense)
-    # tolerance = 0.03        relative slack for noisy quantities (step times default to 3 %)
+    # tolerance = 0.03        relative slack: for a value (default none: it reads as recorded),
+    #                         or for direction "same" (default 0.5 %)
     # also = ["sim", "cpu"]   modes whose fresh runs must show the same direction (tests run them)
 
 Values are compared the way a reader compares them: the recorded quantity, written with the same
 unit and decimals as the stated value, must read the same ("12.24 GB" backs 12.236e9 and 12.244e9
-bytes, not 12.25e9). Torch-free: the CLI's `memlab dev check` runs without importing torch.
+bytes, not 12.25e9). Step times too: the text sits beside the table `memlab dev cite` renders from
+the same recording, so "66 ms" cannot stand for a recorded 63.7 ms.
+
+A step time is noisy where bytes are not, so a "faster"/"slower" claim (quantity step_time,
+direction lower or higher) must be larger than the noise, or the text states the numbers without
+a direction:
+- both recordings carry `timing` (every timed step): the difference must exceed the sum of their
+  spreads (max - min of the timed steps, `Timing.spread_s`);
+- otherwise (older recordings: the mean of 2-3 steps, step 0 included, recorded once): it must be
+  at least NOISE_WITHOUT_TIMING of the reference run, the spread the same GPT-2 step showed across
+  the H200 recordings of lessons 08-13.
+
+Torch-free: the CLI's `memlab dev check` runs without importing torch.
 """
 
 from __future__ import annotations
@@ -43,8 +56,10 @@ DIRECTION_WORDS = {  # how a direction renders, and the words `says` may use for
 QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | status | category:<name> | "
               "phase:<name>:delta | phase:<name>:peak | metric:<name> | check:<name>")
 _VALUE_RE = re.compile(r"^\s*([+\-−]?)\s*(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z%×]*)\s*$")
-DEFAULT_TIME_TOLERANCE = 0.03  # re-recording moves step times by ~1 %; bytes re-run exactly
 SAME_TOLERANCE = 0.005  # "about the same": within 0.5 %
+# without a recorded spread, a step-time difference below this fraction is not a finding: the same
+# GPT-2 training step read 176.4-180.8 ms (1.8 % apart) in the H200 recordings of lessons 08-13
+NOISE_WITHOUT_TIMING = 0.02
 
 
 class ClaimError(ValueError):
@@ -177,7 +192,7 @@ def verify(claim: Claim, results: dict[str, Any]) -> str | None:
         if problem:
             return problem
     if claim.direction:
-        problem = _check_direction(claim, mine, theirs)
+        problem = _check_direction(claim, mine, theirs) or _check_noise(claim, run, base)
         if problem:
             return problem
     return None
@@ -189,8 +204,6 @@ def _check_value(claim: Claim, stated: Stated, mine, theirs) -> str | None:
     if isinstance(mine, str):
         return f"{claim.quantity} is text ({mine!r}); state it as ok/oom"
     tol = claim.tolerance
-    if tol is None and claim.quantity == "step_time":
-        tol = DEFAULT_TIME_TOLERANCE
     if stated.unit in ("%", "×"):
         if theirs is None or not theirs:
             return f"{stated.text!r} is relative: give relative_to (the variant it compares with)"
@@ -236,6 +249,35 @@ def direction_problem(claim: Claim, mine: float, theirs: float) -> str | None:
             f"not {claim.direction}")
 
 
+def spread_s(result: Any) -> float | None:
+    """The recorded spread of a run's timed steps (None: no `timing`, or fewer than two steps)."""
+    timing = getattr(result, "timing", None)
+    return timing.spread_s if timing is not None else None
+
+
+def noise_margin_s(run: Any, base: Any) -> tuple[float, str]:
+    """How far apart two step times must be before one is faster: (seconds, what that is)."""
+    a, b = spread_s(run), spread_s(base)
+    if a is not None and b is not None:
+        return a + b, f"the recorded spreads ({a * 1e3:.1f} + {b * 1e3:.1f} ms)"
+    return (NOISE_WITHOUT_TIMING * abs(base.step_time_s),
+            f"{NOISE_WITHOUT_TIMING:.0%} of {base.variant}'s step time (the recordings carry no "
+            "spread; step times vary that much between recordings)")
+
+
+def _check_noise(claim: Claim, run: Any, base: Any) -> str | None:
+    """A faster/slower claim on step times must be larger than the noise of the measurement."""
+    if claim.quantity != "step_time" or claim.direction not in ("lower", "higher") or base is None:
+        return None
+    diff = run.step_time_s - base.step_time_s
+    margin, what = noise_margin_s(run, base)
+    if abs(diff) > margin:
+        return None
+    return (f"{claim.variant} vs {claim.relative_to} step_time: {diff * 1e3:+.1f} ms "
+            f"({diff / base.step_time_s:+.1%}) is within {what}: state the numbers without a "
+            "direction")
+
+
 def claim_from_toml(d: dict[str, Any]) -> Claim:
     """Build and validate one [[claims]] table (raises ClaimError with the field at fault)."""
     for key in ("id", "variant", "quantity"):
@@ -276,5 +318,6 @@ def claim_from_toml(d: dict[str, Any]) -> Claim:
                  tolerance=tol, also=also)
 
 
-__all__ = ["Claim", "ClaimError", "DIRECTIONS", "QUANTITIES", "Stated", "claim_from_toml",
-           "direction_problem", "parse_value", "quantity", "verify"]
+__all__ = ["Claim", "ClaimError", "DIRECTIONS", "NOISE_WITHOUT_TIMING", "QUANTITIES", "Stated",
+           "claim_from_toml", "direction_problem", "noise_margin_s", "parse_value", "quantity",
+           "spread_s", "verify"]

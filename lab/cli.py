@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    refused = _check_versions()
+    if refused:
+        print(f"memlab: error: {refused}", file=sys.stderr)
+        return 2
     try:
         if args.command is None:
             return _open_app()
@@ -60,6 +64,17 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("memlab: interrupted", file=sys.stderr)
         return 130
+
+
+def _check_versions() -> str | None:
+    """An older torch/transformers than validated: the reason to refuse. A newer one: one line
+    on stderr, once per command (lab.measure.versions)."""
+    from lab.measure.versions import check
+
+    refused, warnings = check()
+    for line in warnings:
+        print(f"memlab: note: {line}", file=sys.stderr)
+    return refused
 
 
 def _flush_stdout() -> None:

@@ -50,7 +50,7 @@ from typing import Any
 
 from lab.claims import Claim, ClaimError, claim_from_toml
 from lab.measure.formula import FormulaError, names_in
-from lab.measure.modes import MODES, SCALES
+from lab.measure.modes import MODES, SCALES, mode_info
 from lab.paths import LESSONS_DIR
 
 LESSONS_ENV = "MEMLAB_LESSONS_DIR"  # point the lab at another course folder (tests, authors)
@@ -211,7 +211,7 @@ class Lesson:
         parameter on cuda and cpu (one process per rank, one GPU each on cuda), 1 in sim, which
         simulates the ranks in one process (lab/measure/distributed.py)."""
         n = int({**self.params(scale), **(overrides or {})}.get("world_size", 1))
-        return 1 if mode == "sim" else n
+        return 1 if mode_info(mode).ranks_in_one_process else n
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,9 @@ class LessonProgress:
     revealed_at: str = ""  # when a result (which holds the answer) was first shown
     truth_gb: float | None = None  # the peak the prediction is compared with
     truth_source: str = ""  # where that number came from ("H200 recording", "simulated", ...)
+    # graded challenges of this lesson (lab/challenges.py): id -> {"passed": ever passed,
+    # "last": the latest check, "peak_bytes", "status", "mode", "checked"}; merged key by key
+    challenges: dict[str, dict] = field(default_factory=dict)
 
     @property
     def quiz_answered(self) -> bool:
@@ -136,7 +139,9 @@ class LessonProgress:
                    prediction_late=bool(d.get("prediction_late", False)),
                    revealed_at=str(d.get("revealed_at", "")),
                    truth_gb=None if truth is None else float(truth),
-                   truth_source=str(d.get("truth_source", "")))
+                   truth_source=str(d.get("truth_source", "")),
+                   challenges={str(k): dict(v) for k, v in (d.get("challenges") or {}).items()
+                               if isinstance(v, dict)})
 
 
 @dataclass

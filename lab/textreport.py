@@ -105,7 +105,7 @@ def _on(results) -> str:
     caps = sorted({getattr(r.device, "virtual_bytes", None) for r in results} - {None})
     if caps:
         return ", on a virtual GPU of " + " / ".join(capacity(c) for c in caps)
-    return ", on the whole GPU" if any(r.mode == "cuda" for r in results) else ""
+    return ", on the whole GPU" if any(r.on_gpu for r in results) else ""
 
 
 def source_lines(results: list[RunResult], references: References | None = None,

@@ -20,9 +20,9 @@ def gpu_memory_arg(text: str | None) -> int | None:
 
 
 from . import compare, dev_cmd, diff, doctor, export_cmd, fit, list_cmd, profile, run, view  # noqa: E402  (UsageError first)
-from . import class_cmd, serve_cmd  # noqa: E402
+from . import challenge, class_cmd, serve_cmd  # noqa: E402
 
 COMMANDS = [list_cmd, run, doctor, view, diff, profile, compare, fit, export_cmd, dev_cmd, serve_cmd,
-            class_cmd]
+            class_cmd, challenge]
 
 __all__ = ["COMMANDS", "UsageError"]

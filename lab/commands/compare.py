@@ -200,16 +200,15 @@ def _supported(w, combo: str) -> bool:
 def pick_mode(args, scale_asked: str | None):
     """The one rule (lab.measure.modes), as `memlab run` applies it."""
     from lab.measure.device import cuda_available
-    from lab.measure.modes import ModeError, choose
+    from lab.measure.modes import ModeError, choose, may_use_gpu
 
-    gpu = args.mode in ("auto", "cuda") and cuda_available()
-    if args.mode == "cuda" and not gpu:
-        raise UsageError("--mode cuda needs a CUDA GPU and none is visible to PyTorch; "
-                         "use --mode sim (full scale, simulated) or --mode cpu (small, real)")
     try:
+        # probe for a GPU only when the asked mode could use one (the probe imports torch)
+        gpu = may_use_gpu(args.mode) and cuda_available()
         return choose(args.mode, scale_asked, gpu=gpu)
     except ModeError as e:
-        raise UsageError(str(e)) from None
+        raise UsageError(f"--{e}") from None
+
 
 
 def cuda_gpus() -> int:
@@ -229,7 +228,7 @@ def main(args) -> int:
     choice = pick_mode(args, args.scale)
     mode = choice.mode  # choice.scale == scale: both follow lab.measure.modes
     if w.family == "hf":
-        check_hf(sizes, simulated=mode == "sim")
+        check_hf(sizes, simulated=choice.info.simulated)
     gpu_memory = gpu_memory_arg(args.gpu_memory)
     if args.timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
@@ -245,8 +244,8 @@ def main(args) -> int:
                        gpus=args.gpus)
     from lab.runner.client import default_runner
 
-    gpus_here = cuda_gpus() if mode == "cuda" else 0
-    if mode == "cuda" and args.gpus > gpus_here:
+    gpus_here = cuda_gpus() if choice.info.on_gpu else 0
+    if choice.info.on_gpu and args.gpus > gpus_here:
         raise UsageError(f"--gpus {args.gpus}: this machine has {gpus_here} CUDA GPU(s); "
                          "simulate more with --mode sim")
 

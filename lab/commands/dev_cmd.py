@@ -1,8 +1,10 @@
-"""`memlab dev check | new | cite`: the course's authoring tools (see lab/dev/).
+"""`memlab dev check | new | cite | goldens`: the course's authoring tools (see lab/dev/).
 
     memlab dev check                 exit 0 when every lesson is sound, else one line per problem
     memlab dev new 16-my-lesson      scaffold a lesson from the template
     memlab dev cite [--check]        rewrite the recorded-number blocks from assets/reference
+    memlab dev goldens --why "..."   re-run the sim goldens and rewrite them, logging why
+    memlab dev goldens --check       re-run them and list every difference (writes nothing)
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from lab.commands import UsageError
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("dev", help="lesson authoring: check, new, cite")
+    p = sub.add_parser("dev", help="lesson authoring: check, new, cite; the sim goldens")
     dev = p.add_subparsers(dest="dev_command", metavar="TOOL")
     c = dev.add_parser("check", help="check every lesson: files, headings, claims vs recordings, "
                                      "numbers in the text, quizzes, recordings")
@@ -32,6 +34,15 @@ def add_parser(sub) -> None:
     t.add_argument("--check", action="store_true", help="only list stale lessons (exit 1 if any)")
     t.add_argument("--reference", metavar="DIR", help="the recordings (default: assets/reference)")
     t.set_defaults(func=cite_main)
+    g = dev.add_parser("goldens", help="re-run the sim goldens (tests/goldens/sim) and rewrite "
+                                       "them with a reason, or --check them")
+    g.add_argument("--why", metavar="TEXT", help="why the numbers move (logged in "
+                                                 "tests/goldens/sim/CHANGES.md); required to write")
+    g.add_argument("--check", action="store_true", help="only compare with the files: exit 1 on "
+                                                        "any difference or missed H200 bar")
+    g.add_argument("--jobs", type=int, default=2, metavar="N",
+                   help="fresh workers at a time (default 2)")
+    g.set_defaults(func=goldens_main)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -84,3 +95,41 @@ def cite_main(args) -> int:
     for s in stale:
         print(f"{'stale' if args.check else 'updated'}: lessons/{s}/lesson.md")
     return 1 if stale and args.check else 0
+
+
+def goldens_main(args) -> int:
+    from lab.dev.goldens import GOLDENS_DIR
+
+    if args.check and args.why is not None:
+        raise UsageError("give --why (rewrite the goldens) or --check (compare), not both")
+    if not args.check and not (args.why or "").strip():
+        raise UsageError('the sim goldens are rewritten only with a reason: --why "what changed '
+                         'and why" (or --check to compare without writing)')
+    if args.jobs < 1:
+        raise UsageError("--jobs must be 1 or more")
+    tests = GOLDENS_DIR.parent.parent
+    if not tests.is_dir():
+        raise UsageError(f"no {tests}: the sim goldens live in a checkout of memlab, not in an "
+                         "installed wheel")
+    if args.check:
+        from lab.dev.goldens_regen import check
+
+        problems = check()
+        for line in problems:
+            print(line, file=sys.stderr)
+        print(f"sim goldens: {len(problems)} problem(s)")
+        return 1 if problems else 0
+    from lab.dev.goldens_regen import GoldenError, regenerate
+
+    try:
+        out = regenerate(args.why, jobs=args.jobs)
+    except GoldenError as e:
+        print(f"memlab dev goldens: {e}", file=sys.stderr)
+        return 1
+    for line in out.changed:
+        print(f"  {line}")
+    for line in out.h200:
+        print(f"H200 bar missed: {line}", file=sys.stderr)
+    print(f"wrote {len(out.written)} goldens, {len(out.changed)} change(s) logged in "
+          "tests/goldens/sim/CHANGES.md")
+    return 1 if out.h200 else 0

@@ -8,11 +8,11 @@
     memlab fit --config my/config.json --gpu t4 --seq 2048 --json
 
 A batch fits when PyTorch's caching allocator would not run out of memory: the allocator model
-(lab.measure.allocator) replays the simulated training step under the limit, with the
+(lab.measure.sim.allocator) replays the simulated training step under the limit, with the
 allocator's own release-and-retry, and decides (lab/workloads/fit.py, fit_sim.py). The limit:
 `--gpu-memory SIZE` is an H200 capped at SIZE with set_per_process_memory_fraction (the CUDA
 context outside the cap); `--gpu CARD` is that card's memory minus the context and libraries
-(lab/measure/gpus.py says what is assumed and why). Confirmed by a real run on CUDA when a GPU
+(lab/measure/sim/gpus.py says what is assumed and why). Confirmed by a real run on CUDA when a GPU
 is visible (--no-confirm skips it). With `--gpus N`, ddp/zero1/fsdp run on N simulated ranks
 (rank 0 recorded: the batch and the limit are per GPU); confirming them needs N CUDA GPUs here.
 """
@@ -30,7 +30,7 @@ DEFAULT_COMBOS = ["baseline", "bf16", "ckpt", "bf16+ckpt"]
 
 
 def add_parser(sub) -> None:
-    from lab.measure.gpus import GPUS
+    from lab.measure.sim.gpus import GPUS
 
     p = workload_parser(sub, "fit", "the largest batch that fits a GPU size, per combination")
     add_workload_args(p)
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
 
 def budget(args) -> tuple[int, list[str]]:
     """(what the allocator may reserve, the lines that say what that is and why)."""
-    from lab.measure.gpus import CONTEXT_BYTES, gpu
+    from lab.measure.sim.gpus import CONTEXT_BYTES, gpu
     from lab.report.units import SIZE_HELP, capacity, format_bytes
 
     if bool(args.gpu_memory) == bool(args.gpu):

@@ -138,8 +138,10 @@ def pick_mode(args, lessons: list[Lesson]) -> tuple[ModeChoice, int]:
     returns the choice and the number of GPUs."""
     from lab.measure.device import cuda_available
 
+    from lab.measure.modes import MODES, may_use_gpu
+
     gpus, name = 0, None
-    if args.mode in ("auto", "cuda") and cuda_available():
+    if may_use_gpu(args.mode) and cuda_available():
         import torch
 
         gpus = torch.cuda.device_count()
@@ -147,10 +149,11 @@ def pick_mode(args, lessons: list[Lesson]) -> tuple[ModeChoice, int]:
             name = torch.cuda.get_device_name(0)
         except Exception:  # a name is nice to have; the GPU is there
             name = "a CUDA GPU"
-    if args.mode == "cuda" and not gpus:
-        raise UsageError("--mode cuda needs a CUDA GPU and none is visible to PyTorch; "
-                         "use --mode sim (full scale, simulated) or --mode cpu (small, real)")
-    modes = lessons[0].modes if len(lessons) == 1 else ("cuda", "cpu", "sim")
+    try:  # the machine first (no GPU for --mode cuda), then what the lesson allows
+        choose(args.mode, args.scale, gpu=name)
+    except ModeError as e:
+        raise UsageError(f"--{e}") from None
+    modes = lessons[0].modes if len(lessons) == 1 else MODES
     try:
         choice = choose(args.mode, args.scale, gpu=name, lesson_modes=modes)
     except ModeError as e:

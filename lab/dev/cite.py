@@ -35,6 +35,16 @@ def _gb(n: int | None) -> str:
     return format_bytes(n, digits=3)
 
 
+def cited_metrics(lesson: Lesson) -> set[tuple[str, str]]:
+    """(variant, metric) pairs the lesson's claims state or compare (quantity `metric:<name>`)."""
+    out = set()
+    for c in lesson.claims:
+        kind, _, name = c.quantity.partition(":")
+        if kind == "metric":
+            out |= {(v, name) for v in (c.variant, c.relative_to) if v}
+    return out
+
+
 def render(lesson: Lesson, results: list[RunResult]) -> str:
     if not results:
         return ("<!-- h200 -->\n*No H200 run of this lesson is recorded yet.*\n<!-- /h200 -->")
@@ -62,10 +72,14 @@ def render(lesson: Lesson, results: list[RunResult]) -> str:
                               c.source] for _, c in checks], markdown=True)]
         notes = [f"- {c.name}: {c.note}" for _, c in checks if c.note]
         lines += [""] + notes if notes else []
-    metrics = [(r.variant, k, v) for r in results for k, v in r.metrics.items()]
+    # only the metrics the lesson's claims cite: the rest are in the recording (and the app), and
+    # a block of eighty numbers hides the few the text is about
+    cited = cited_metrics(lesson)
+    metrics = [(r.variant, k, v) for r in results for k, v in r.metrics.items()
+               if (r.variant, k) in cited]
     if metrics:
-        lines += ["", "Other numbers: " + "; ".join(f"{var} {k} = {metric(k, v, digits=3)}"
-                                                    for var, k, v in metrics)]
+        lines += ["", "Other numbers the text cites: " + "; ".join(
+            f"{var} {k} = {metric(k, v, digits=3)}" for var, k, v in metrics)]
     errors = [f"- {r.variant}: {r.error}" for r in results if r.error]
     if errors:
         lines += [""] + errors

@@ -1,18 +1,17 @@
 """The CUDA side: the caching allocator's own record, counters and NVML.
 
-Private PyTorch APIs live here and only here, feature-detected so torch 2.4–2.14 all work:
-`torch.cuda.memory._record_memory_history` changed signature in 2.1 (`enabled="all"`,
-`stacks=...`, `max_entries=...`); older builds took `trace_alloc_max_entries`. We ask for Python
-stacks only: C++ stacks make `_snapshot()` slow (torchtitan's profiler says the same).
+The private APIs these reach (`_record_memory_history`, `_snapshot`, the allocator's run-time
+settings, cuBLAS's workspaces) are feature-detected in lab.measure.torch_compat.
 """
 
 from __future__ import annotations
 
 import gc
-import inspect
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
+
+from . import torch_compat
 
 DEFAULT_MAX_ENTRIES = 200_000
 
@@ -97,25 +96,13 @@ def release_for_a_second_attempt() -> None:
     measured again after the history recorder broke its backward, reserved 4.14 GB on the H200
     where the same run in a fresh process reserves 3.75 GB."""
     gc.collect()
-    if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):
-        torch._C._cuda_clearCublasWorkspaces()
+    torch_compat.clear_cublas_workspaces()
     torch.cuda.empty_cache()
 
 
 def set_allocator_settings(settings: str) -> bool:
-    """e.g. "expandable_segments:True" at run time; False when this torch cannot.
-
-    `torch._C._accelerator_setAllocatorSettings` (torch >= 2.9) replaced
-    `torch.cuda.memory._set_allocator_settings` (2.1-2.8, deprecated since)."""
-    for fn in (getattr(torch._C, "_accelerator_setAllocatorSettings", None),
-               getattr(torch.cuda.memory, "_set_allocator_settings", None)):
-        if fn is not None:
-            try:
-                fn(settings)
-                return True
-            except Exception:
-                continue
-    return False
+    """e.g. "expandable_segments:True" at run time; False when this torch cannot."""
+    return torch_compat.set_allocator_settings(settings)
 
 
 class MemoryRecorder:
@@ -126,26 +113,13 @@ class MemoryRecorder:
         self.active = False
 
     def start(self) -> None:
-        fn = torch.cuda.memory._record_memory_history
-        params = inspect.signature(fn).parameters
-        if "stacks" in params:  # torch >= 2.1
-            kwargs: dict[str, Any] = {"stacks": "python"}
-            if "max_entries" in params:
-                kwargs["max_entries"] = self.max_entries
-            fn(enabled="all", **kwargs)
-        else:  # torch 2.0 signature
-            fn(True, trace_alloc_max_entries=self.max_entries, trace_alloc_record_context=True)
+        torch_compat.record_memory_history(self.max_entries)
         self.active = True
 
     def snapshot(self) -> dict:
-        return torch.cuda.memory._snapshot()
+        return torch_compat.memory_snapshot()
 
     def stop(self) -> None:
-        if not self.active:
-            return
-        fn = torch.cuda.memory._record_memory_history
-        if "stacks" in inspect.signature(fn).parameters:
-            fn(enabled=None)
-        else:
-            fn(False)
-        self.active = False
+        if self.active:
+            torch_compat.stop_memory_history()
+            self.active = False

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from .distributed import Ranks
+from .torch_compat import ddp_bucket_sizes, rebuild_buckets
 
 
 @contextmanager
@@ -50,7 +51,7 @@ def prepare_ddp(run, ddp, ranks: Ranks, buckets: dict | None = None) -> None:
 
         ddp.register_comm_hook(None, allreduce_in_place)
     relayout = None
-    allocator = getattr(run.tracker, "allocator", None)
+    allocator = run.allocator_model
     if ranks.simulated and allocator is not None and buckets and buckets.get("sids"):
         relayout = _BucketRelayout(ddp, allocator, buckets["sids"])
     ddp.reducer = _Reducer(ddp.reducer, run.tracker, rebuild=not ranks.simulated, relayout=relayout)
@@ -75,10 +76,7 @@ class _BucketRelayout:
         if self.calls != 2:  # the first call comes before any backward: nothing recorded yet
             return
         params = [p for p in self.ddp.module.parameters() if p.requires_grad][::-1]
-        config = getattr(self.ddp, "_bucket_config", None)
-        limits = [getattr(config, "first_bucket_bytes_cap", dist._DEFAULT_FIRST_BUCKET_BYTES),
-                  getattr(config, "bucket_bytes_cap", getattr(self.ddp, "bucket_bytes_cap", 25 << 20))]
-        indices, _ = dist._compute_bucket_assignment_by_size(params, limits, [False] * len(params))
+        indices = ddp_bucket_sizes(self.ddp, params)
         sizes = [sum(params[i].numel() * params[i].element_size() for i in bucket)
                  for bucket in indices]
         self.allocator.relayout(self.sids, sizes)
@@ -108,7 +106,7 @@ class _Reducer:
             return False
         tr = self._tracker
         start = len(tr.trace.events) if tr is not None else 0
-        rebuilt = self._inner._rebuild_buckets()
+        rebuilt = rebuild_buckets(self._inner)
         if rebuilt and tr is not None:
             tr.label_live_since(start, "gradients")
         return rebuilt

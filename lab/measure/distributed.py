@@ -34,7 +34,7 @@ from typing import Iterator
 
 import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import _disable_current_modes
+from .torch_compat import ddp_param_shape_check, disable_current_modes, fake_store, fsdp_chunk_target
 
 # rank counts measured on real GPUs (two H200s, issue 13); issue 16 adds 4 and 8
 VALIDATED_RANKS = (1, 2)
@@ -75,12 +75,10 @@ def join(run) -> Iterator[Ranks]:
         rank = int(getattr(run.p, "sim_rank", 0))
         if not 0 <= rank < n:
             raise ValueError(f"sim_rank {rank} is not a rank of {n}")
-        with _disable_current_modes():
+        with disable_current_modes():
             if dist.is_initialized():  # a run before this one in this process did not finish
                 dist.destroy_process_group()
-            from torch.testing._internal.distributed.fake_pg import FakeStore
-
-            dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=n)
+            dist.init_process_group("fake", store=fake_store(), rank=rank, world_size=n)
         note = extrapolation_note(n)
         if note:
             run.note(f"sim: {note}.")
@@ -88,7 +86,7 @@ def join(run) -> Iterator[Ranks]:
             with _ddp_in_sim(), _fsdp_in_sim():
                 yield Ranks(rank, n, True, device_type)
         finally:
-            with _disable_current_modes():
+            with disable_current_modes():
                 dist.destroy_process_group()
         return
     if dist.is_initialized():
@@ -100,13 +98,13 @@ def join(run) -> Iterator[Ranks]:
     if n != 1:
         raise ValueError(f"world_size {n} needs {n} ranks, one process each: start the run "
                          f"with --gpus {n} (or simulate it: --mode sim)")
-    with _disable_current_modes():
+    with disable_current_modes():
         dist.init_process_group("nccl" if run.is_cuda else "gloo", store=dist.HashStore(),
                                 rank=0, world_size=1)
     try:
         yield Ranks(0, 1, False, device_type)
     finally:
-        with _disable_current_modes():
+        with disable_current_modes():
             dist.destroy_process_group()
 
 
@@ -114,7 +112,7 @@ def device_mesh(ranks: Ranks):
     """The 1-D mesh FSDP2 shards over, built with the dispatch modes off (see the docstring)."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    with _disable_current_modes():
+    with disable_current_modes():
         return init_device_mesh(ranks.device_type, (ranks.world_size,))
 
 
@@ -122,39 +120,35 @@ def device_mesh(ranks: Ranks):
 def _ddp_in_sim():
     """DDP's constructor checks parameter shapes across ranks by writing them into a tensor:
     under FakeTensorMode there is nothing to write into, so the check runs with modes off."""
-    import torch.nn.parallel.distributed as ddp_module
-
-    check = ddp_module._verify_param_shape_across_processes
+    owner, name = ddp_param_shape_check()
+    check = getattr(owner, name)
 
     def verify(*args, **kwargs):
-        with _disable_current_modes():
+        with disable_current_modes():
             return check(*args, **kwargs)
 
-    ddp_module._verify_param_shape_across_processes = verify
+    setattr(owner, name, verify)
     try:
         yield
     finally:
-        ddp_module._verify_param_shape_across_processes = check
+        setattr(owner, name, check)
 
 
 @contextmanager
 def _fsdp_in_sim():
     """FSDP2's `_chunk_with_empty`, made lazy: chunk k is built when asked for (see the
     docstring); what it returns for any k is what `torch.chunk` + empty padding would."""
-    try:
-        from torch.distributed.fsdp._fully_shard import _fsdp_param
-    except ImportError:
+    target = fsdp_chunk_target()
+    if target is None:  # a torch without it: nothing to speed up
         yield
         return
-    eager = getattr(_fsdp_param, "_chunk_with_empty", None)
-    if eager is None:  # a torch without it: nothing to speed up
-        yield
-        return
-    _fsdp_param._chunk_with_empty = _LazyChunks
+    owner, name = target
+    eager = getattr(owner, name)
+    setattr(owner, name, _LazyChunks)
     try:
         yield
     finally:
-        _fsdp_param._chunk_with_empty = eager
+        setattr(owner, name, eager)
 
 
 class _LazyChunks:

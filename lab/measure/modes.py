@@ -29,16 +29,20 @@ class ModeInfo:
     allocator: str  # the caching allocator's counters: "measured" | "predicted" | "none"
     default_scale: str  # seed (GPU-sized) or small (seconds on a CPU)
     ranks_in_one_process: bool  # many ranks simulated in one process (fake process group)
+    cuda_kernels: bool  # takes CUDA's kernels' paths (what they save, their workspaces): cuda, sim
     label: str  # where its numbers come from, in a word a learner reads
 
 
 MODE_INFO: dict[str, ModeInfo] = {
     "cuda": ModeInfo("cuda", on_gpu=True, simulated=False, timed=True, allocator="measured",
-                     default_scale="seed", ranks_in_one_process=False, label="your GPU"),
+                     default_scale="seed", ranks_in_one_process=False, cuda_kernels=True,
+                     label="your GPU"),
     "cpu": ModeInfo("cpu", on_gpu=False, simulated=False, timed=True, allocator="none",
-                    default_scale="small", ranks_in_one_process=False, label="your CPU"),
+                    default_scale="small", ranks_in_one_process=False, cuda_kernels=False,
+                    label="your CPU"),
     "sim": ModeInfo("sim", on_gpu=False, simulated=True, timed=False, allocator="predicted",
-                    default_scale="seed", ranks_in_one_process=True, label="simulated"),
+                    default_scale="seed", ranks_in_one_process=True, cuda_kernels=True,
+                    label="simulated"),
 }
 MODES = tuple(MODE_INFO)  # ("cuda", "cpu", "sim"): the one definition
 SCALES = ("seed", "small")
@@ -61,6 +65,10 @@ class ModeChoice:
     reason: str  # one line: why this mode and scale
     warning: str = ""  # one line when the choice will be slow (cpu at seed scale)
 
+    @property
+    def info(self) -> ModeInfo:
+        return MODE_INFO[self.mode]
+
     def line(self) -> str:
         return f"mode {self.mode} at {self.scale} scale — {self.reason}"
 
@@ -71,6 +79,12 @@ def mode_info(mode: str) -> ModeInfo:
         return MODE_INFO[mode]
     except KeyError:
         raise ModeError(f"mode {mode!r} is not one of {', '.join(MODES)}") from None
+
+
+def may_use_gpu(requested: str) -> bool:
+    """Whether `requested` (auto or a mode) could run on a GPU: only then is one probed for,
+    which imports torch. An unknown name is `choose`'s to refuse."""
+    return requested == "auto" or (requested in MODE_INFO and MODE_INFO[requested].on_gpu)
 
 
 def default_scale(mode: str) -> str:
@@ -90,7 +104,7 @@ def choose(requested: str = "auto", scale: str | None = None, *, gpu: str | bool
         mode = requested
         if mode == "cuda" and not gpu:
             raise ModeError("mode cuda needs a CUDA GPU and none is visible to PyTorch; "
-                            "use auto, cpu or sim")
+                            "use sim (full scale, simulated) or cpu (small scale, real)")
         if mode not in lesson_modes:
             raise ModeError(f"this lesson runs in modes {', '.join(lesson_modes)}, not {mode}")
         scale = scale or default_scale(mode)
@@ -120,4 +134,4 @@ def choose(requested: str = "auto", scale: str | None = None, *, gpu: str | bool
 
 
 __all__ = ["MODES", "MODE_HELP", "MODE_INFO", "ModeChoice", "ModeError", "ModeInfo", "SCALES",
-           "SCALE_HELP", "choose", "default_scale", "mode_info"]
+           "SCALE_HELP", "choose", "default_scale", "may_use_gpu", "mode_info"]

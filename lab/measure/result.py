@@ -1,20 +1,24 @@
 """`RunResult`: what one variant of one lesson measured, in any mode.
 
 This is the contract between the engine and everything that shows results (TUI, CLI, reference
-files, tests). `to_dict()` / `from_dict()` round-trip through JSON; `SCHEMA` changes whenever a
-field changes meaning. The x axis of timelines is the allocation-event index ("allocation #"),
+files, tests). `to_dict()` / `from_dict()` round-trip through JSON; `from_dict` checks every
+field's type (lab.measure.schema) and reads the schemas in `READS`; `SCHEMA` changes whenever a
+field changes meaning. The JSON Schema of this contract ships as lab/measure/result.schema.json
+(generated from these classes: `python -m lab.measure.result_schema`). The x axis of timelines is the allocation-event index ("allocation #"),
 the same in every mode, so a sim curve and a CUDA curve of the same code line up; wall time is
 kept beside it where it means something.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .modes import MODE_INFO, ModeInfo
 
-SCHEMA = 1
+# 2: `timing`, `versions`, `code_paths`, `compile_mode` added; `simulated` follows from `mode`
+SCHEMA = 2
+READS = (1, 2)  # schema 1: the recordings made before (its new fields take their defaults)
 STATUSES = ("ok", "oom", "error", "timeout", "cancelled")
 
 
@@ -92,6 +96,53 @@ class Timeline:
 
 
 @dataclass
+class Timing:
+    """How `step_time_s` was measured: every timed step of the untracked pass, warm-up left out.
+
+    `step_time_s` is their median; a difference between two runs means something only when it
+    is larger than their spreads (lab.claims enforces that for "faster"/"slower")."""
+
+    steps_s: list[float] = field(default_factory=list)  # each timed step, in order
+    warmup_steps: int = 0  # steps run before the timed ones and left out
+    method: str = ""  # e.g. "one synchronize per step, untracked pass"
+
+    @property
+    def median_s(self) -> float | None:
+        xs = sorted(self.steps_s)
+        if not xs:
+            return None
+        mid = len(xs) // 2
+        return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+    @property
+    def spread_s(self) -> float | None:
+        """max - min of the timed steps (None with fewer than two)."""
+        return max(self.steps_s) - min(self.steps_s) if len(self.steps_s) > 1 else None
+
+
+@dataclass
+class CodePaths:
+    """The kernels and implementations a run took, read from its op trace: where library
+    versions (or the mode) change them, two runs of the same code can need different memory."""
+
+    attention: list[str] = field(default_factory=list)  # SDPA kernels seen: cudnn, flash, ...
+    optimizer: str = ""  # fused | foreach | for-loop ("" when no optimizer stepped)
+
+    def differs(self, other: CodePaths | None) -> list[str]:
+        """What differs from `other`, in words ("attention cudnn vs math"); [] when alike or
+        when either side saw nothing to compare."""
+        if other is None:
+            return []
+        out = []
+        mine, theirs = "+".join(self.attention), "+".join(other.attention)
+        if mine and theirs and mine != theirs:
+            out.append(f"attention {mine} vs {theirs}")
+        if self.optimizer and other.optimizer and self.optimizer != other.optimizer:
+            out.append(f"optimizer {self.optimizer} vs {other.optimizer}")
+        return out
+
+
+@dataclass
 class AllocatorStats:
     """The real CUDA caching allocator's view (cuda mode only)."""
 
@@ -105,7 +156,7 @@ class AllocatorStats:
     untracked_peak_bytes: int = 0  # allocator peak - tracked-tensor peak: workspaces, rounding
     timeline: Timeline | None = None  # from the allocator's own trace (_record_memory_history)
     reserved_timeline: Timeline | None = None
-    # sim: these numbers come from lab.measure.allocator's model of the caching allocator, not
+    # sim: these numbers come from lab.measure.sim.allocator's model of the caching allocator, not
     # from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
     predicted: bool = False
 
@@ -123,22 +174,30 @@ class RunResult:
     phases: list[PhaseStats] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     step_time_s: float | None = None
+    timing: Timing | None = None  # how step_time_s was measured (None: older results, sim)
     timeline: Timeline = field(default_factory=Timeline)
     blocks: list[Block] = field(default_factory=list)  # largest storages, for the inspector
     allocator: AllocatorStats | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
-    simulated: bool = False
     wall_s: float | None = None  # whole worker run, process start excluded
     profile_path: str | None = None  # profile.pkl for pytorch.org/memory_viz (cuda)
     torch_version: str = ""
     transformers_version: str = ""  # "" when transformers is not installed (or older results)
+    # every library whose version changes what a run does: python, torch, transformers and the
+    # optional extras a lesson uses (peft, torchao, pytorch-lightning, liger-kernel) if installed
+    versions: dict[str, str] = field(default_factory=dict)
+    code_paths: CodePaths | None = None  # None: not read (older results)
+    # "" no torch.compile call; "eager": the script called torch.compile and ran eagerly (under
+    # the tracker, or in sim); "compiled": measured as compiled (lab.profile.compiled)
+    compile_mode: str = ""
     created: str = ""  # ISO time
     # torch.distributed runs (RunRequest.ranks > 1): every rank's own result, by rank; the
     # top-level numbers are rank 0's (status and error: the first rank that failed, named)
     ranks: list[RunResult] = field(default_factory=list)
-    schema: int = SCHEMA
+    # what this instance is written as: always today's (read from schema 1 or 2, written as 2)
+    schema: int = field(default=SCHEMA, init=False)
 
     @property
     def ok(self) -> bool:
@@ -148,6 +207,11 @@ class RunResult:
     @property
     def mode_info(self) -> ModeInfo | None:
         return MODE_INFO.get(self.mode)
+
+    @property
+    def simulated(self) -> bool:
+        """Made in sim: fake tensors, exact bytes, the allocator's numbers predicted."""
+        return bool(self.mode_info and self.mode_info.simulated)
 
     @property
     def on_gpu(self) -> bool:
@@ -167,38 +231,18 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        return {"schema": d.pop("schema"), **d}
+        # `simulated` follows from the mode; written out for readers of the JSON contract
+        return {"schema": d.pop("schema"), **d, "simulated": self.simulated}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunResult:
-        if d.get("schema") != SCHEMA:
-            raise ValueError(f"result schema {d.get('schema')!r} is not supported (expected {SCHEMA})")
-        return _build(cls, d)
+        """A result from its JSON form, every field's type checked (a one-line SchemaError,
+        a ValueError, names the field); schema 1 (older recordings) is read too."""
+        from .schema import SchemaError, decode
 
-
-# ---- JSON -> dataclasses ------------------------------------------------------------------
-_NESTED = {
-    "device": DeviceInfo,
-    "peak": Peak,
-    "timeline": Timeline,
-    "allocator": AllocatorStats,
-    "reserved_timeline": Timeline,
-}
-_LISTS = {"phases": PhaseStats, "checks": Check, "blocks": Block, "top": Block,
-          "ranks": RunResult}
-
-
-def _build(cls, d: dict[str, Any]):
-    known = {f.name for f in fields(cls)}
-    kwargs = {}
-    for k, v in d.items():
-        if k not in known:
-            continue  # tolerate extra keys from newer writers of the same schema
-        if v is not None and k in _NESTED:
-            v = _build(_NESTED[k], v)
-        elif k in _LISTS and v is not None:
-            v = [_build(_LISTS[k], x) for x in v]
-        elif k == "phase_starts":
-            v = [tuple(x) for x in v]
-        kwargs[k] = v
-    return cls(**kwargs)
+        if not isinstance(d, dict):
+            raise SchemaError(f"a result is a JSON object, not {type(d).__name__}")
+        if d.get("schema") not in READS:
+            raise SchemaError(f"result schema {d.get('schema')!r} is not supported (this lab "
+                              f"reads {', '.join(map(str, READS))})")
+        return decode(cls, d, "result")

@@ -2,7 +2,8 @@
 
 Experiments are plain PyTorch; the session gives them their sizes (`run.p`), the device, and
 `run.phase(...)` to mark where they are. The same experiment code runs in three modes; the
-session hides the difference (tracker on or off, CUDA counters or not, fake tensors or real).
+session hides the difference by asking its backend (lab.measure.backends): tracker on or off,
+CUDA counters or not, fake tensors or real.
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
 
 from .tracker import TensorTracker
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+    from .timing import StepClock
 
 
 @dataclass
@@ -34,49 +39,53 @@ class PhaseRecord:
     new_blocks: dict[int, int] | None = None  # cuda: address -> size of blocks born and kept
 
 
-def _new_blocks(before: dict[int, int], device: int) -> dict[int, int]:
-    from .cuda import active_blocks
-
-    return {a: n for a, n in active_blocks(device).items() if before.get(a) != n}
-
-
 class Session:
     """What `experiment.py` functions see as `run`.
 
-    mode: "cuda" | "cpu" | "sim". In "sim" every tensor is a FakeTensor: shapes and bytes are
-    exact, values do not exist (`run.item()` returns None), and nothing is timed.
+    `backend`: how this run is measured (its `name` is the mode: cuda | cpu | sim). In sim every
+    tensor is a FakeTensor: shapes and bytes are exact, values do not exist (`run.item()`
+    returns None), and nothing is timed. The tracked pass has a `tracker`; the timed pass has a
+    `clock` (lab.measure.timing) and no tracker.
     """
 
     def __init__(
         self,
-        mode: str,
+        backend: Backend,
         params: dict[str, Any],
-        device: torch.device,
         tracker: TensorTracker | None = None,
-        cuda_stats: Callable[[], dict[str, int]] | None = None,
         on_phase: Callable[[str], None] | None = None,
-        block_phases: set[str] | None = None,
+        checked_phases: Iterable[str] = (),
+        clock: StepClock | None = None,
     ):
-        self.mode = mode
+        self.backend = backend
+        self.mode = backend.name
         self.p = SimpleNamespace(**params)
         self.params = dict(params)
-        self.device = device
+        self.device = backend.device
         self.tracker = tracker
         self.phases: list[PhaseRecord] = []
         self.metrics: dict[str, float] = {}
         self.notes: list[str] = []
-        self._cuda_stats = cuda_stats
         self._on_phase = on_phase
+        self._clock = clock
         self._current: PhaseRecord | None = None
         self.kept_snapshot: dict | None = None  # see keep_snapshot
         # phases whose allocator blocks are diffed (cuda): only those a lesson checks, since a
         # memory_snapshot() walks every segment and is too slow to take at every boundary
-        self._block_phases = block_phases or set()
+        self._checked_phases = set(checked_phases)
+
+    @classmethod
+    def for_mode(cls, mode: str, params: dict[str, Any] | None = None,
+                 tracker: TensorTracker | None = None) -> Session:
+        """A session on `mode`'s backend with no measurement around it (tests, tools)."""
+        from .backends import backend_for
+
+        return cls(backend_for(mode), params or {}, tracker)
 
     # ---- what experiments use -------------------------------------------------------------
     @property
     def simulated(self) -> bool:
-        return self.mode == "sim"
+        return self.backend.info.simulated
 
     @property
     def is_cuda(self) -> bool:
@@ -103,8 +112,11 @@ class Session:
         """
         if self._current is not None:
             raise RuntimeError(f"phase {name!r} started inside phase {self._current.name!r}")
-        self.sync()
-        tr = self.tracker
+        clock, tr = self._clock, self.tracker
+        if clock is not None:
+            clock.phase_start(name, setup)  # the timed pass synchronizes at steps' edges only
+        else:
+            self.sync()
         rec = PhaseRecord(
             name=name,
             setup=setup,
@@ -117,21 +129,17 @@ class Session:
             if category:
                 tr.phase_category[name] = category
             tr.peak_bytes = tr.live_bytes  # per-phase peak; the global peak comes from the trace
-        blocks_before = None
-        if self._cuda_stats is not None:
-            if name in self._block_phases:
-                from .cuda import active_blocks
-
-                blocks_before = active_blocks(self.device.index or 0)
-            torch.cuda.reset_peak_memory_stats()
-            rec.cuda["start_allocated"] = self._cuda_stats()["allocated"]
+            self.backend.phase_begin(rec, name in self._checked_phases)
         self._current = rec
         if self._on_phase:
             self._on_phase(name)
         try:
             yield rec
         finally:
-            self.sync()
+            if clock is not None:
+                clock.phase_end(name, setup)
+            else:
+                self.sync()
             rec.t_end = time.perf_counter()
             rec.duration_s = rec.t_end - rec.t_start
             if tr is not None:
@@ -141,12 +149,7 @@ class Session:
                 rec.peak_bytes = tr.peak_bytes
                 tr.trace.phases.append((name, rec.t_start - tr._t0, rec.t_end - tr._t0))
                 tr.phase = ""
-            if self._cuda_stats is not None:
-                s = self._cuda_stats()
-                rec.cuda.update(end_allocated=s["allocated"], peak_allocated=s["peak_allocated"],
-                                reserved=s["reserved"], peak_reserved=s["peak_reserved"])
-                if blocks_before is not None:
-                    rec.new_blocks = _new_blocks(blocks_before, self.device.index or 0)
+                self.backend.phase_end(rec)
             self.phases.append(rec)
             self._current = None
 
@@ -183,14 +186,11 @@ class Session:
         """Code inside reads tensor values only for Python scalars that size nothing (`why` says
         which and why). In sim `.item()` of a fake tensor then answers a stand-in (1) instead of
         failing, and the result notes `why`; in cpu/cuda nothing changes."""
-        policy = getattr(self.tracker, "policy", None) if self.simulated else None
-        if policy is None:
-            yield
-            return
-        note = f"sim: stand-in values (1) for .item(): {why}"
-        if note not in self.notes:
-            self.note(note)
-        with policy.stand_in_values():
+        if self.simulated:
+            note = f"sim: stand-in values (1) for .item(): {why}"
+            if note not in self.notes:
+                self.note(note)
+        with self.backend.stand_in_values():
             yield
 
     # ---- the caching allocator, in every mode --------------------------------------------------
@@ -198,45 +198,28 @@ class Session:
     # path: on CUDA the real allocator, in sim the allocator model, on the CPU nothing (False/None).
     def empty_cache(self) -> bool:
         """`torch.cuda.empty_cache()`: give cached, unused segments back to the driver."""
-        if self.is_cuda or self.simulated:
-            torch.cuda.empty_cache()  # sim: lab.measure.simulate routes it to the model
-            return True
-        return False
+        return self.backend.empty_cache()
 
     def set_allocator_settings(self, settings: str) -> bool:
         """e.g. "expandable_segments:True" at run time; False where it means nothing (CPU)."""
-        if self.simulated:
-            torch.cuda.memory._set_allocator_settings(settings)  # routed to the model in sim
-            return True
-        if self.is_cuda:
-            from .cuda import set_allocator_settings
-
-            return set_allocator_settings(settings)
-        return False
+        return self.backend.set_allocator_settings(settings)
 
     def memory_counters(self) -> dict[str, int] | None:
         """allocated / reserved now (cuda: the allocator, plus NVML's used bytes of the whole GPU
         when NVML answers; sim: the model's prediction); None on the CPU."""
-        if self.is_cuda and not self.simulated:
-            from .cuda import nvml_used_bytes
+        return self.backend.memory_counters()
 
-            out = {"allocated": torch.cuda.memory_allocated(self.device),
-                   "reserved": torch.cuda.memory_reserved(self.device)}
-            used = nvml_used_bytes(self.device.index or 0)
-            if used is not None:
-                out["nvml_used"] = used
-            return out
-        alloc = getattr(self.tracker, "allocator", None) if self.simulated else None
-        if alloc is None:
-            return None
-        return {"allocated": alloc.model.stats.allocated, "reserved": alloc.model.stats.reserved}
+    @property
+    def allocator_model(self):
+        """Sim's model of the caching allocator (lab.measure.sim.allocator_replay.Replay), the
+        one the tracker feeds; None in cpu and cuda."""
+        return self.backend.allocator_model
 
     def allocator_stats(self):
-        """The allocator model's counters in sim (lab.measure.allocator.Stats: num_alloc_retries,
-        peaks, ...); None elsewhere (on CUDA ask torch.cuda.memory_stats)."""
-        alloc = getattr(self.tracker, "allocator", None) if self.simulated else None
-        return alloc.model.stats if alloc is not None else None
+        """The allocator model's counters in sim (lab.measure.sim.allocator.Stats:
+        num_alloc_retries, peaks, ...); None elsewhere (on CUDA ask torch.cuda.memory_stats)."""
+        model = self.backend.allocator_model
+        return model.model.stats if model is not None else None
 
     def sync(self) -> None:
-        if self.device.type == "cuda" and not self.simulated:
-            torch.cuda.synchronize(self.device)
+        self.backend.sync()

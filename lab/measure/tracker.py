@@ -29,16 +29,31 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Hashable, Protocol
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor
-from torch.optim.optimizer import register_optimizer_step_post_hook
-from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
-from torch.utils._pytree import tree_flatten
+from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                   register_optimizer_step_pre_hook)
+
+from .torch_compat import (FakeTensor, TorchDispatchMode, has_composite_implicit_kernel,
+                           is_traceable_wrapper_subclass, run_composite_implicit, storage_key,
+                           tree_flatten)
 
 from .trace import ALLOC, FREE, Event, Trace
 from .tracker_hooks import ResizeHook
 from .tracker_subclasses import inner_tensors, opens_up
+
+if TYPE_CHECKING:
+    from .sim.policy import SimPolicy
+
+
+class StorageObserver(Protocol):
+    """What the tracker tells of every allocation it counts (storages, and sim's extras)."""
+
+    def alloc(self, key: Hashable, nbytes: int) -> None:
+        """May raise torch.OutOfMemoryError: the allocation then fails, as on the GPU."""
+
+    def free(self, key: Hashable) -> None: ...
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
@@ -74,7 +89,34 @@ def _ptr(storage) -> int:
 
 _COMPOSITE: dict = {}
 _PRIM_DEVICE = torch.ops.prim.device.default
-_CIA = torch._C.DispatchKey.CompositeImplicitAutograd
+
+# The kernels that say which code path a run took (RunResult.code_paths): the SDPA kernel, and
+# the optimizer's implementation (fused kernels; foreach ops while an optimizer steps).
+_ATTENTION_KERNELS = {
+    "_scaled_dot_product_cudnn_attention": "cudnn",
+    "_scaled_dot_product_flash_attention": "flash",
+    "_scaled_dot_product_efficient_attention": "efficient",
+    "_scaled_dot_product_flash_attention_for_cpu": "flash-cpu",
+    "_safe_softmax": "math",  # SDPA's math backend (torch >= 2.5); eager attention uses softmax
+}
+_PATH_OF: dict = {}
+
+
+def _path_of(func) -> tuple[str, str] | None:
+    """("attention", kernel) | ("fused", "") | ("foreach", "") | None, cached per overload."""
+    hit = _PATH_OF.get(func, False)
+    if hit is False:
+        name = func.__name__.split(".")[0]
+        if name in _ATTENTION_KERNELS:
+            hit = ("attention", _ATTENTION_KERNELS[name])
+        elif name.startswith(("_fused_adam", "_fused_sgd", "_fused_adagrad")):
+            hit = ("fused", "")
+        elif name.startswith("_foreach_"):
+            hit = ("foreach", "")
+        else:
+            hit = None
+        _PATH_OF[func] = hit
+    return hit
 
 
 def _is_composite(func) -> bool:
@@ -82,39 +124,15 @@ def _is_composite(func) -> bool:
     hit = _COMPOSITE.get(func)
     if hit is None:
         try:
-            hit = func.namespace == "aten" and torch._C._dispatch_has_kernel_for_dispatch_key(
-                func.name(), "CompositeImplicitAutograd")
+            hit = has_composite_implicit_kernel(func)
         except Exception:
             hit = False
         _COMPOSITE[func] = hit
     return hit
 
 
-class VirtualOutOfMemory(torch.OutOfMemoryError):
-    """Raised by the tracker when a virtual GPU capacity would be exceeded (cpu/sim modes)."""
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.2f} GiB"
-
-
-def oom_message(requested: int, capacity: int, live: int) -> str:
-    """Shaped like the real CUDA caching allocator's message, so the OOM lesson reads the same."""
-    free = max(0, capacity - live)
-    return (
-        f"CUDA out of memory. Tried to allocate {_gib(requested)}. GPU 0 has a total capacity of "
-        f"{_gib(capacity)} of which {_gib(free)} is free. Of the allocated memory {_gib(live)} is "
-        f"allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. "
-        f"(virtual GPU of {_gib(capacity)} enforced by memlab's tensor tracker)"
-    )
-
-
 class TensorTracker(TorchDispatchMode):
-    """Records storage births and deaths into a `Trace`.
-
-    `capacity` (bytes) makes it act as a virtual GPU: an op whose output would push live bytes
-    past it raises `torch.OutOfMemoryError` instead of returning.
-    """
+    """Records storage births and deaths into a `Trace`, and tells its observers of each."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -123,17 +141,17 @@ class TensorTracker(TorchDispatchMode):
         # never traced by torch.compile
         return False
 
-    def __init__(self, capacity: int | None = None, device_type: str | None = None,
-                 policy=None, allocator=None):
+    def __init__(self, device_type: str | None = None, policy: SimPolicy | None = None,
+                 observers: Iterable[StorageObserver] = ()):
         super().__init__()
-        # sim only: `policy` (lab.measure.simulate.SimPolicy) reroutes composite ops CUDA runs
-        # differently and names the allocations CUDA makes beside the tensors (workspaces);
-        # `allocator` (lab.measure.allocator_replay.Replay) places every storage in modelled
-        # segments as it is born, raising out-of-memory where the GPU would
+        # sim only: `policy` (lab.measure.sim.policy.CudaPaths) reroutes composite ops CUDA runs
+        # differently and names the allocations CUDA makes beside the tensors (workspaces)
         self.policy = policy
-        self.allocator = allocator
+        # told of every allocation as it happens, before it is recorded (an observer that raises
+        # torch.OutOfMemoryError fails the op: then nothing is born): sim's allocator model,
+        # the cpu backend's virtual-GPU capacity guard
+        self.observers = tuple(observers)
         self.trace = Trace()
-        self.capacity = capacity
         self.device_type = device_type  # only count storages on this device type (None: all)
         self.phase = ""
         self.live_bytes = 0
@@ -152,6 +170,9 @@ class TensorTracker(TorchDispatchMode):
         self._hooks: list = []
         self.phase_category: dict[str, str] = {}  # phase -> category for what is born in it
         self.alloc_threads: set[int] = set()  # which threads allocated (autograd's, on CUDA)
+        self.attention_kernels: list[str] = []  # SDPA kernels seen, in order of first use
+        self._optimizer_ops: set[str] = set()  # "fused" / "foreach" seen inside optimizer.step
+        self._stepping = False
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self):
@@ -183,6 +204,7 @@ class TensorTracker(TorchDispatchMode):
         mod = torch.nn.modules.module
         self._hooks.append(mod.register_module_parameter_registration_hook(self._on_param))
         self._hooks.append(mod.register_module_buffer_registration_hook(self._on_param))
+        self._hooks.append(register_optimizer_step_pre_hook(self._on_step_start))
         self._hooks.append(register_optimizer_step_post_hook(self._on_step))
         self._hooks.append(ResizeHook(self))
 
@@ -193,7 +215,22 @@ class TensorTracker(TorchDispatchMode):
 
     def _on_step(self, optimizer, args, kwargs):
         self._optim_refs.append(weakref.ref(optimizer))
+        self._stepping = False
         self.scan_roots()
+
+    def _on_step_start(self, optimizer, args, kwargs):
+        self._stepping = True  # until the post hook: foreach ops now are the optimizer's
+
+    def code_paths(self) -> tuple[list[str], str]:
+        """(the SDPA kernels seen, the optimizer implementation: fused | foreach | for-loop,
+        "" when no optimizer stepped)."""
+        if "fused" in self._optimizer_ops:
+            optimizer = "fused"
+        elif "foreach" in self._optimizer_ops:
+            optimizer = "foreach"
+        else:
+            optimizer = "for-loop" if self._optim_refs else ""
+        return list(self.attention_kernels), optimizer
 
     # ---- roots and categories ---------------------------------------------------------------
     def watch(self, *objs) -> None:
@@ -243,7 +280,7 @@ class TensorTracker(TorchDispatchMode):
 
     def _sid_of(self, t: torch.Tensor) -> int | None:
         try:
-            return self._sid_by_cdata.get(t.untyped_storage()._cdata)
+            return self._sid_by_cdata.get(storage_key(t.untyped_storage()))
         except Exception:  # sparse, nested, or a subclass without storage
             return None
 
@@ -305,7 +342,7 @@ class TensorTracker(TorchDispatchMode):
             storage = t.untyped_storage()
         except Exception:
             return
-        cdata = storage._cdata
+        cdata = storage_key(storage)
         nbytes = storage.nbytes()
         with self._lock:
             sid = self._sid_by_cdata.get(cdata)
@@ -313,17 +350,13 @@ class TensorTracker(TorchDispatchMode):
                 old = self._nbytes[sid]
                 if old != nbytes:  # resize_ or an out= that grew/shrank its storage
                     self._emit(FREE, sid, old, "")
-                    if self.allocator is not None:
-                        self.allocator.free(sid)
-                        self.allocator.alloc(sid, nbytes)
+                    self._tell_free(sid)
+                    self._tell_alloc(sid, nbytes)
                     self._nbytes[sid] = nbytes
                     self._emit(ALLOC, sid, nbytes, stack if stack is not None else user_frame(),
                                _ptr(storage))
                 return
-            if self.capacity is not None and self.live_bytes + nbytes > self.capacity:
-                raise VirtualOutOfMemory(oom_message(nbytes, self.capacity, self.live_bytes))
-            if self.allocator is not None:
-                self.allocator.alloc(self._next_sid, nbytes)  # may raise: then nothing is born
+            self._tell_alloc(self._next_sid, nbytes)  # may raise: then nothing is born
             sid = self._next_sid
             self._next_sid += 1
             self._sid_by_cdata[cdata] = sid
@@ -338,7 +371,7 @@ class TensorTracker(TorchDispatchMode):
         again (FSDP2's all-gather buffers: resized to 0 after use, back before the next
         all-gather). Storages never seen are left alone (nothing of theirs was counted)."""
         try:
-            cdata, nbytes = storage._cdata, storage.nbytes()
+            cdata, nbytes = storage_key(storage), storage.nbytes()
         except Exception:
             return
         with self._lock:
@@ -348,19 +381,16 @@ class TensorTracker(TorchDispatchMode):
             old, self._nbytes[sid] = self._nbytes[sid], nbytes
             if old:
                 self._emit(FREE, sid, old, "")
-                if self.allocator is not None:
-                    self.allocator.free(sid)
+                self._tell_free(sid)
             if nbytes:
-                if self.allocator is not None:
-                    self.allocator.alloc(sid, nbytes)  # may raise: out of memory, as on the GPU
+                self._tell_alloc(sid, nbytes)  # may raise: out of memory, as on the GPU
                 self._emit(ALLOC, sid, nbytes, user_frame(), _ptr(storage))
 
     def extra_alloc(self, key, nbytes: int) -> None:
         """An allocation that backs no tensor (sim: a cuBLAS workspace), kept to the end."""
         with self._lock:
             self.trace.extras.append((len(self.trace.events), "alloc", key, nbytes))
-            if self.allocator is not None:
-                self.allocator.alloc(key, nbytes)
+            self._tell_alloc(key, nbytes)
 
     def extra_transient(self, key, nbytes: int) -> None:
         """Scratch a kernel takes and gives back inside one op (sim: attention backward)."""
@@ -373,12 +403,10 @@ class TensorTracker(TorchDispatchMode):
             n = len(self.trace.events)
             for key, nbytes in items:
                 self.trace.extras.append((n, "alloc", key, nbytes))
-                if self.allocator is not None:
-                    self.allocator.alloc(key, nbytes)
+                self._tell_alloc(key, nbytes)
             for key, nbytes in reversed(items):
                 self.trace.extras.append((n, "free", key, nbytes))
-                if self.allocator is not None:
-                    self.allocator.free(key)
+                self._tell_free(key)
 
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):
@@ -388,10 +416,25 @@ class TensorTracker(TorchDispatchMode):
                     del self._sid_by_cdata[cdata]
                 if not self._closed:
                     self._emit(FREE, sid, self._nbytes[sid], "")
-                    if self.allocator is not None:
-                        self.allocator.free(sid)
+                    self._tell_free(sid)
 
         return on_free
+
+    def _saw(self, path: tuple[str, str]) -> None:
+        kind, name = path
+        if kind == "attention":
+            if name not in self.attention_kernels:
+                self.attention_kernels.append(name)
+        elif self._stepping:
+            self._optimizer_ops.add(kind)
+
+    def _tell_alloc(self, key, nbytes: int) -> None:
+        for obs in self.observers:
+            obs.alloc(key, nbytes)
+
+    def _tell_free(self, key) -> None:
+        for obs in self.observers:
+            obs.free(key)
 
     def _emit(self, kind: str, sid: int, nbytes: int, stack: str, ptr: int = 0) -> None:
         self.trace.events.append(Event(kind, sid, nbytes, self.now(), self.phase, stack, ptr))
@@ -413,6 +456,9 @@ class TensorTracker(TorchDispatchMode):
             # with this mode still on, so those ops, and the intermediates they make, are seen:
             # otherwise only the CUDA allocator sees them (6.8 GB in lesson 14's 8-bit step).
             return NotImplemented
+        path = _path_of(func)
+        if path is not None:
+            self._saw(path)
         policy = self.policy
         if policy is not None and func in policy.rerouted:
             with self:  # the rerouted op's parts are dispatched (and counted) one by one
@@ -426,7 +472,7 @@ class TensorTracker(TorchDispatchMode):
             # those can differ (aten.dropout's clones its input when p == 0 or not training; the
             # C++ kernel returns the input itself), so the tracker would change the program.
             with self:
-                out = func._op_dk(_CIA, *args, **(kwargs or {}))
+                out = run_composite_implicit(func, *args, **(kwargs or {}))
             if out is not NotImplemented:
                 return out
         out = func(*args, **(kwargs or {}))

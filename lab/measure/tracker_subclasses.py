@@ -10,10 +10,7 @@ those ops run under it and are counted.
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import (
-    is_traceable_wrapper_subclass,
-    is_traceable_wrapper_subclass_type,
-)
+from .torch_compat import is_traceable_wrapper_subclass, is_traceable_wrapper_subclass_type
 
 
 def inner_tensors(t: torch.Tensor) -> list[torch.Tensor]:

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from lab.measure.modes import mode_info
 from lab.measure.result import RunResult
 from lab.report.rows import FIRST, row_of, with_deltas
 from lab.runner.protocol import RunRequest
@@ -52,7 +53,7 @@ class ComparePlan:
                        if self.profile_dir else None)
             out.append(RunRequest(lesson_path=LABEL, variant=VARIANT, mode=self.mode,
                                   scale=self.scale, gpu_memory=self.gpu_memory,
-                                  profile_path=profile, timing=self.timing and self.mode != "sim",
+                                  profile_path=profile, timing=self.timing and mode_info(self.mode).timed,
                                   overrides=run_params(self.workload, self.sizes, cfg,
                                                        self.gpus),
                                   timeout_s=self.timeout_s, experiment=EXPERIMENT,
@@ -72,7 +73,7 @@ def run_params(workload: str, sizes: dict[str, Any], cfg: TrainConfig,
 def worker_ranks(cfg: TrainConfig, mode: str, gpus: int) -> int:
     """Workers a combination starts (RunRequest.ranks): one per rank for ddp/zero1/fsdp on
     cuda and cpu; one in sim, which simulates the ranks in one process."""
-    return gpus if cfg.parallel != "none" and mode != "sim" else 1
+    return gpus if cfg.parallel != "none" and not mode_info(mode).ranks_in_one_process else 1
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from lab.measure.modes import mode_info
 from lab.report import (DASH, FIRST, Row, delta_text, format_bytes, number, peak_text,
                         provenance, provenance_of, status_text, step_text, table, with_deltas)
 from lab.report.units import seconds
@@ -49,13 +50,15 @@ def comparison_source(c: Comparison) -> str:
     """Where the comparison's numbers came from (its results, or its mode when they are gone)."""
     if c.results:
         return provenance_of(c.results)
+    info = mode_info(c.mode)
     return provenance(SimpleNamespace(mode=c.mode, scale=c.scale, torch_version="",
+                                      on_gpu=info.on_gpu, simulated=info.simulated,
                                       device=SimpleNamespace(name="CUDA GPU")))
 
 
 def comparison_header(c: Comparison) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in c.sizes.items())
-    timed = ("step time from an untracked pass" if c.mode != "sim"
+    timed = ("step time from an untracked pass" if mode_info(c.mode).timed
              else "sim: exact bytes, no timings")
     ranks = (f" · ddp/zero1/fsdp on {c.gpus} ranks, one GPU (or CPU process) each: peak per "
              f"rank (rank 0's), {c.unit}/s per rank" if getattr(c, "gpus", 1) > 1 else "")

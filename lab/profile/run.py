@@ -23,6 +23,8 @@ from typing import Callable
 from lab.measure.result import Peak, RunResult
 from lab.runner.protocol import RunRequest
 
+from . import compiled
+
 SCRIPT = str(Path(__file__).with_name("script.py"))
 LABEL = "profile"  # the results' `lesson`
 STARTUP_GRACE_S = 120.0
@@ -103,7 +105,19 @@ def run_profile(cmd: ScriptCommand, runner, mode: str, *, timeout_s: float = DEF
         if on_event:
             on_event(msg)
 
-    return finish(runner.run(req, on_event=events, cancel=cancel), cmd, samples, timeout_s)
+    r = finish(runner.run(req, on_event=events, cancel=cancel), cmd, samples, timeout_s)
+    if compiled.wants_compiled_pass(r) and not (cancel is not None and cancel.is_set()):
+        # the script called torch.compile: measure it again, compiled and untracked (compiled.py)
+        if on_event:
+            on_event({"type": "status", "stage": "compiled",
+                      "text": "the script calls torch.compile: measuring the compiled run "
+                              "(untracked, a fresh worker)"})
+        return compiled.measure_compiled(
+            r, req, lambda again: finish(runner.run(again, on_event=on_event, cancel=cancel),
+                                         cmd, [], timeout_s), snapshot)
+    if compiled.sites(r):
+        compiled.say_eager(r)
+    return r
 
 
 def finish(r: RunResult, cmd: ScriptCommand, samples: list[dict], timeout_s: float) -> RunResult:

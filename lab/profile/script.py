@@ -20,6 +20,7 @@ import signal
 import sys
 import traceback
 
+from lab.profile import compiled
 from lab.profile.phases import AutoPhases
 
 
@@ -110,12 +111,16 @@ def script(run) -> None:
         raise _Alarm()
 
     old_alarm = signal.signal(signal.SIGALRM, on_alarm) if timeout > 0 else None
+    # the compiled pass (lab.profile.compiled): real torch.compile, no tracker, no phase hooks
+    compiled_pass = bool(getattr(p, compiled.COMPILED_PASS, False))
     auto = AutoPhases(run.tracker, records=run.phases, on_phase=run._on_phase) \
-        if run.tracker is not None else None
+        if run.tracker is not None and not compiled_pass else None
+    watch = compiled.CompileWatch(real=compiled_pass)
     try:
         if timeout > 0:
             signal.setitimer(signal.ITIMER_REAL, timeout)
-        with auto if auto is not None else _nothing():
+        with watch, compiled.untracked() if compiled_pass else _nothing(), \
+                auto if auto is not None else _nothing():
             _run(p)
     except SystemExit as e:
         code = e.code if e.code is not None else 0
@@ -139,6 +144,7 @@ def script(run) -> None:
         _tail(out, e)
         raise
     finally:
+        compiled.record(run, watch)
         if timeout > 0:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_alarm)

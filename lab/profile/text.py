@@ -46,7 +46,11 @@ def peak_site(r) -> str:
 
 
 def render(r, top: int = 10) -> str:
-    out = [f"── {r.variant} ── {status_text(r.status)} · {provenance(r)}"]
+    from .compiled import headline
+
+    first = headline(r)  # a compiled script: which version these numbers are, first
+    out = ([first] if first else []) + [f"── {r.variant} ── {status_text(r.status)} · "
+                                        f"{provenance(r)}"]
     if r.error:
         out.append(f"   {r.error}")
     reached = "peak" if r.ok else f"highest before it stopped ({status_text(r.status)})"
@@ -74,7 +78,7 @@ def render(r, top: int = 10) -> str:
                    f"(max_memory_allocated), peak reserved {format_bytes(a.peak_reserved_bytes)}")
     if r.profile_path:
         out.append(f"memory snapshot: {r.profile_path} (pytorch.org/memory_viz, memlab view)")
-    for n in r.notes:
+    for n in r.notes[1:] if first else r.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
 

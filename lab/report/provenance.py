@@ -50,17 +50,18 @@ def provenance(result, recorded: bool = False) -> str:
         versions = _versions(result)
         return f"recorded on {with_article(device)}" + (f" ({versions})" if versions else "")
     mode = getattr(result, "mode", "")
-    if mode == "cuda":
+    # a RunResult says what its mode means (lab.measure.modes); this layer never names modes
+    if getattr(result, "on_gpu", False):
         return f"your GPU ({device})"
-    if mode == "cpu":
-        return f"your CPU ({scale} scale)" if scale else "your CPU"
-    if mode == "sim":
+    if getattr(result, "simulated", False):
         parts = [f"{SCALE_WORD.get(scale, scale)} scale" if scale else "",
                  f"torch {short_version(getattr(result, 'torch_version', ''))}"
                  if getattr(result, "torch_version", "") else ""]
         inner = ", ".join(p for p in parts if p)
         return "simulated" + (f" ({inner})" if inner else "")
-    return mode or "unknown source"
+    if mode:  # a real run that is not on a GPU: this CPU
+        return f"your CPU ({scale} scale)" if scale else "your CPU"
+    return "unknown source"
 
 
 def provenance_of(results: Iterable, recorded: bool = False) -> str:

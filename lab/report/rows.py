@@ -37,6 +37,7 @@ class Row:
     step_time_s: float | None = None
     mode: str = ""
     scale: str = ""
+    simulated: bool = False  # sim: no step times exist (not "not measured")
     is_baseline: bool = False
     delta_bytes: int | None = None  # vs the baseline, by the rule above
     delta_frac: float | None = None
@@ -51,7 +52,8 @@ def row_of(result) -> Row:
     peak = getattr(result, "peak", None)
     return Row(name=result.variant, status=result.status,
                peak_bytes=getattr(peak, "bytes", None), peak_phase=getattr(peak, "phase", ""),
-               step_time_s=result.step_time_s, mode=result.mode, scale=result.scale)
+               step_time_s=result.step_time_s, mode=result.mode, scale=result.scale,
+               simulated=bool(getattr(result, "simulated", False)))
 
 
 def baseline_index(names: Sequence[str], rule: str = NAMED) -> int | None:
@@ -116,7 +118,7 @@ def delta_text(row: Row, digits: int = 2) -> str:
 def step_text(row: Row) -> str:
     if row.step_time_s is not None:
         return seconds(row.step_time_s)
-    return "none (sim)" if row.mode == "sim" else DASH
+    return "none (sim)" if row.simulated else DASH
 
 
 def reference_cells(row: Row, ref: Row | None, digits: int = 2) -> list[str]:

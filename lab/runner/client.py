@@ -59,7 +59,7 @@ class SubprocessRunner:
         if problem:
             return WorkerStream(req).failed("error", problem)
         ticket = None
-        if self.gpus is not None and req.mode == "cuda":
+        if self.gpus is not None and req.mode_info.on_gpu:
             try:
                 ticket = self.gpus.submit(Need(gpus=req.ranks))
             except ValueError as e:
@@ -83,7 +83,7 @@ class SubprocessRunner:
                 env = dict(self.extra_env)
                 if req.ranks > 1:
                     env.update(rank_env(r, req.ranks, port))
-                g = gpus[r] if gpus is not None else (r if req.ranks > 1 and req.mode == "cuda" else None)
+                g = gpus[r] if gpus is not None else (r if req.ranks > 1 and req.mode_info.on_gpu else None)
                 if g is not None and "CUDA_VISIBLE_DEVICES" not in self.extra_env:
                     env["CUDA_VISIBLE_DEVICES"] = seen[g] if g < len(seen) else str(g)
                 workers.append(WorkerProc(self.python, PROJECT_ROOT, env, request=req.to_json_dict()))

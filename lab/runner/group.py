@@ -52,7 +52,7 @@ def check_request(req: RunRequest) -> str | None:
     """Why this request cannot run, in one line, or None."""
     if not isinstance(req.ranks, int) or req.ranks < 1:
         return f"ranks must be a whole number from 1 up, not {req.ranks!r}"
-    if req.ranks > 1 and req.mode == "sim":
+    if req.ranks > 1 and req.mode_info.ranks_in_one_process:
         return ("ranks > 1 runs real processes (gloo on cpu, nccl on cuda); sim does not start "
                 "one worker per rank")
     return None

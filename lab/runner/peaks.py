@@ -71,7 +71,7 @@ def recorded_peak(req: RunRequest, root: Path | None = None) -> int | None:
 
 
 def need_for(req: RunRequest, root: Path | None = None) -> Need:
-    if req.mode == "cuda":
+    if req.mode_info.on_gpu:
         if req.exclusive or (not req.experiment and lesson_toml(req.lesson_path).get("gpu") == "exclusive"):
             return Need(gpus=req.ranks, cores=0, gpu_bytes=None)
         peak = recorded_peak(req, root)
@@ -81,4 +81,6 @@ def need_for(req: RunRequest, root: Path | None = None) -> Need:
                     gpu_bytes=None if peak is None else int(peak * (1 + MARGIN_FRACTION)) + MARGIN_BYTES)
     if req.ranks > 1:
         return Need(cores=req.ranks)
-    return Need(cores=None if req.mode == "cpu" and req.timing else 1)
+    # a real CPU run that times its steps has the machine to itself
+    real_cpu = not req.mode_info.on_gpu and not req.mode_info.simulated
+    return Need(cores=None if real_cpu and req.timing else 1)

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from lab.measure.modes import ModeInfo, mode_info
+
 
 @dataclass
 class RunRequest:
@@ -45,6 +47,11 @@ class RunRequest:
     # used memory or utilisation, clean step times); a lesson says so with gpu = "exclusive"
     exclusive: bool = False
 
+    @property
+    def mode_info(self) -> ModeInfo:
+        """What its mode means (on a GPU, simulated, timed ...): the runner asks this."""
+        return mode_info(self.mode)
+
     def to_json_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -52,6 +59,72 @@ class RunRequest:
     def from_json_dict(cls, d: dict[str, Any]) -> "RunRequest":
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})  # newer clients' extra keys
+
+
+# ---- the events, typed (every line a worker writes is decoded through these) ----------------------
+@dataclass
+class Ready:
+    pid: int
+
+
+@dataclass
+class Started:
+    pid: int
+    lesson: str
+    variant: str
+    mode: str
+    scale: str
+    rank: int | None = None
+
+
+@dataclass
+class Phase:
+    name: str
+    live_bytes: int
+
+
+@dataclass
+class Sample:
+    t: float
+    live_bytes: int
+    phase: str
+    events: int
+
+
+@dataclass
+class Status:
+    stage: str
+    text: str
+
+
+@dataclass
+class Result:
+    result: dict[str, Any]  # RunResult.to_dict(): decoded by RunResult.from_dict
+
+
+@dataclass
+class Error:
+    error: str
+
+
+EVENTS = {"ready": Ready, "started": Started, "phase": Phase, "sample": Sample,
+          "status": Status, "result": Result, "error": Error}
+
+
+def decode_event(msg: Any) -> dict[str, Any]:
+    """`msg` checked against its event's fields (lab.measure.schema): the same dict back, or a
+    SchemaError naming what is wrong. Keys an event does not declare pass through untouched
+    (the runner adds "rank", status events carry "turn" or "ahead")."""
+    from lab.measure.schema import SchemaError, decode
+
+    if not isinstance(msg, dict):
+        raise SchemaError(f"an event is a JSON object, not {type(msg).__name__}")
+    kind = msg.get("type")
+    cls = EVENTS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise SchemaError(f"event type {kind!r} is not one of {', '.join(EVENTS)}")
+    decode(cls, msg, f"{kind} event")
+    return msg
 
 
 def status(stage: str, text: str, **extra: Any) -> dict[str, Any]:

@@ -22,6 +22,8 @@ import sys
 import threading
 import time
 
+from lab.measure.modes import MODE_INFO
+
 from .admission import Admission
 from .gpu_turns import TURNS_ENV, turns_path
 from .group import check_request, drive, free_port, rank_env
@@ -148,7 +150,8 @@ class Service:
             self.stop()
             conn.sendall(_line({"type": "bye"}))
         elif op == "run" and msg.get("proto") == PROTO:
-            if (msg.get("request") or {}).get("mode") == "cuda" and not self.gpu_ids:
+            mode = (msg.get("request") or {}).get("mode")
+            if mode in MODE_INFO and MODE_INFO[mode].on_gpu and not self.gpu_ids:
                 # our GPU probe found none; the client's own torch may know better: let it run
                 # the worker itself rather than fail the run here
                 conn.sendall(_line({"type": "_refused", "proto": PROTO,
@@ -214,7 +217,7 @@ class Service:
         root = msg.get("root") or str(PROJECT_ROOT)
         port = free_port() if req.ranks > 1 else 0
         for r in range(req.ranks):
-            gpu = self.gpu_ids[ticket.gpus[r]] if req.mode == "cuda" else None
+            gpu = self.gpu_ids[ticket.gpus[r]] if req.mode_info.on_gpu else None
             w = self.pool.take(PoolKey(python, root, gpu))
             workers.append(w)
             where = f" on GPU {ticket.gpus[r]}" if gpu is not None else ""
@@ -227,7 +230,7 @@ class Service:
 
     def _turns_env(self, req: RunRequest, ticket, rank: int) -> dict[str, str]:
         """Rank 0 of a CUDA run takes the turns of every GPU of the run (lab.runner.gpu_turns)."""
-        if req.mode != "cuda" or rank != 0:
+        if not req.mode_info.on_gpu or rank != 0:
             return {TURNS_ENV: ""}
         paths = [str(turns_path(runtime_dir(), self.gpu_ids[g])) for g in ticket.gpus]
         return {TURNS_ENV: os.pathsep.join(paths)}

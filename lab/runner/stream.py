@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Iterable
 
 from lab.measure.result import DeviceInfo, RunResult, Timeline
+from lab.measure.schema import SchemaError
 
-from .protocol import RunRequest
+from .protocol import RunRequest, decode_event
 
 # internal lines: how a process ended (recordings) and a warm worker's readiness; never
 # passed on to `on_event`
@@ -29,8 +30,7 @@ def device_for(mode: str) -> DeviceInfo:
 def failed_result(req: RunRequest, lesson_id: str, status: str, error: str,
                   samples: list[dict] | None = None) -> RunResult:
     res = RunResult(lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale,
-                    device=device_for(req.mode), status=status, error=error,
-                    simulated=req.mode == "sim")
+                    device=device_for(req.mode), status=status, error=error)
     if samples:  # what the live stream showed before the end: better than nothing
         res.timeline = Timeline(index=list(range(len(samples))), t=[s["t"] for s in samples],
                                 live=[s["live_bytes"] for s in samples], events=len(samples))
@@ -57,8 +57,12 @@ class WorkerStream:
             return None
         try:
             msg = json.loads(line)
-        except json.JSONDecodeError:
-            self.junk.append(line.rstrip())
+            if not (isinstance(msg, dict) and msg.get("type") in PRIVATE):
+                decode_event(msg)
+        except (json.JSONDecodeError, SchemaError) as e:
+            # not an event (a library printing to the protocol stream) or a malformed one
+            self.junk.append(line.rstrip() + ("" if isinstance(e, json.JSONDecodeError)
+                                              else f"  ({e})"))
             return None
         return self.feed(msg)
 
@@ -71,7 +75,10 @@ class WorkerStream:
         elif kind == "sample":
             self.samples.append(msg)
         elif kind == "result":
-            self.result = RunResult.from_dict(msg["result"])
+            try:
+                self.result = RunResult.from_dict(msg["result"])
+            except SchemaError as e:  # a worker of another version, or a broken one
+                self.error = f"the worker's result does not fit the schema: {e}"
         elif kind == "error":
             self.error = msg.get("error", "unknown error")
         return msg

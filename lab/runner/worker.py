@@ -105,7 +105,9 @@ def _init_distributed(mode: str):
         return None
     import torch.distributed as dist
 
-    dist.init_process_group(backend="nccl" if mode == "cuda" else "gloo")
+    from lab.measure.modes import mode_info
+
+    dist.init_process_group(backend="nccl" if mode_info(mode).on_gpu else "gloo")
     return dist
 
 
@@ -157,24 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         emit({"type": "error", "error": f"torch.distributed: {type(e).__name__}: {e}"})
         return 4
 
-    from lab.measure.measure import HISTORY_INCOMPATIBLE, measure_variant
+    from lab.measure.measure import measure_variant
     from lab.runner.gpu_turns import GpuTurns
 
-    kwargs = dict(lesson=lesson_id, variant=req.variant, mode=req.mode, scale=req.scale,
-                  params=params, checks=checks, gpu_memory=req.gpu_memory,
-                  profile_path=req.profile_path, timing=req.timing, emit=emit,
-                  turns=GpuTurns.from_env() if req.mode == "cuda" else None)
-    result = measure_variant(fn, **kwargs)
-    if req.mode == "cuda" and result.status == "error" and HISTORY_INCOMPATIBLE in (result.error or ""):
-        # this code's backward breaks under the allocator's history recorder: measure it again
-        # without the recorder (tracker, memory_stats and NVML still on)
-        from lab.measure.cuda import release_for_a_second_attempt
-
-        failed = result.error
-        release_for_a_second_attempt()
-        result = measure_variant(fn, record_history=False, **kwargs)
-        result.notes.append("Measured without torch.cuda.memory._record_memory_history (no "
-                            f"allocator timeline, no profile.pkl): with it, backward failed: {failed}")
+    # turns: the runner service's GPU turns, if it named any (only a GPU run takes them)
+    result = measure_variant(fn, lesson=lesson_id, variant=req.variant, mode=req.mode,
+                             scale=req.scale, params=params, checks=checks,
+                             gpu_memory=req.gpu_memory, profile_path=req.profile_path,
+                             timing=req.timing, emit=emit, turns=GpuTurns.from_env())
     emit({"type": "result", "result": result.to_dict()})
     if dist is not None:
         dist.destroy_process_group()

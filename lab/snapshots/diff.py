@@ -114,7 +114,7 @@ def side_of_result(d: dict, file: str = "") -> Side:
     if rest > 0:
         by_phase[SMALLER] = sites[SMALLER] = rest
     maker = next((b for b in r.blocks if b.alloc_index == idx), None)
-    recorded = r.mode == "cuda" and "reference" in Path(file).parts
+    recorded = r.on_gpu and "reference" in Path(file).parts
     label = r.variant if r.lesson in ("", "playground", "profile") else f"{r.lesson} · {r.variant}"
     return Side(file, label, "memlab-result", r.status, r.peak.bytes, r.peak.phase,
                 maker.stack if maker else "", False, provenance(r, recorded=recorded),

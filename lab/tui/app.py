@@ -47,6 +47,7 @@ class MemLabApp(App):
         Binding("q", "quit", "Quit"),
         # not in the footer (it is full at 80 columns); listed in ? help and the palette
         Binding("g", "playground", "Playground", show=False),
+        Binding("x", "challenges", "Challenges", show=False),  # lab/tui/screens/challenges.py
         Binding("o", "open_snapshot", "Open snapshot", show=False),
         Binding("ctrl+s", "save_svg", "Save screenshot (SVG)", show=False),
     ]
@@ -234,6 +235,13 @@ class MemLabApp(App):
         if not isinstance(self.screen, PlaygroundScreen):
             self.push_screen(PlaygroundScreen(runner=self.runner, choose_mode=self.choose_mode))
 
+    def action_challenges(self) -> None:
+        """The graded challenges (lab/challenges.py): start, edit, check in sim."""
+        from .screens.challenges import ChallengeScreen
+
+        if not isinstance(self.screen, ChallengeScreen):
+            self.push_screen(ChallengeScreen())
+
     def action_open_snapshot(self) -> None:
         """Read a memory snapshot (torch.cuda.memory._dump_snapshot) or a result JSON."""
         if served():
@@ -320,6 +328,8 @@ class MemLabApp(App):
                             self.action_open_snapshot)
         yield SystemCommand("Diff two runs", "Where the peak moved between two results or "
                             "snapshots (memlab diff)", lambda: open_diff(self))
+        yield SystemCommand("Challenges", "Graded exercises: edit the code, sim checks it (x)",
+                            self.action_challenges)
         yield SystemCommand("Calibration", "How close your predictions were, lesson by lesson",
                             self.action_calibration)
         yield SystemCommand("Help", "Keys and how to read the plots (?)", self.action_help)

@@ -2,7 +2,7 @@
 
     res = predict(sim_recorder("gpt2-small", sizes, cfg), capacity, cfg)
 
-A sim run of the training step records what the allocator model receives (lab.measure.sim_record:
+A sim run of the training step records what the allocator model receives (lab.measure.sim.record:
 `("alloc", key, nbytes)` / `("free", key)` events). For the same program at another batch size
 the events are the same, in the same order; only the sizes of the allocations that hold
 per-sample data change, each affine in the batch (numel is a product of dims, one of them the
@@ -59,7 +59,7 @@ def extrapolate(log_a: list[tuple], a: int, log_b: list[tuple], b: int, m: int) 
 class LogProbe:
     """A ProbeFn on recorded sim logs: replays the recorded or extrapolated log under the cap.
 
-    `record(global_batch)` runs sim once (lab.measure.sim_record.SimRecord-like: status, log,
+    `record(global_batch)` runs sim once (lab.measure.sim.record.SimRecord-like: status, log,
     error). Micro-batches come from the search as global batches (micro × accum)."""
 
     def __init__(self, record: Callable[[int], Any], capacity: int, accum: int = 1):
@@ -95,7 +95,7 @@ class LogProbe:
         return log, None
 
     def __call__(self, batch: int) -> Probe:
-        from lab.measure.allocator_replay import replay
+        from lab.measure.sim.allocator_replay import replay
 
         m = batch // self.accum
         log, failed = self.log(m)
@@ -198,7 +198,7 @@ def sim_recorder(workload: str, sizes: dict[str, Any], cfg: TrainConfig,
     `gpus` simulated ranks (lab.measure.distributed: rank 0 recorded, so the batch is per GPU)."""
 
     def record(batch: int):
-        from lab.measure.sim_record import record_sim
+        from lab.measure.sim.record import record_sim
 
         from . import experiment
 

@@ -75,10 +75,9 @@ class HFModel:
 
 def _simulated() -> bool:
     """Is this running under FakeTensorMode (sim)? Mixture-of-experts configs are refused there."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    from lab.measure.torch_compat import FakeTensorMode, current_dispatch_modes
 
-    return any(isinstance(m, FakeTensorMode) for m in _get_current_dispatch_mode_stack())
+    return any(isinstance(m, FakeTensorMode) for m in current_dispatch_modes())
 
 
 @dataclass

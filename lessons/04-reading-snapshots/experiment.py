@@ -34,7 +34,8 @@ from lab.measure.snapshot import trace_to_snapshot
 
 
 def training_loop(run):
-    """Lesson 03's loop: forward, backward, AdamW step, zero_grad, `steps` times."""
+    """Lesson 03's loop: forward, backward, AdamW step, zero_grad, `steps` times. Returns the
+    model and the optimizer, so that a snapshot taken next still finds their memory allocated."""
     task = LM(run.p.layout, run.p.batch, run.p.seq)
     model, opt, _ = setup(run, task, TrainConfig(optimizer="adamw"))  # phase "model": weights (+ AdamW, state made lazily)
     for i in range(run.p.steps):
@@ -47,6 +48,7 @@ def training_loop(run):
             opt.step()  # step 0 creates AdamW's two moments; a foreach temporary each step
         with run.phase(f"zero_grad {i}"):
             opt.zero_grad(set_to_none=True)  # gradients freed
+    return model, opt
 
 
 def record(run, max_entries: int, stacks: str):
@@ -56,7 +58,9 @@ def record(run, max_entries: int, stacks: str):
     elif stacks != "python":
         run.note(f'stacks="{stacks}" only changes CUDA recordings: the tracker\'s snapshot keeps one '
                  "Python frame per tensor in every mode (read the H200 recording for the cost)")
-    training_loop(run)
+    # dumped while the model and AdamW's state are still alive, as in a training script that
+    # dumps at the end of its loop: the snapshot's segments then hold them
+    held = training_loop(run)
     snap = None
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "profile.pkl")
@@ -77,6 +81,7 @@ def record(run, max_entries: int, stacks: str):
         if os.path.exists(path):
             run.metric("snapshot_bytes", os.path.getsize(path))
             run.metric("dump_s", dump_s)
+    del held  # the loop's memory goes only now, after the dump
     if snap is not None:
         read_snapshot(run, snap, max_entries)
         run.keep_snapshot(snap)  # the lab plots it and `--snapshot FILE` saves it
@@ -97,17 +102,26 @@ def lab_snapshot(run, max_entries: int):
 
 
 def read_snapshot(run, snap: dict, max_entries: int) -> None:
-    """What a reader checks first: how many entries, and what the trace cannot explain."""
+    """What a reader checks first: how many entries, and what the trace cannot explain.
+
+    Two different things, matched by address: blocks live at the dump whose `alloc` is not in
+    the trace (made before recording began, or the ring dropped the entry), and `free_completed`
+    entries whose `alloc` the ring dropped (memory freed during the trace, made before it)."""
     trace = snap["device_traces"][0] if snap["device_traces"] else []
-    allocated = sum(e["size"] for e in trace if e["action"] == "alloc")
-    freed = sum(e["size"] for e in trace if e["action"] == "free_completed")
-    live_at_end = sum(b["size"] for seg in snap["segments"] for b in seg["blocks"]
-                      if b["state"] == "active_allocated")
+    live = {b["address"]: b["size"] for seg in snap["segments"] for b in seg["blocks"]
+            if b["state"] == "active_allocated"}
+    open_allocs: dict[int, int] = {}  # address -> size of the trace's allocs not yet freed
+    orphan_frees = 0
+    for e in trace:
+        if e["action"] == "alloc":
+            open_allocs[e["addr"]] = e["size"]
+        elif e["action"] == "free_completed" and open_allocs.pop(e["addr"], None) is None:
+            orphan_frees += e["size"]
     run.metric("trace_entries", len(trace))
     run.metric("ring_full", 1 if len(trace) >= max_entries else 0)
-    # bytes still allocated at the end whose allocation is not in the trace: they were made
-    # before recording began, or the ring dropped their `alloc` entry
-    run.metric("untraced_bytes", live_at_end - (allocated - freed))
+    run.metric("live_bytes_at_dump", sum(live.values()))
+    run.metric("untraced_live_bytes", sum(n for a, n in live.items() if a not in open_allocs))
+    run.metric("orphan_free_bytes", orphan_frees)
 
 
 def baseline(run):
@@ -123,4 +137,5 @@ def all_stacks(run):
 
 
 def no_history(run):
-    training_loop(run)
+    held = training_loop(run)  # freed at the same point as in the recording variants
+    del held

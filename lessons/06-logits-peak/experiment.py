@@ -1,7 +1,8 @@
 """Lesson 06: the logits peak — cross-entropy over a 151,936-token vocabulary.
 
-The Qwen2-1.5B layout in bf16, one training step (plain SGD: no optimizer state, so every
-difference between the variants is the loss's). The language-model head turns the hidden states
+The Qwen2-1.5B layout in bf16, `steps` training steps on one batch (plain SGD: no optimizer
+state, so every difference between the variants is the loss's). The first step also pays for
+the cudaMallocs the loss needs; the later ones are what a step of this loss costs. The language-model head turns the hidden states
 (B, T, C) into logits (B, T, V) with V = 151,936: with B·T = 4,096 tokens one (B, T, V) tensor is
 1.2 GB in bf16 and 2.5 GB in fp32. The standard loss makes several of them:
 
@@ -50,22 +51,57 @@ def setup(run):
     return model, opt, x, labels
 
 
-def finish(run, model, opt, loss):
-    with run.phase("step 0"):
-        opt.step()
-    with run.phase("zero_grad 0"):
-        opt.zero_grad(set_to_none=True)
-    run.metric("loss", run.item(loss))  # the same in every variant (cpu/cuda; sim has no values)
+def segments(run) -> int | None:
+    """Segments the caching allocator holds now (each one a cudaMalloc): the real one on CUDA,
+    the allocator model in sim, None on the CPU."""
+    if run.is_cuda:
+        return torch.cuda.memory_stats(run.device).get("segment.all.current", 0)
+    stats = run.allocator_stats()
+    return stats.segments if stats is not None else None
+
+
+class Steps:
+    """`steps` training steps of one loss; counts the segments step 0 and the later steps make.
+
+    The first step pays for every cudaMalloc the loss needs (the timed pass starts after
+    torch.cuda.empty_cache()); later steps reuse the cache. Step times with the first step left
+    out rank the losses; segments_first_step / segments_later_steps say how different their
+    first steps were."""
+
+    def __init__(self, run, model, opt):
+        self.run, self.model, self.opt = run, model, opt
+        self.start = segments(run)
+
+    def __iter__(self):
+        for i in range(self.run.p.steps):
+            yield i
+            if i == 0:
+                self.after_first = segments(self.run)
+
+    def finish_step(self, i, loss):
+        with self.run.phase(f"step {i}"):
+            self.opt.step()
+        with self.run.phase(f"zero_grad {i}"):
+            self.opt.zero_grad(set_to_none=True)
+        if i == self.run.p.steps - 1:
+            self.run.metric("loss", self.run.item(loss))  # the same in every variant (no values in sim)
+            end = segments(self.run)
+            if end is not None:
+                self.run.metric("segments_first_step", self.after_first - self.start)
+                self.run.metric("segments_later_steps", end - self.after_first)
 
 
 def baseline(run):
     model, opt, x, labels = setup(run)
-    with run.phase("forward 0"):
-        # transformers shifts `labels` itself and upcasts the logits to fp32 (ForCausalLMLoss)
-        out = model(input_ids=x, labels=x)  # out.logits: (B, T, V) bf16, kept by `out`
-    with run.phase("backward 0"):
-        out.loss.backward()
-    finish(run, model, opt, out.loss)
+    steps = Steps(run, model, opt)
+    for i in steps:
+        with run.phase(f"forward {i}"):
+            # transformers shifts `labels` itself and upcasts the logits to fp32 (ForCausalLMLoss)
+            out = model(input_ids=x, labels=x)  # out.logits: (B, T, V) bf16, kept by `out`
+        with run.phase(f"backward {i}"):
+            out.loss.backward()
+        steps.finish_step(i, out.loss)
+        del out  # nothing of this step outlives it: each step's peak is the same
 
 
 # ---- chunked: no (B, T, V) tensor ------------------------------------------------------------
@@ -94,12 +130,16 @@ def chunked_cross_entropy(h, weight, labels, chunk: int, remat: bool = True):
 def run_chunked(run, remat: bool):
     model, opt, x, labels = setup(run)
     head = model.get_output_embeddings().weight  # (V, C); tied to the token embedding in Qwen2
-    with run.phase("forward 0"):
-        h = model.base_model(input_ids=x).last_hidden_state  # (B, T, C): all but the LM head
-        loss = chunked_cross_entropy(h, head, labels, run.p.chunk, remat=remat)
-    with run.phase("backward 0"):
-        loss.backward()
-    finish(run, model, opt, loss)
+    steps = Steps(run, model, opt)
+    for i in steps:
+        with run.phase(f"forward {i}"):
+            h = model.base_model(input_ids=x).last_hidden_state  # (B, T, C): all but the LM head
+            loss = chunked_cross_entropy(h, head, labels, run.p.chunk, remat=remat)
+            del h  # the graph keeps what backward needs
+        with run.phase(f"backward {i}"):
+            loss.backward()
+        steps.finish_step(i, loss)
+        del loss
 
 
 def chunked(run):
@@ -123,10 +163,14 @@ def fused(run):
     model, opt, x, labels = setup(run)
     head = model.get_output_embeddings().weight
     loss_fn = LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE)  # mean over real targets
-    with run.phase("forward 0"):
-        h = model.base_model(input_ids=x).last_hidden_state  # (B, T, C)
-        # computes the loss and, chunk by chunk, the gradients of h and of the head already
-        loss = loss_fn(head, h.flatten(0, 1), labels.flatten())
-    with run.phase("backward 0"):
-        loss.backward()
-    finish(run, model, opt, loss)
+    steps = Steps(run, model, opt)
+    for i in steps:
+        with run.phase(f"forward {i}"):
+            h = model.base_model(input_ids=x).last_hidden_state  # (B, T, C)
+            # computes the loss and, chunk by chunk, the gradients of h and of the head already
+            loss = loss_fn(head, h.flatten(0, 1), labels.flatten())
+            del h
+        with run.phase(f"backward {i}"):
+            loss.backward()
+        steps.finish_step(i, loss)
+        del loss

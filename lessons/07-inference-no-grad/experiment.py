@@ -2,7 +2,8 @@
 
 Seed scale: GPT-2 small (124 M parameters) evaluating the loss of batches of 8 × 1,024 tokens.
 The model is in eval() mode in every variant: eval() only changes dropout / batch-norm
-behaviour; it does NOT turn autograd off.
+behaviour; it does NOT turn autograd off. With autograd on, the loop's `loss` names the previous
+batch's graph while the next one is built (two graphs at the peak); one_graph drops it first.
 """
 
 import torch
@@ -12,7 +13,7 @@ from lab.workloads.models import build_model, lm_loss
 from lab.workloads.registry import layout
 
 
-def evaluate(run, grad_mode):
+def evaluate(run, grad_mode, drop_loss: bool = False):
     lay = layout(run.p.layout)
     with run.phase("model", setup=True):
         model = build_model(lay, run.device).eval()
@@ -25,11 +26,17 @@ def evaluate(run, grad_mode):
         with run.phase(f"eval {i}"), ctx():
             loss = lm_loss(model, x, y)  # with grad: `loss` holds the graph and its activations
         losses.append(run.item(loss))  # a Python float (None in simulation)
+        if drop_loss:
+            del loss  # its graph goes now, before the next batch builds one: one graph at a time
     run.metric("eval_loss", losses[-1])
 
 
 def baseline(run):
     evaluate(run, "grad")
+
+
+def one_graph(run):
+    evaluate(run, "grad", drop_loss=True)
 
 
 def no_grad(run):

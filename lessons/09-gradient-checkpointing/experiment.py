@@ -5,9 +5,10 @@ By hand, every transformer block is wrapped (lab/workloads/train.py, enable_chec
     from torch.utils.checkpoint import checkpoint
     out = checkpoint(block, hidden_states, use_reentrant=False)   # keeps only the block's input
 
-and through transformers: model.gradient_checkpointing_enable(...) (renamed
-activation_checkpointing_enable in transformers 5). In backward, each block's forward runs a
-second time to rebuild its activations just before they are needed.
+and through transformers: model.gradient_checkpointing_enable(...) in transformers 5.17, which
+recorded this lesson (later 5.x releases call it activation_checkpointing_enable and keep the old
+name as a deprecated alias; lab.workloads calls whichever exists). In backward, each block's
+forward runs a second time to rebuild its activations just before they are needed.
 """
 
 from lab.workloads import TrainConfig

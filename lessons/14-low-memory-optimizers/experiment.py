@@ -8,7 +8,13 @@ regime where the optimizer is the thing to shrink.
   baseline        torch.optim.AdamW(fused=True): exp_avg + exp_avg_sq in fp32, 8 B per parameter
                   (fused: one kernel per step, no weight-sized temporaries; lesson 13)
   adamw_8bit      torchao.optim.AdamW8bit: both moments quantized to 8 bits in blocks of 256
-                  values, each block with an fp32 scale (an optional extra: memlab[torchao])
+                  values, each block with an fp32 scale (an optional extra: memlab[torchao]);
+                  its update run eagerly in both passes, what the tracker and sim can follow
+  adamw_8bit_compiled  the same optimizer as torchao ships it: on CUDA the untracked timed pass
+                  runs its torch.compile'd update, measured by the caching allocator
+                  (timed_peak_allocated_bytes, timed_step_rise_bytes) and the clock; the tracked
+                  pass cannot compile (dynamo refuses under a TorchDispatchMode) and runs eagerly;
+                  CUDA only (elsewhere it would be adamw_8bit again)
   adafactor       torch.optim.Adafactor (torch >= 2.5): no first moment; the second moment of
                   an (R, C) matrix is factored into a row vector (R) and a column vector (C)
   bf16_state      AdamW with both moments stored in bf16 (written out below, 25 lines)
@@ -20,7 +26,7 @@ regime where the optimizer is the thing to shrink.
 """
 
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
 import torch
@@ -111,7 +117,10 @@ def require_torchao():
     return torchao.optim
 
 
-def adamw_8bit_optimizer(run, params):
+def adamw_8bit_optimizer(run, params, as_shipped: bool = False):
+    """torchao's AdamW8bit. Its update is torch.compile'd; it runs eagerly except, with
+    `as_shipped`, in the untracked pass on a GPU (the tracker is a dispatch mode, and dynamo does
+    not compile under one; sim has no timed pass)."""
     from torchao.optim import AdamW8bit, subclass_8bit
 
     if run.simulated:
@@ -121,7 +130,9 @@ def adamw_8bit_optimizer(run, params):
 
         with unset_fake_temporarily():
             subclass_8bit.get_qmap_signed(), subclass_8bit.get_qmap_unsigned()
-    return StepWithin(AdamW8bit(params, lr=1e-3, weight_decay=0.1), eager_torch_compile)
+    compiled = as_shipped and run.is_cuda and run.tracker is None
+    return StepWithin(AdamW8bit(params, lr=1e-3, weight_decay=0.1),
+                      nullcontext if compiled else eager_torch_compile)
 
 
 # ---- the loop ----------------------------------------------------------------------------------
@@ -178,6 +189,39 @@ class UnseenByTracker:
             self.run.metric(name, allocator_rise - tracked_rise)
 
 
+class TimedPassAllocator:
+    """cuda, the untracked timed pass only: the caching allocator's own peaks, measured the same
+    way in every variant. They are the memory numbers of a compiled update, which only that pass
+    can run: timed_peak_allocated_bytes (max_memory_allocated over the loop) and
+    timed_step_rise_bytes (how far it rose in the last step above where the step began)."""
+
+    def __init__(self, run):
+        self.run, self.peak = run, 0
+        self.on = run.is_cuda and run.tracker is None
+        if self.on:
+            torch.cuda.reset_peak_memory_stats(run.device)
+
+    def _read(self) -> None:
+        self.peak = max(self.peak, torch.cuda.max_memory_allocated(self.run.device))
+
+    @contextmanager
+    def step(self):
+        if not self.on:
+            yield
+            return
+        self._read()  # the loop's peak so far, before the reset below
+        start = torch.cuda.memory_allocated(self.run.device)
+        torch.cuda.reset_peak_memory_stats(self.run.device)
+        yield
+        rise = torch.cuda.max_memory_allocated(self.run.device) - start
+        self.run.metric("timed_step_rise_bytes", rise)  # each step's; the last one stays
+
+    def finish(self) -> None:
+        if self.on:
+            self._read()
+            self.run.metric("timed_peak_allocated_bytes", self.peak)
+
+
 def train(run, make_optimizer=None, in_backward: bool = False):
     lay = model_layout(run)
     with run.phase("model", setup=True):
@@ -202,6 +246,7 @@ def train(run, make_optimizer=None, in_backward: bool = False):
     n = sum(p.numel() for p in params)
     run.metric("parameters", n)
     cuda_before = None
+    timed = TimedPassAllocator(run)
     for i in range(run.p.steps):
         with run.phase(f"data {i}", category="inputs", setup=True):
             x, y = lm_batch(lay, run.p.batch, run.p.seq, i, run.device)
@@ -214,7 +259,8 @@ def train(run, make_optimizer=None, in_backward: bool = False):
         if not in_backward:
             with run.phase(f"step {i}"):
                 unseen = UnseenByTracker(run) if i == run.p.steps - 1 else None
-                opt.step()
+                with timed.step():
+                    opt.step()
                 if unseen is not None:
                     unseen.record("step_untracked_bytes")
             if run.tracker is not None:  # the tracked pass: how far the step's temporaries rose
@@ -231,6 +277,7 @@ def train(run, make_optimizer=None, in_backward: bool = False):
                 run.metric("state_bytes_allocator", torch.cuda.memory_allocated(run.device) - cuda_before)
                 run.metric("state_bytes_per_param_allocator",
                            run.metrics["state_bytes_allocator"] / n)
+    timed.finish()
     nbytes = state_bytes(all_opts)
     run.metric("state_bytes", nbytes)
     run.metric("state_bytes_per_param", nbytes / n)
@@ -254,6 +301,19 @@ def adamw_8bit(run):
                  "allocator rose during the last step beyond the tensors the tracker saw "
                  "(torchao's quantize/dequantize intermediates are counted: the tracker lets its "
                  "tensor subclass's __torch_dispatch__ run under it).")
+
+
+def adamw_8bit_compiled(run):
+    if not run.is_cuda:
+        raise NotImplementedError(
+            "cuda only: torchao's compiled update is measured in the untracked pass on a GPU; "
+            "here it would run eagerly, which is the adamw_8bit variant (see the H200 recording)")
+    require_torchao()
+    train(run, lambda params: adamw_8bit_optimizer(run, params, as_shipped=True))
+    run.note("As torchao ships it: on CUDA the untracked timed pass ran the torch.compile'd update "
+             "(its step time and timed_* allocator metrics); the tracked pass, under the lab's "
+             "tracker, cannot compile and ran it eagerly, so this variant's tracked peak and "
+             "timeline are adamw_8bit's.")
 
 
 def adafactor(run):

@@ -11,6 +11,9 @@ criteria), which fake tensors (sim) do not have. Here the next token is the argm
 logits, kept as a tensor and fed back, for a fixed number of steps: no Python decision depends
 on a value, so the same code runs on a GPU, on the CPU and in simulation.
 
+In the untracked timed pass the experiment also records how the step time splits: `prefill_s`
+and `decode_s` (CUDA events on a GPU, so nothing synchronizes inside the step).
+
 Variants:
   baseline   grouped-query attention (Qwen2: 2 KV heads for 12 query heads), transformers'
              DynamicCache: every step `torch.cat`s each layer's keys and values with the new
@@ -21,6 +24,7 @@ Variants:
              times the keys and values per token, DynamicCache
 """
 
+import time
 from dataclasses import replace
 
 import torch
@@ -105,7 +109,41 @@ class Churn:
                     run.metric(name, now[key] - self.cuda_start[key])
 
 
+class PartTimes:
+    """The untracked timed pass's split of one generation into its prefill and its decode loop.
+    The lab's clock synchronizes only where a step begins (lab.measure.timing), and so does this:
+    CUDA events on a GPU, read once the step is done; the wall clock on the CPU, whose ops run
+    as they are called. Nothing in the tracked pass, whose times carry the tracker's overhead."""
+
+    def __init__(self, run):
+        self.run, self.marks = run, []
+        self.on = run.tracker is None
+
+    def mark(self) -> None:
+        if not self.on:
+            return
+        if self.run.is_cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def record(self, *names: str) -> None:
+        if not self.on or len(self.marks) != len(names) + 1:
+            return
+        if self.run.is_cuda:
+            self.marks[-1].synchronize()
+            secs = [a.elapsed_time(b) / 1e3 for a, b in zip(self.marks, self.marks[1:])]  # ms -> s
+        else:
+            secs = [b - a for a, b in zip(self.marks, self.marks[1:])]
+        for name, t in zip(names, secs):
+            self.run.metric(name, t)
+
+
 def generate(run, kv_heads: int, preallocate: bool):
+    """`steps` generations of the same prompt, each with a fresh cache (the tracked pass makes
+    one; the timed pass more, and leaves the first out as warm-up)."""
     from transformers import DynamicCache
 
     p = run.p
@@ -115,25 +153,33 @@ def generate(run, kv_heads: int, preallocate: bool):
     with run.phase("data 0", category="inputs", setup=True):
         prompt = lm_batch(lay, p.batch, p.prompt, 0, run.device)[0]  # (B, P) token ids
         generated = torch.empty(p.batch, p.new_tokens, dtype=torch.long, device=run.device)  # (B, N)
-    cache = (preallocated_cache(lay.n_layer, p.prompt + p.new_tokens) if preallocate
-             else DynamicCache())
-    with torch.inference_mode():
-        with run.phase("prefill"):
-            # logits_to_keep=1: the LM head runs on the last position only, (B, 1, V)
-            out = model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            token = out.logits[:, -1].argmax(-1, keepdim=True)  # (B, 1): stays a tensor
-            del out
-        with run.phase("decode"), Churn(run):
-            for i in range(p.new_tokens):
-                generated[:, i : i + 1] = token
-                out = model(input_ids=token, past_key_values=cache, use_cache=True, logits_to_keep=1)
-                token = out.logits[:, -1].argmax(-1, keepdim=True)
+    for step in range(p.steps):
+        cache = (preallocated_cache(lay.n_layer, p.prompt + p.new_tokens) if preallocate
+                 else DynamicCache())
+        parts = PartTimes(run)
+        with torch.inference_mode():
+            with run.phase(f"prefill {step}"):
+                parts.mark()
+                # logits_to_keep=1: the LM head runs on the last position only, (B, 1, V)
+                out = model(input_ids=prompt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                token = out.logits[:, -1].argmax(-1, keepdim=True)  # (B, 1): stays a tensor
                 del out
-            del token  # what is left alive is the model, the inputs and the cache
-    kv = sum(t.untyped_storage().nbytes() for t in cache_tensors(cache))
-    run.metric("kv_cache_bytes", kv)
-    run.metric("kv_bytes_per_token", kv / (p.batch * (p.prompt + p.new_tokens)))
-    run.metric("cache_tokens", cache.get_seq_length())
+                parts.mark()
+            with run.phase(f"decode {step}"), Churn(run):
+                for i in range(p.new_tokens):
+                    generated[:, i : i + 1] = token
+                    out = model(input_ids=token, past_key_values=cache, use_cache=True,
+                                logits_to_keep=1)
+                    token = out.logits[:, -1].argmax(-1, keepdim=True)
+                    del out
+                del token  # what is left alive is the model, the inputs and the cache
+                parts.mark()
+        parts.record("prefill_s", "decode_s")  # the last generation's, in the timed pass
+        kv = sum(t.untyped_storage().nbytes() for t in cache_tensors(cache))
+        run.metric("kv_cache_bytes", kv)
+        run.metric("kv_bytes_per_token", kv / (p.batch * (p.prompt + p.new_tokens)))
+        run.metric("cache_tokens", cache.get_seq_length())
+        del cache  # the next generation starts from nothing, as a new request would
 
 
 def baseline(run):

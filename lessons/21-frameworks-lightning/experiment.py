@@ -8,7 +8,8 @@ With Lightning (an optional extra: pip install 'memlab[lightning]'):
     + model.gradient_checkpointing_enable() in the LightningModule (a transformers switch)
 
 Lightning runs the same PyTorch calls (torch.autocast, backward, optimizer.step, zero_grad);
-the lesson measures whether the memory is the same too.
+the lesson measures whether the memory is the same too. Both loops mark the same phases, so the
+tracker names the same categories and the step times cover the same synchronizations.
 """
 
 import importlib
@@ -58,14 +59,44 @@ def with_lightning(run):
             return make_optimizer(self.model, TrainConfig())
 
     class Phases(pl.Callback):
-        """One lab phase per micro-batch: forward, backward and (every n-th) the optimizer step."""
+        """The hand-written loop's phases, from the Trainer's hooks: `forward i.k`, `backward i.k`,
+        `step i`, and `zero_grad i-1`, which Lightning runs between the first forward and the
+        first backward of the next optimizer step (at step 0 there is nothing to zero). The same
+        names give the same categories (the tracker calls what dies in its own phase a
+        temporary) and the same synchronizations, so the step times compare."""
 
-        def on_train_batch_start(self, trainer, module, batch, batch_idx):
-            self.cm = run.phase(f"micro-batch {batch_idx}")
+        def __init__(self):
+            self.cm, self.step, self.micro = None, 0, 0
+
+        def _enter(self, name):
+            self._exit()
+            self.cm = run.phase(name)
             self.cm.__enter__()
 
+        def _exit(self):
+            if self.cm is not None:
+                cm, self.cm = self.cm, None
+                cm.__exit__(None, None, None)
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx):
+            self.step, self.micro = divmod(batch_idx, n)
+            self._enter(f"forward {self.step}.{self.micro}")
+
+        def on_before_zero_grad(self, trainer, module, optimizer):
+            if self.step > 0:  # the previous step's gradients go here
+                self._enter(f"zero_grad {self.step - 1}")
+
+        def on_before_backward(self, trainer, module, loss):
+            self._enter(f"backward {self.step}.{self.micro}")
+
+        def on_after_backward(self, trainer, module):
+            self._exit()
+
+        def on_before_optimizer_step(self, trainer, module, optimizer):
+            self._enter(f"step {self.step}")
+
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-            self.cm.__exit__(None, None, None)
+            self._exit()
 
     with run.phase("model", setup=True):
         module = LitLM()

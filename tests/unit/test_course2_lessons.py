@@ -107,11 +107,16 @@ def test_shipped_snapshot_opens_and_its_peak_is_max_memory_allocated(path, capsy
 def test_16_the_small_ring_drops_the_start_and_the_snapshot_opens(tmp_path):
     full, ring = measured("04", "baseline"), measured("04", "small_ring")
     assert full.status == ring.status == "ok"
-    assert full.metrics["untraced_bytes"] == 0 and full.metrics["ring_full"] == 0
+    assert full.metrics["untraced_live_bytes"] == 0 and full.metrics["ring_full"] == 0
+    assert full.metrics["orphan_free_bytes"] == 0
     assert ring.metrics["ring_full"] == 1
     assert ring.metrics["trace_entries"] == LESSONS["04"].params("small")["small_max_entries"]
-    # the weights and AdamW's state are allocated but their alloc entries are gone
-    assert ring.metrics["untraced_bytes"] >= 3 * 4 * LESSONS["04"].params("small")["param_count"]
+    # dumped while the loop's memory is alive: the weights and AdamW's state are allocated at
+    # the dump, in both snapshots, and the small ring has lost their alloc entries
+    weights_and_state = 3 * 4 * LESSONS["04"].params("small")["param_count"]
+    assert full.metrics["live_bytes_at_dump"] == ring.metrics["live_bytes_at_dump"] >= weights_and_state
+    assert ring.metrics["untraced_live_bytes"] >= weights_and_state
+    assert ring.metrics["orphan_free_bytes"] > 0  # frees whose allocs the ring dropped
 
 
 # ---- lesson 06: the chunked loss -----------------------------------------------------------

@@ -242,9 +242,9 @@ def test_outside_stand_in_values_item_of_a_fake_tensor_still_fails():
     # it answers 1.0, and a real constant still answers its own value
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from lab.measure.simulate import SimPolicy
+    from lab.measure.sim.policy import CudaPaths
 
-    policy = SimPolicy()
+    policy = CudaPaths()
     real = torch.tensor(3.0)
     with FakeTensorMode() as fake_mode, policy, TensorTracker(policy=policy):
         t = torch.ones(3).sum()

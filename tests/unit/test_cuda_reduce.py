@@ -1,10 +1,10 @@
-"""CUDA reductions' staging buffer and semaphores (lab.measure.cuda_reduce), sized as on the H200
+"""CUDA reductions' staging buffer and semaphores (lab.measure.sim.cuda_reduce), sized as on the H200
 (torch 2.11, 132 SMs): the allocator trace of lesson 05 (Qwen2 bf16, B*T = 4096 rows) shows each
 of these right after the op's output, freed before it returns."""
 
 import torch
 
-from lab.measure.cuda_reduce import op_staging, staging_bytes
+from lab.measure.sim.cuda_reduce import op_staging, staging_bytes
 
 A = torch.ops.aten
 
@@ -61,7 +61,7 @@ def test_staging_bytes_fp32_output_vectorised():
 
 
 def test_sim_takes_and_gives_back_the_staging(monkeypatch):
-    from lab.measure.simulate import SimPolicy
+    from lab.measure.sim.policy import CudaPaths
 
     calls = []
 
@@ -69,7 +69,7 @@ def test_sim_takes_and_gives_back_the_staging(monkeypatch):
         def extra_transients(self, items):
             calls.append(items)
 
-    policy = SimPolicy()
+    policy = CudaPaths()
     x = meta((4096, 1536), torch.bfloat16)
     out = meta((1, 1536), torch.bfloat16)
     policy.after(A.sum.dim_IntList, (x, [0], True), {}, out, Tracker())

@@ -164,3 +164,25 @@ def test_every_field_a_learner_reads_is_rendered():
         for where, text in lesson.shown_texts():
             assert "{{" not in text and "}}" not in text, (lesson.id, where, text)
     assert course.find("01").summary.startswith("What 2 GB of weights, a 0.2 GB input")
+
+
+def test_the_h200_block_lists_the_metrics_a_claim_cites_and_no_others(course_copy):
+    # Given a recording with two metrics, of which the text cites one, then the rendered block
+    # shows that one, for the variant the claim names, and not the other (lesson 17 printed ~80)
+    import json
+
+    from lab.curriculum import load_lesson
+    from lab.dev.cite import load_results, render
+
+    lessons, ref = course_copy
+    path = ref / "linear-baseline" / "baseline.json"
+    d = json.loads(path.read_text(encoding="utf-8"))
+    d["metrics"] = {"cited_bytes": 1.5e9, "uncited_bytes": 2.5e9}
+    path.write_text(json.dumps(d), encoding="utf-8")
+    edit(lessons / LESSON / "lesson.toml", "[[claims]]",
+         '[[claims]]\nid = "cited"\nvariant = "baseline"\nquantity = "metric:cited_bytes"\n'
+         'value = "1.5 GB"\n\n[[claims]]')
+    lesson = load_lesson(lessons / LESSON)
+    block = render(lesson, load_results(lesson, ref))
+    assert "baseline cited_bytes = 1.500 GB" in block
+    assert "uncited_bytes" not in block

@@ -153,7 +153,7 @@ def test_log_probe_falls_back_to_real_runs_when_the_line_does_not_hold():
         return Rec(program(batch, quirk=40_000))
 
     res = predict(record, 24 * 2**20, TrainConfig(), max_micro=4096)
-    from lab.measure.allocator_replay import replay
+    from lab.measure.sim.allocator_replay import replay
 
     fits = [m for m in range(1, 200) if replay(program(m, 40_000), cap=24 * 2**20).oom is None]
     assert res.micro_batch == max(fits)
@@ -204,7 +204,7 @@ def test_record_pair_redoes_a_hung_child_here():
 def test_fit_by_simulation_fits_and_one_more_does_not():
     # Given a cap exactly at what micro-batch 4 reserves, the answer is 4 (accum2: batch 8), and
     # the allocator model says 5 runs out of memory under that cap.
-    from lab.measure.allocator_replay import replay
+    from lab.measure.sim.allocator_replay import replay
 
     # one sample's output is 1 MiB: the reserved segments grow with the batch
     sizes = {**get_workload("linear").default_sizes("small"), "d_in": 64, "d_out": 1 << 18}
@@ -220,7 +220,7 @@ def test_fit_by_simulation_fits_and_one_more_does_not():
 def test_fit_on_many_gpus_records_rank_0_of_the_simulated_ranks():
     # --gpus 8 with fsdp: the log is rank 0's of 8 (its shard, not the whole model), the line
     # through micro-batches 2 and 3 holds for it, and the answer is per GPU
-    from lab.measure.allocator_replay import replay
+    from lab.measure.sim.allocator_replay import replay
 
     sizes = get_workload("gpt2-tiny").default_sizes("small")
     cfg = parse_combo("fsdp")

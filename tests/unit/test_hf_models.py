@@ -40,7 +40,7 @@ def _sim(workload: str, combo: str, batch: int, seq: int, **extra):
 def _n_params(name: str) -> int:
     import torch
 
-    from lab.measure.simulate import fake_mode
+    from lab.measure.sim.backend import fake_mode
     from lab.workloads.models import build_hf
 
     with fake_mode():
@@ -87,18 +87,18 @@ def test_ckpt_is_transformers_gradient_checkpointing_and_the_weights_stay_fp32()
     import torch
 
     from lab.measure.session import Session
-    from lab.measure.simulate import fake_mode
+    from lab.measure.sim.backend import fake_mode
     from lab.workloads.tasks import task_for
     from lab.workloads.train import setup
 
     task = task_for(get_workload("smollm2-135m"), {"model": "smollm2-135m", "batch": 1, "seq": 8})
     with fake_mode():
-        model, opt, _ = setup(Session("sim", {}, torch.device("cpu")), task, parse_combo("ckpt"))
+        model, opt, _ = setup(Session.for_mode("sim"), task, parse_combo("ckpt"))
         on = getattr(type(model), "is_activation_checkpointing", None)  # transformers >= 5.x
         assert (model.is_activation_checkpointing if on is not None
                 else model.is_gradient_checkpointing)
         assert next(model.parameters()).dtype == torch.float32
-        model, _, _ = setup(Session("sim", {}, torch.device("cpu")), task, parse_combo("pure-bf16"))
+        model, _, _ = setup(Session.for_mode("sim"), task, parse_combo("pure-bf16"))
         assert next(model.parameters()).dtype == torch.bfloat16
 
 

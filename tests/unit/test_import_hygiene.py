@@ -24,7 +24,7 @@ TORCH_FREE = [
     "lab.workloads", "lab.workloads.config", "lab.workloads.optim", "lab.workloads.registry",
     "lab.workloads.phases", "lab.workloads.fit", "lab.workloads.fit_sim",
     "lab.workloads.hf_config", "import lab.workloads.hf_config as h; h.shipped_models()",
-    "lab.measure.gpus",
+    "lab.measure.sim.gpus",
     "lab.playground", "lab.playground.text", "lab.export",
     "lab.snapshots", "lab.snapshots.text", "lab.measure.snapshot", "lab.measure.result",
     "lab.runner.client", "lab.runner.replay",
@@ -39,8 +39,8 @@ CLI_STARTUP = "import lab.cli; lab.cli.build_parser()"
 # checked right after its own import so a failure names the module that pulled the UI in
 CORE_WITH_TORCH = [
     "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda",
-    "lab.measure.simulate", "lab.runner.worker", "lab.workloads.train", "lab.workloads.tasks",
-    "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run", "lab.measure.sim_record",
+    "lab.measure.sim.policy", "lab.runner.worker", "lab.workloads.train", "lab.workloads.tasks",
+    "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run", "lab.measure.sim.record",
     "lab.measure.distributed", "lab.workloads.parallel",
 ]
 

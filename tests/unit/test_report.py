@@ -148,7 +148,12 @@ def test_comparison_table_with_recordings_compares_only_like_with_like():
 
 # ---- provenance --------------------------------------------------------------------------------
 def _res(mode, scale="seed", name="NVIDIA H200", torch="2.11.0+cu130", **kw):
-    return NS(mode=mode, scale=scale, device=NS(name=name), torch_version=torch, **kw)
+    """Shaped like a RunResult: its mode and what the mode means (on_gpu, simulated)."""
+    from lab.measure.modes import mode_info
+
+    info = mode_info(mode)
+    return NS(mode=mode, scale=scale, device=NS(name=name), torch_version=torch,
+              on_gpu=info.on_gpu, simulated=info.simulated, **kw)
 
 
 def test_provenance_labels():

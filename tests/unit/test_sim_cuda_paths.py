@@ -4,8 +4,12 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lab.measure.allocator_replay import Replay
-from lab.measure.simulate import CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE, SimPolicy, fake_mode
+from lab.measure.sim.allocator_replay import Replay
+from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.gpus import H200
+from lab.measure.sim.policy import CudaPaths
+
+CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE = H200.cublas_workspace_bytes, H200.cublaslt_workspace_bytes
 from lab.measure.trace import ALLOC, FREE
 from lab.measure.tracker import TensorTracker
 
@@ -29,8 +33,8 @@ class Ops(TorchDispatchMode):
 
 
 def sim(capacity=None):
-    policy = SimPolicy()
-    tracker = TensorTracker(policy=policy, allocator=Replay(cap=capacity))
+    policy = CudaPaths()
+    tracker = TensorTracker(policy=policy, observers=[Replay(cap=capacity)])
     return policy, tracker
 
 
@@ -55,7 +59,7 @@ def test_autocast_weight_copy_lives_until_the_region_exits_also_under_no_grad():
 
 def test_gelu_new_pow_layer_norm_and_softmax_run_in_fp32_under_bf16_autocast():
     ops = Ops()
-    with fake_mode(), SimPolicy():
+    with fake_mode(), CudaPaths():
         x = torch.randn(4, 64, dtype=torch.bfloat16)
         with ops, torch.autocast("cpu", dtype=torch.bfloat16):
             p = torch.pow(x, 3.0)  # GPT-2's gelu_new: 0.044715 * torch.pow(x, 3.0)
@@ -72,7 +76,7 @@ def test_gelu_new_pow_layer_norm_and_softmax_run_in_fp32_under_bf16_autocast():
 
 
 def test_cross_entropy_under_autocast_is_fp32_like_cuda():
-    with fake_mode(), SimPolicy():
+    with fake_mode(), CudaPaths():
         logits = torch.randn(16, 100)
         w = torch.randn(100, 100, requires_grad=True)
         y = torch.randint(0, 100, (16,))
@@ -92,7 +96,7 @@ def test_cross_entropy_under_autocast_is_fp32_like_cuda():
 
 def _sdpa_ops(dtype, kv_heads=4, inference=False):
     ops = Ops()
-    with fake_mode(), SimPolicy() as policy:
+    with fake_mode(), CudaPaths() as policy:
         q = torch.randn(2, 4, 100, 64, dtype=dtype, requires_grad=not inference)
         kv = torch.randn(2, kv_heads, 100, 64, dtype=dtype, requires_grad=not inference)
         tr = TensorTracker(policy=policy)
@@ -115,7 +119,7 @@ def test_sdpa_takes_the_backend_cuda_takes():
     assert "_scaled_dot_product_cudnn_attention.default" in _sdpa_ops(torch.bfloat16, 2).names()
     gqa = _sdpa_ops(torch.float32, kv_heads=2)  # mem-efficient has no grouped-query attention
     assert not any("efficient" in n or "flash" in n for n in gqa.names())
-    # math, with CUDA's _safe_softmax parts (lab.measure.cuda_sdpa_math)
+    # math, with CUDA's _safe_softmax parts (lab.measure.sim.cuda_sdpa_math)
     assert "bmm.default" in gqa.names() and "isneginf.default" in gqa.names()
     inf = _sdpa_ops(torch.float32, inference=True)
     assert "_scaled_dot_product_efficient_attention.default" in inf.names()
@@ -146,7 +150,7 @@ def test_cublas_workspaces_per_thread_and_cublaslt_for_a_biased_addmm():
     assert sorted(extras) == sorted([(("cublas", "main"), CUBLAS_WORKSPACE),
                                      (("cublaslt", "main"), CUBLASLT_WORKSPACE),
                                      (("cublas", "autograd"), CUBLAS_WORKSPACE)])
-    r = tr.allocator.finish()
+    r = tr.observers[0].finish()
     assert r.peak_allocated >= 2 * CUBLAS_WORKSPACE + CUBLASLT_WORKSPACE
 
 
@@ -156,7 +160,7 @@ def test_transformers_causal_lm_passes_no_mask_to_sdpa_in_sim():
 
     lay = Layout("t", "gpt2", 64, 1, 2, 32, 64)
     ops = Ops()
-    with fake_mode(), SimPolicy() as policy:
+    with fake_mode(), CudaPaths() as policy:
         with TensorTracker(policy=policy):
             model = build_model(lay, "cpu")
             x = torch.randint(0, 64, (2, 16))
@@ -212,8 +216,10 @@ def test_moving_a_module_to_the_device_it_is_on_changes_nothing_in_sim():
     # swapping two different tensors still swaps
     import weakref
 
-    policy = SimPolicy()
-    with fake_mode(), policy, TensorTracker(policy=policy):
+    from lab.measure.sim.backend import SimBackend
+
+    backend = SimBackend()
+    with backend.running(), backend.new_tracker():
         m = torch.nn.Linear(4, 4)
         w = m.weight
         ref = weakref.ref(w)

@@ -4,7 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from lab.measure.simulate import SimPolicy, fake_mode
+from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.policy import CudaPaths
 from lab.measure.tracker import TensorTracker
 
 N = 1 << 20  # elements
@@ -12,7 +13,7 @@ N = 1 << 20  # elements
 
 def _saved_bytes(train: bool, p: float = 0.1, sim: bool = True) -> int:
     """Bytes still live after a dropout forward whose output is kept (the saved tensors)."""
-    with fake_mode(), SimPolicy() if sim else _Nothing():
+    with fake_mode(), CudaPaths() if sim else _Nothing():
         x = torch.randn(N, requires_grad=True)
         h = x * 2  # a non-leaf, as a model's activations are; made before tracking
         drop = nn.Dropout(p).train(train)
@@ -47,7 +48,7 @@ def test_dropout_that_does_nothing_allocates_nothing(train, p):
 
 
 def test_dropout_gradient_flows_through_the_mask():
-    with fake_mode(), SimPolicy():
+    with fake_mode(), CudaPaths():
         x = torch.randn(64, requires_grad=True)
         y = nn.functional.dropout(x * 2, 0.5, True)
         assert y.grad_fn.name() == "NativeDropoutBackward0"

@@ -1,5 +1,5 @@
 """Backward sums the gradients of a tensor used twice in place, as on real tensors without a
-dispatch mode (lab.measure.grad_accumulate): FakeTensor made the engine take `old + new`, one
+dispatch mode (lab.measure.sim.grad_accumulate): FakeTensor made the engine take `old + new`, one
 gradient-sized allocation per accumulation that a plain CUDA run does not make (gemma-2b bf16 +
 ckpt: +4.1 % reserved against the H200's plain loop)."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from lab.measure.allocator_replay import Replay
-from lab.measure.simulate import SimPolicy, fake_mode
+from lab.measure.sim.allocator_replay import Replay
+from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.policy import CudaPaths
 from lab.measure.tracker import TensorTracker
 
 N = 96  # (N, N) fp32: 36,864 B, a size nothing else here has
@@ -17,9 +18,9 @@ N = 96  # (N, N) fp32: 36,864 B, a size nothing else here has
 def _backward_allocs(create_graph=False, tracked=False):
     """Allocations of h's size made in backward, where h = x @ w is used twice; tracked=False:
     sim stands for a plain run (`memlab fit`)."""
-    policy = SimPolicy(tracked=tracked)
+    policy = CudaPaths(tracked=tracked)
     replay = Replay(record=True)
-    with fake_mode(), policy, TensorTracker(policy=policy, allocator=replay):
+    with fake_mode(), policy, TensorTracker(policy=policy, observers=[replay]):
         x = torch.randn(N, 8, requires_grad=True)
         w = torch.randn(8, N, requires_grad=True)
         h = x @ w

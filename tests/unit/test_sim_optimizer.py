@@ -1,4 +1,4 @@
-"""Sim takes the optimizer implementation CUDA defaults to (lab.measure.cuda_optim).
+"""Sim takes the optimizer implementation CUDA defaults to (lab.measure.sim.cuda_optim).
 
 `torch.optim.AdamW(params)` picks foreach on CUDA and the per-parameter loop on a CPU; sim's
 parameters are CPU fake tensors, so without the policy sim would miss foreach's all-parameter
@@ -16,7 +16,8 @@ import torch
 from torch import nn
 from torch.optim.optimizer import _default_to_fused_or_foreach
 
-from lab.measure.simulate import SimPolicy, fake_mode
+from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.policy import CudaPaths
 from lab.measure.trace import ALLOC, FREE
 from lab.measure.tracker import TensorTracker
 
@@ -33,7 +34,7 @@ def _model():
 def _step_transient(sim: bool, **optim_kw) -> tuple[int, int]:
     """(bytes the second step holds at most beyond what was live before it, the largest
     parameter's bytes); everything is made under the tracker, so nothing is counted twice."""
-    with fake_mode(), SimPolicy() if sim else _Nothing(), TensorTracker() as tr:
+    with fake_mode(), CudaPaths() if sim else _Nothing(), TensorTracker() as tr:
         model = _model()
         opt = torch.optim.AdamW(model.parameters(), **optim_kw)
         for _ in range(2):  # the first step makes the state; the second shows only temporaries
@@ -83,7 +84,7 @@ def test_an_explicit_choice_is_kept_in_sim():
 def test_the_default_is_the_cpus_again_after_sim():
     with fake_mode():
         params = list(_model().parameters())
-        with SimPolicy():
+        with CudaPaths():
             assert _default_to_fused_or_foreach(params, False) == (False, True)
         assert _default_to_fused_or_foreach(params, False) == (False, False)
 
@@ -95,8 +96,9 @@ def test_torchscript_optimizers_compile_inside_sim():
     lesson 22's zero1 imports them inside sim, in a fresh interpreter as here. A Python
     replacement for `_default_to_fused_or_foreach` fails right here ("import statements aren't
     supported")."""
-    code = ("from lab.measure.simulate import SimPolicy, fake_mode\n"
-            "with fake_mode(), SimPolicy():\n"
+    code = ("from lab.measure.sim.backend import fake_mode\n"
+            "from lab.measure.sim.policy import CudaPaths\n"
+            "with fake_mode(), CudaPaths():\n"
             "    from torch.distributed.optim import ZeroRedundancyOptimizer\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -1,4 +1,4 @@
-"""SDPA's math backend in sim makes the requests CUDA's makes (lab.measure.cuda_sdpa_math).
+"""SDPA's math backend in sim makes the requests CUDA's makes (lab.measure.sim.cuda_sdpa_math).
 
 fp32 with grouped-query attention (Qwen2, SmolLM2) takes the math backend on the H200. On fake
 tensors the C++ composite adds the mask out of place (its tensor-subclass branch) and FakeTensor
@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lab.measure.allocator_replay import Replay
-from lab.measure.simulate import SimPolicy, fake_mode
+from lab.measure.sim.allocator_replay import Replay
+from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.policy import CudaPaths
 from lab.measure.tracker import TensorTracker
 
 TRACES = Path(__file__).parents[1] / "fixtures" / "h200_hf_traces.jsonl.gz"
@@ -27,9 +28,9 @@ def _attention(b, h, kv, length, d, requires_grad=True, backward=False, tracked=
     """One causal grouped-query SDPA call as Qwen2 makes it ((B, L, H, D) transposed) in sim;
     returns the tracker and the allocator model's log. tracked=False: sim stands for a plain run
     (no dispatch mode on the GPU), as the H200's HF traces were recorded."""
-    policy = SimPolicy(tracked=tracked)
+    policy = CudaPaths(tracked=tracked)
     replay = Replay(record=True)
-    tr = TensorTracker(policy=policy, allocator=replay)
+    tr = TensorTracker(policy=policy, observers=[replay])
     with fake_mode(), policy, tr:
         q = torch.randn(b, length, h, d, requires_grad=requires_grad).transpose(1, 2)
         k = torch.randn(b, length, kv, d, requires_grad=requires_grad).transpose(1, 2)
@@ -66,7 +67,7 @@ def test_under_memlabs_tracker_cuda_adds_the_mask_out_of_place_too():
 
 
 def test_safe_softmax_keeps_its_autograd_node_and_saves_the_output_it_returns():
-    policy = SimPolicy()
+    policy = CudaPaths()
     with fake_mode(), policy:
         x = torch.randn(3, 5, requires_grad=True)
         with TensorTracker(policy=policy):

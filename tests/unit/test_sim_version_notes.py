@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.measure import simulate
+from lab.measure.sim import versions as simulate
 
 
 @pytest.mark.parametrize("version, says", [

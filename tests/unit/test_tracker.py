@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lab.measure.simulate import fake_mode
+from lab.measure.sim.backend import fake_mode
 from lab.measure.trace import ALLOC, FREE
 from lab.measure.tracker import TensorTracker
 
@@ -101,7 +101,9 @@ def test_constants_meta_tensors_and_preexisting_tensors():
 
 
 def test_virtual_gpu_raises_a_pytorch_shaped_out_of_memory():
-    tr = TensorTracker(capacity=10_000)
+    from lab.measure.backends.cpu import CapacityGuard
+
+    tr = TensorTracker(observers=[CapacityGuard(10_000)])
     with pytest.raises(torch.OutOfMemoryError, match=r"CUDA out of memory\. Tried to allocate"):
         with tr:
             keep = [torch.ones(1000) for _ in range(5)]  # 4 kB each: the third does not fit

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lab.measure.measure import measure_variant
-from lab.measure.simulate import fake_mode
+from lab.measure.sim.backend import fake_mode
 from lab.workloads import LAYOUTS, TrainConfig, get_workload, parse_combo
 from lab.workloads.data import CORPUS_FILE, corpus_batch, corpus_tokens, lm_batch
 from lab.workloads.experiment import combo
@@ -106,7 +106,7 @@ class _Run:
     def __init__(self):
         from lab.measure.session import Session
 
-        self.s = Session("cpu", {}, torch.device("cpu"))
+        self.s = Session.for_mode("cpu")
 
     def __getattr__(self, name):
         return getattr(self.s, name)

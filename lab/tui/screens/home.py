@@ -36,6 +36,28 @@ FIXED_COLUMNS = (("#", 2), ("status", 13), ("guess", 5))  # the title takes what
 TALL = 30  # from this height the course's whole intro is shown; below it, its first sentence
 
 
+def challenges_line(progress: Progress, course: Course) -> str:
+    """The course map's word on the graded challenges (lab/challenges.py)."""
+    from lab.challenges import ChallengeError, summary
+
+    try:
+        ok, total = summary(progress, course)
+    except ChallengeError:
+        return ""
+    return f" · challenges {ok}/{total} (x)" if total else ""
+
+
+def challenges_of(progress: Progress, lesson: Lesson) -> str:
+    """After a lesson's title on the map: how many of its challenges are passed."""
+    from lab.challenges import ChallengeError, load_challenges, passed
+
+    try:
+        chs = load_challenges(lesson)
+    except ChallengeError:
+        return ""
+    return f" · challenges {sum(passed(progress, c) for c in chs)}/{len(chs)}" if chs else ""
+
+
 def guess_text(lp) -> Text:
     """The calibration column: how far the prediction was from the result."""
     if lp is None or lp.prediction_gb is None:
@@ -139,7 +161,8 @@ class HomeScreen(Screen):
             done += progress.status(lesson.id) == QUIZ_PASSED
             # the part (course.toml) is the row label of its first lesson: the columns stay put
             table.add_row(lesson.key, status_text(progress, lesson.id),
-                          guess_text(progress.lessons.get(lesson.id)), Text(lesson.title),
+                          guess_text(progress.lessons.get(lesson.id)),
+                          Text(lesson.title + challenges_of(progress, lesson)),
                           key=lesson.id, label=part_label, height=None)
         if course.lessons:
             table.move_cursor(row=min(row, len(course.lessons) - 1))
@@ -150,10 +173,12 @@ class HomeScreen(Screen):
             verb = "Continue" if progress.last_lesson is not None else "Start"
             button.label = f"▶ {verb}: {target.key} {short_title(target, 40)}"
         n = len(course.lessons)
+        challenges = challenges_line(progress, course)
         self.query_one("#summary", Static).update(Fit(
-            Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)",
-                 style="dim"),
-            Text(f"  {done}/{n} quizzes passed · k: guesses", style="dim"),
+            Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)"
+                 + challenges, style="dim"),
+            Text(f"  {done}/{n} quizzes passed · k: guesses{challenges}", style="dim"),
+            Text(f"  {done}/{n} quizzes passed{challenges}", style="dim"),
             Text(f"  {done}/{n} quizzes passed", style="dim"),
             Text(f"  {done}/{n} passed", style="dim")))
         broken = self.query_one("#broken", Static)

@@ -1,0 +1,212 @@
+"""The ground-truth cases: which script, which arguments, which half of the split.
+
+One table for the H200 runner (run_h200.py) and the comparison (bench/profile_vs_h200.py), so
+both run exactly the same command. A case is a plain script and its arguments, run from `cwd`
+(relative to the repository root) in a fresh process:
+
+    hf/<config>/<combo>       bench/ground_truth/hf_loop.py on a published layout
+    script/<name>/<variant>   a training script: public ones (nanoGPT, pytorch/examples) run
+                              unmodified from .gt_scripts/ (bench/ground_truth/prepare.py copies
+                              them from the repository at the commit named in SOURCES), ours
+                              (hf_trainer.py, titan_style.py) from bench/ground_truth/
+    fit/<config>/<combo>      the largest batch that runs under `cap_gib` (hf_loop.py)
+    versions/<config>/<combo> an hf case on the H200's own transformers (not the carried one):
+                              what the library version alone changes (outside the split)
+
+`tiny` is the same case at a size a CPU runs in seconds (run_h200.py --dry-run). The split
+(tune / held_out) is assets/ground_truth/split.toml, fixed before any held-out number existed.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = "bench/ground_truth"
+CONFIGS = {p.stem: p for p in [*sorted((ROOT / "assets" / "models").glob("*.json")),
+                                *sorted((ROOT / HERE / "configs").glob("*.json"))]}
+SPLIT = ROOT / "assets" / "ground_truth" / "split.toml"
+
+# Public scripts, run unmodified: the repository, the commit, the files copied to .gt_scripts/NAME
+SOURCES = {
+    "nanoGPT": {"repo": "karpathy/nanoGPT", "commit": "3adf61e154c3fe3fca428ad6bc3818b27a3b8291",
+                "files": {"train.py": "train.py", "model.py": "model.py",
+                          "configurator.py": "configurator.py"}},
+    "word_language_model": {"repo": "pytorch/examples",
+                            "commit": "77f55b912142e11fcfdf5b530231fb9c52f181e8",
+                            "files": {"main.py": "word_language_model/main.py",
+                                      "data.py": "word_language_model/data.py",
+                                      "model.py": "word_language_model/model.py"}},
+}
+
+
+@dataclass
+class Case:
+    id: str
+    group: str  # what the split assigns (an architecture or a script)
+    script: str  # relative to the repository root
+    args: list[str]
+    tiny: list[str]  # the dry run's arguments (CPU, seconds)
+    cwd: str = "."
+    cap_gib: float | None = None  # fit cases: the cap the largest batch runs under
+    batch_flag: str = "--batch"  # fit cases: the argument that sets the batch
+    transformers: str = "carried"  # or "native": the H200's own version (versions/ cases)
+    info: dict = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.id.split("/", 1)[0]
+
+
+# hf cases: (config, --layers or None for the published count, batch, seq). Layers are cut only
+# where the published depth would need more than ~12 GB of fp32 weights and Adam state.
+HF = [
+    ("gpt2", None, 8, 1024), ("llama-3.2-1b", 4, 4, 1024), ("qwen2.5-0.5b", None, 2, 1024),
+    ("qwen2.5-1.5b", 6, 2, 1024), ("smollm2-135m", None, 4, 1024), ("smollm2-360m", None, 4, 1024),
+    ("gemma-2b", 4, 2, 1024), ("phi-1.5", 8, 4, 1024), ("mistral-7b", 2, 4, 1024),
+    ("qwen3-0.6b", None, 2, 1024), ("gemma2-2b", 4, 2, 1024), ("pythia-160m", None, 8, 1024),
+    ("opt-350m", None, 4, 1024), ("gemma3-270m", None, 2, 1024), ("phi3-mini-4k", 3, 4, 1024),
+    ("falcon-7b", 2, 2, 1024), ("stablelm-2-1.6b", 6, 4, 1024), ("olmo-1b", 6, 4, 1024),
+    ("olmo2-1b", 4, 4, 1024), ("granite-3.0-2b", 6, 4, 1024), ("aya-expanse-8b", 2, 2, 512),
+    ("starcoder2-3b", 3, 4, 1024), ("smollm3-3b", 4, 2, 1024), ("santacoder", 8, 4, 1024),
+    ("bloom-560m", None, 2, 1024), ("gpt-j-6b", 2, 2, 1024),
+]
+COMBOS = ("fp32", "bf16", "bf16+ckpt")
+# fit cases: (config, layers, combo, seq, cap GiB)
+FIT = [
+    ("gpt2", None, "fp32", 1024, 16), ("qwen3-0.6b", None, "bf16+ckpt", 1024, 24),
+    ("olmo2-1b", 4, "bf16", 1024, 16), ("granite-3.0-2b", 6, "bf16+ckpt", 1024, 12),
+]
+VERSIONS = [("gemma2-2b", 4, 2, 1024)]  # softcapping: eager attention in newer transformers
+
+
+def _hf_args(config: str, layers, combo: str, batch: int, seq: int) -> list[str]:
+    args = ["--config", str(CONFIGS[config].relative_to(ROOT)), "--combo", combo,
+            "--batch", str(batch), "--seq", str(seq), "--steps", "3"]
+    return args + (["--layers", str(layers)] if layers else [])
+
+
+def _tiny_hf(config: str, combo: str) -> list[str]:
+    return ["--config", str(CONFIGS[config].relative_to(ROOT)), "--combo", combo, "--batch", "2",
+            "--seq", "32", "--steps", "2", "--tiny", "--device", "cpu"]
+
+
+NANOGPT_TINY = ["--device=cpu", "--dtype=float32", "--compile=False", "--batch_size=2",
+                "--block_size=32", "--n_layer=2", "--n_head=2", "--n_embd=32", "--max_iters=1",
+                "--eval_iters=1", "--eval_interval=1000", "--dataset=gt",
+                "--gradient_accumulation_steps=2", "--out_dir=out-tiny"]
+
+
+def _nanogpt(variant: str, extra: list[str]) -> Case:
+    args = ["--dataset=gt", "--batch_size=12", "--block_size=1024", "--max_iters=2",
+            "--gradient_accumulation_steps=2", "--eval_interval=1000", "--eval_iters=2",
+            "--log_interval=1", "--out_dir=out-gt", *extra]
+    return Case(f"script/nanogpt/{variant}", f"nanogpt/{variant}", ".gt_scripts/nanoGPT/train.py",
+                args, NANOGPT_TINY, cwd=".gt_scripts/nanoGPT",
+                info={"source": "nanoGPT", "data": "data/gt/{train,val}.bin: uint16 random tokens "
+                      "(bench/ground_truth/data.py)", "optimizer_steps": 3})
+
+
+def _wlm(variant: str, args: list[str]) -> Case:
+    common = ["--data", "data/gt", "--lr", "0.001", "--epochs", "1", "--dry-run", "--accel", "--use-optimizer",
+              "--save", "model-gt.pt"]
+    tiny = ["--data", "data/gt", "--lr", "0.001", "--epochs", "1", "--dry-run", "--use-optimizer", "--save",
+            "model-tiny.pt", "--model", args[1], "--emsize", "32", "--nhid", "64", "--nlayers", "1",
+            "--nhead", "2", "--batch_size", "4", "--bptt", "16"]
+    return Case(f"script/wlm/{variant}", f"wlm/{variant}", ".gt_scripts/word_language_model/main.py",
+                common + args, tiny, cwd=".gt_scripts/word_language_model",
+                info={"source": "word_language_model", "data": "data/gt/{train,valid,test}.txt: "
+                      "random words from a 10,000-word vocabulary (bench/ground_truth/data.py)",
+                      "optimizer_steps": 1})
+
+
+def all_cases() -> list[Case]:
+    out: list[Case] = []
+    for config, layers, batch, seq in HF:
+        for combo in COMBOS:
+            out.append(Case(f"hf/{config}/{combo}", config, f"{HERE}/hf_loop.py",
+                            _hf_args(config, layers, combo, batch, seq), _tiny_hf(config, combo),
+                            info={"layers": layers}))
+    tgpt2 = ["--config", "assets/models/gpt2.json", "--batch", "8", "--seq", "1024", "--steps", "3"]
+    tiny_t = ["--config", "assets/models/gpt2.json", "--batch", "2", "--seq", "32", "--steps", "2",
+              "--tiny", "--device", "cpu"]
+    out += [
+        _nanogpt("eager", ["--compile=False"]),
+        _nanogpt("compiled", ["--compile=True"]),
+        _nanogpt("medium-fp16", ["--compile=False", "--dtype=float16", "--n_layer=24",
+                                 "--n_head=16", "--n_embd=1024", "--batch_size=8"]),
+        Case("script/hf_trainer/gpt2-bf16", "hf_trainer/gpt2-bf16", f"{HERE}/hf_trainer.py",
+             tgpt2 + ["--bf16"], tiny_t + ["--bf16"]),
+        Case("script/hf_trainer/qwen3-ckpt", "hf_trainer/qwen3-ckpt", f"{HERE}/hf_trainer.py",
+             ["--config", str(CONFIGS["qwen3-0.6b"].relative_to(ROOT)), "--layers", "12",
+              "--batch", "4", "--seq", "1024", "--steps", "3", "--bf16", "--gradient-checkpointing"],
+             ["--config", str(CONFIGS["qwen3-0.6b"].relative_to(ROOT)), "--batch", "2", "--seq",
+              "32", "--steps", "2", "--bf16", "--gradient-checkpointing", "--tiny", "--device",
+              "cpu"]),
+        Case("script/titan/llama3-bf16", "titan/llama3-bf16", f"{HERE}/titan_style.py",
+             ["--dim", "2048", "--layers", "8", "--heads", "32", "--kv-heads", "8", "--ffn-dim",
+              "8192", "--vocab", "128256", "--batch", "4", "--seq", "1024", "--steps", "3", "--bf16"],
+             ["--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn-dim", "128",
+              "--vocab", "512", "--batch", "2", "--seq", "16", "--steps", "2", "--bf16", "--device",
+              "cpu"]),
+        Case("script/titan/llama3-fp32-ac", "titan/llama3-fp32-ac", f"{HERE}/titan_style.py",
+             ["--dim", "2048", "--layers", "8", "--heads", "32", "--kv-heads", "8", "--ffn-dim",
+              "8192", "--vocab", "128256", "--batch", "4", "--seq", "1024", "--steps", "3", "--ac",
+              "full"],
+             ["--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn-dim", "128",
+              "--vocab", "512", "--batch", "2", "--seq", "16", "--steps", "2", "--ac", "full",
+              "--device", "cpu"]),
+        _wlm("transformer", ["--model", "Transformer", "--emsize", "1024", "--nhid", "4096",
+                             "--nlayers", "6", "--nhead", "16", "--batch_size", "32", "--bptt",
+                             "512"]),
+        _wlm("lstm", ["--model", "LSTM", "--emsize", "1024", "--nhid", "1024", "--nlayers", "2",
+                      "--batch_size", "64", "--bptt", "256"]),
+    ]
+    for config, layers, combo, seq, cap in FIT:
+        args = _hf_args(config, layers, combo, 1, seq)
+        out.append(Case(f"fit/{config}/{combo}", config, f"{HERE}/hf_loop.py", args,
+                        _tiny_hf(config, combo), cap_gib=cap, info={"layers": layers}))
+    for config, layers, batch, seq in VERSIONS:
+        for combo in COMBOS:
+            out.append(Case(f"versions/{config}/{combo}", "versions", f"{HERE}/hf_loop.py",
+                            _hf_args(config, layers, combo, batch, seq), _tiny_hf(config, combo),
+                            transformers="native", info={"layers": layers}))
+    return out
+
+
+def with_batch(case: Case, batch: int) -> list[str]:
+    """A fit case's arguments at another batch."""
+    args = list(case.args)
+    args[args.index(case.batch_flag) + 1] = str(batch)
+    return args
+
+
+def load_split() -> dict[str, str]:
+    """group -> "tune" | "held_out" (assets/ground_truth/split.toml)."""
+    import tomllib
+
+    d = tomllib.loads(SPLIT.read_text())
+    out = {}
+    for half in ("tune", "held_out"):
+        for g in d[half]["groups"]:
+            if g in out:
+                raise ValueError(f"{SPLIT.name}: {g!r} is in both halves")
+            out[g] = half
+    return out
+
+
+def half_of(case: Case, split: dict[str, str]) -> str:
+    """tune / held_out; versions/ cases are outside the split."""
+    if case.kind == "versions":
+        return "versions"
+    if case.group not in split:
+        raise KeyError(f"{case.id}: group {case.group!r} is in neither half of {SPLIT.name}")
+    return split[case.group]
+
+
+if __name__ == "__main__":  # list the table
+    split = load_split()
+    for c in all_cases():
+        print(f"{half_of(c, split):<9} {c.id:<40} {c.script} {' '.join(c.args)}", file=sys.stdout)

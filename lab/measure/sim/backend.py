@@ -1,0 +1,210 @@
+"""`SimBackend`: the experiment under FakeTensorMode, taking CUDA's code paths, on a GPU that is a
+row of data (lab.measure.sim.gpus), with a model of the caching allocator listening.
+
+Fake tensors carry shapes, dtypes and storages of the right size but no data, so a 2 GB
+`nn.Linear` or a 1.5B-parameter model "runs" in seconds on a laptop and the tracker counts exact
+bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's device guard);
+`CudaPaths` (lab.measure.sim.policy) makes the ops take CUDA's paths where the CPU's differ, and
+the allocator model (lab.measure.sim.allocator_replay.Replay), a storage observer of the
+tracker, places every allocation in segments as it happens: predicted max_memory_allocated /
+max_memory_reserved, and out-of-memory where the GPU would under the same cap.
+
+While a run executes, code that calls the CUDA allocator's API directly (Lightning's Trainer
+calls `torch.cuda.empty_cache()`, lesson 17 changes settings at run time) reaches the model:
+`ALLOCATOR_API`, a table of patches installed and restored as one unit.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any, ContextManager, Iterator
+
+import torch
+
+from .. import torch_compat
+from ..backends.base import Backend
+from ..result import AllocatorStats, DeviceInfo, RunResult
+from ..report import series_timelines
+from ..tracker import TensorTracker
+from .allocator_replay import Replay
+from .allocator_settings import AllocatorSettingsError, settings_from_env
+from .cuda_memory_api import memory_api_patches
+from .gpus import H200, Gpu
+from .patches import Patch, Patches
+from .policy import CudaPaths
+from .versions import version_notes
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+SIM_NOTES = (
+    "Simulated with FakeTensorMode, taking CUDA's paths (CUDA autocast's op lists and weight "
+    "cache, the attention kernel CUDA picks, the optimizer implementation CUDA defaults to, "
+    "cuBLAS workspaces); tensor bytes are exact "
+    "numel x itemsize; allocated/reserved are predicted by a model of PyTorch's caching allocator "
+    "(512 B rounding, segments, caching); there is no timing.",
+)
+
+
+@contextmanager
+def fake_mode() -> Iterator[torch_compat.FakeTensorMode]:
+    """FakeTensorMode alone (tests and tools that only need shapes)."""
+    # allow_non_fake_inputs: module-level constants and tensors made before the mode still work
+    with torch_compat.FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        yield mode
+
+
+def new_allocator(cap: int | None, gpu: Gpu = H200) -> Replay:
+    """The allocator model of a run on `gpu` capped at `cap` (None: the whole card).
+
+    The real allocator reads PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) when CUDA starts; a
+    variant's env sets it before the worker imports torch (lessons 17 and 23). A setting the
+    allocator would refuse fails the run's first allocation with a one-line
+    AllocatorSettingsError, as CUDA's first allocation would (lab.measure.sim.allocator_settings)."""
+    try:
+        settings, refused = settings_from_env(os.environ), None
+    except AllocatorSettingsError as e:
+        settings, refused = None, e
+    allocator = Replay(cap=cap, series=True, total=gpu.total_bytes, settings=settings)
+    allocator.refused = refused
+    allocator.current_stream = SelectedStream()
+    return allocator
+
+
+class SelectedStream:
+    """The stream device-agnostic code selected, as a number (0: the default stream).
+
+    Sim runs on CPU fake tensors, so code written for any device (FSDP2's all-gather and
+    reduce-scatter streams) selects `torch.cpu` streams: `with device_handle.stream(s)` sets
+    torch.cpu's current stream, which CUDA code would have set on the GPU. Each stream object
+    gets a number for as long as the run lives (the dict keeps the object, hashed by identity)."""
+
+    def __init__(self):
+        self._numbers = {torch_compat.cpu_default_stream(): 0}
+
+    def __call__(self) -> int:
+        return self._numbers.setdefault(torch_compat.cpu_current_stream(), len(self._numbers))
+
+
+def _same_view(a, b) -> bool:
+    """The same bytes seen the same way (one storage, shape, strides, offset, dtype)."""
+    try:
+        return a is b or (torch_compat.storage_key(a.untyped_storage())
+                          == torch_compat.storage_key(b.untyped_storage())
+                          and a.dtype == b.dtype and a.shape == b.shape
+                          and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+                          and a.requires_grad == b.requires_grad)
+    except Exception:  # no storage (a wrapper subclass): let swap_tensors decide
+        return False
+
+
+def _swap_unless_same(swap):
+    def swap_tensors(t1, t2):
+        if not _same_view(t1, t2):
+            swap(t1, t2)
+
+    return swap_tensors
+
+
+def allocator_api(backend: SimBackend) -> list[Patch]:
+    """The patches a sim run executes under (the checked-in list: tests/unit/test_sim_backend.py
+    checks that each is restored)."""
+    def empty_cache() -> None:
+        backend.empty_cache()
+
+    def set_allocator_settings(settings: str) -> None:
+        backend.set_allocator_settings(settings)
+
+    rows = [
+        Patch(torch.cuda, "empty_cache", lambda _: empty_cache,
+              "torch.cuda.empty_cache() reaches the allocator model"),
+        Patch(torch.cuda.memory, "empty_cache", lambda _: empty_cache,
+              "the same function, by its module"),
+    ]
+    rows += [Patch(owner, name, lambda _: set_allocator_settings,
+                   "allocator settings changed at run time reach the model")
+             for owner, name in torch_compat.allocator_settings_targets()]
+    # memory_stats / memory_snapshot / mem_get_info / set_per_process_memory_fraction (lesson 23)
+    rows += memory_api_patches(backend.allocator)
+    # module.to(device) where the module already is (Lightning's Trainer does): each fake
+    # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
+    # parameter with Parameter(result) - a view of the same storage - which swap_tensors refuses
+    # when a weak reference is on it (the tracker keeps one). Swapping a tensor with the same view
+    # of the same bytes changes nothing, as moving a module to its own device changes nothing.
+    rows.append(Patch(torch.utils, "swap_tensors", _swap_unless_same,
+                      "moving a module to the device it is on changes nothing"))
+    return rows
+
+
+class SimBackend(Backend):
+    name = "sim"
+
+    def __init__(self, gpu_memory: int | None = None, *, gpu: Gpu = H200, tracked: bool = True,
+                 allocator: Replay | None = None):
+        """`tracked`: the CUDA run this stands for has memlab's tracker on (the lessons'
+        recordings); False: a plain run (`memlab fit`), whose ATen takes real tensors' in-place
+        branches (lab.measure.sim.policy). `allocator`: a model made by the caller (fit's
+        recording one), else one for `gpu` capped at `gpu_memory`."""
+        super().__init__(gpu_memory)
+        self.gpu = gpu
+        self.allocator = allocator if allocator is not None else new_allocator(gpu_memory, gpu)
+        self.policy = CudaPaths(tracked=tracked, gpu=gpu)
+
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo("simulated (FakeTensorMode)", "sim", self.gpu_memory, self.gpu_memory)
+
+    def new_tracker(self) -> TensorTracker:
+        tracker = TensorTracker(policy=self.policy, observers=[self.allocator])
+        self.allocator.clock = lambda: len(tracker.trace.events)  # the timelines' x: event index
+        return tracker
+
+    def running(self) -> ContextManager[Any]:
+        stack = ExitStack()
+        stack.enter_context(fake_mode())
+        stack.enter_context(self.policy)
+        stack.enter_context(Patches(allocator_api(self)))
+        return stack
+
+    def collect_garbage(self) -> None:
+        """Fake tensors hold no memory; a full collection costs ~0.5 s here."""
+
+    def finish(self, result: RunResult, session: Session, snapshot: dict | None) -> None:
+        result.notes.extend(SIM_NOTES)
+        result.notes.extend(version_notes())
+        if not self.gpu.validated:
+            result.notes.append(f"GPU {self.gpu.name}: its row of data (SMs, workspaces, memory) "
+                                "is unvalidated; sim was validated on the H200.")
+        r = self.allocator.finish()
+        a = result.allocator = AllocatorStats(
+            peak_allocated_bytes=r.peak_allocated, peak_reserved_bytes=r.peak_reserved,
+            end_allocated_bytes=r.end_allocated, end_reserved_bytes=r.end_reserved,
+            num_alloc_retries=r.num_alloc_retries, num_ooms=r.num_ooms,
+            untracked_peak_bytes=r.peak_allocated - result.peak.bytes, predicted=True)
+        a.timeline, a.reserved_timeline = series_timelines(r.allocated_series, r.reserved_series)
+
+    # ---- the caching allocator's API: the model ----------------------------------------------------
+    def empty_cache(self) -> bool:
+        self.allocator.empty_cache()
+        return True
+
+    def set_allocator_settings(self, settings: str) -> bool:
+        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,..." (lab.measure.sim.allocator_settings; a
+        refused one raises AllocatorSettingsError, one line)."""
+        self.allocator.set_settings(settings)
+        return True
+
+    def memory_counters(self) -> dict[str, int] | None:
+        stats = self.allocator.model.stats
+        return {"allocated": stats.allocated, "reserved": stats.reserved}
+
+    @property
+    def allocator_model(self) -> Replay:
+        return self.allocator
+
+    def stand_in_values(self) -> ContextManager[None]:
+        return self.policy.stand_in_values()
+
+
+__all__ = ["SIM_NOTES", "SelectedStream", "SimBackend", "allocator_api", "fake_mode",
+           "new_allocator"]

@@ -1,0 +1,56 @@
+"""Replacing attributes of torch for the length of a run, from a table, and putting every one back.
+
+Sim changes a few of torch's functions while an experiment or a script runs (code that calls
+`torch.cuda.empty_cache()` must reach the allocator model, not CUDA). Each change is a row —
+(where, attribute, replacement) — so what is intercepted can be listed, checked in, and tested:
+`Patches.__exit__` restores every attribute it replaced, and a test compares the namespaces
+before and after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Patch:
+    owner: Any  # a module or class
+    name: str  # the attribute replaced
+    make: Callable[[Any], Any]  # original -> replacement
+    why: str  # one line, for the checked-in list
+
+    @property
+    def where(self) -> str:
+        mod = getattr(self.owner, "__name__", type(self.owner).__name__)
+        return f"{mod}.{self.name}"
+
+
+class Patches:
+    """A context manager installing `patches` (rows whose attribute does not exist on this torch
+    are skipped, and said in `skipped`) and restoring them in reverse order."""
+
+    def __init__(self, patches: list[Patch]):
+        self.patches = list(patches)
+        self._saved: list[tuple[Any, str, Any]] = []
+        self.skipped: list[str] = []
+
+    def __enter__(self) -> Patches:
+        if self._saved:
+            raise RuntimeError("Patches entered twice")
+        for p in self.patches:
+            if not hasattr(p.owner, p.name):
+                self.skipped.append(p.where)
+                continue
+            original = getattr(p.owner, p.name)
+            self._saved.append((p.owner, p.name, original))
+            setattr(p.owner, p.name, p.make(original))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+
+__all__ = ["Patch", "Patches"]

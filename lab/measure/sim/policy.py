@@ -1,0 +1,221 @@
+"""CUDA's code paths for sim: what the tensor tracker asks while fake tensors run.
+
+Simulation runs the same experiment code under `FakeTensorMode`, taking CUDA's code paths.
+
+Fake tensors carry shapes, dtypes and storages of the right size but no data, so a 2 GB
+`nn.Linear` or a 1.5B-parameter model "runs" in seconds on a laptop and the tracker counts exact
+bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's device guard),
+so where CUDA and the CPU take different paths that change memory, sim takes CUDA's:
+
+- autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.sim.cuda_autocast);
+- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.sim.cuda_sdpa; the
+  math backend's real-tensor branch and CUDA's `_safe_softmax`: cuda_sdpa_math), and
+  no materialised mask where transformers would see real, unpadded data (lab.measure.sim.fake_values);
+- backward: where sim stands for a run without memlab's tracker (`memlab fit`), gradients of a
+  tensor used twice summed in place in the engine's input buffer, as on real tensors
+  (lab.measure.sim.grad_accumulate);
+- dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
+  dtype (lab.measure.sim.cuda_dropout);
+- optimizers left at PyTorch's default: the foreach implementation CUDA picks, with its
+  all-parameter `_foreach_*` intermediates, not the CPU's per-parameter loop
+  (lab.measure.sim.cuda_optim);
+- allocations that back no tensor: attention kernels' scratch (taken and given back inside the
+  op, sized as measured on the H200); the staging buffer and semaphores of long CUDA reductions
+  (lab.measure.sim.cuda_reduce, a port of Reduce.cuh's launch configuration); one cuBLAS workspace (32 MiB on Hopper: the GPU's row in lab.measure.sim.gpus) per thread that runs a
+  matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
+  (1 MiB) per thread that runs an addmm with a bias (at::cuda::getCurrentCUDABlasHandle,
+  getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp);
+- the caching allocator: a model (lab.measure.sim.allocator) places every allocation in segments as it
+  happens, so sim predicts max_memory_allocated / max_memory_reserved and raises out-of-memory
+  where the GPU would under the same cap.
+
+The tracker consumes a `SimPolicy` (the protocol below); `CudaPaths` is the one implementation.
+Which torch/transformers versions these paths were checked on: lab.measure.sim.versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from contextlib import contextmanager
+from typing import Any, Hashable, Protocol
+
+import torch
+
+from ..torch_compat import current_graph_task_id
+from .cuda_autocast import CudaAutocast
+from .cuda_dropout import CudaDropout
+from .cuda_offload import CudaOffload
+from .cuda_optim import CudaOptimDefaults
+from .cuda_reduce import OPS as _REDUCTIONS, op_staging
+from .cuda_sdpa import CudaSdpa, scratch_bytes
+from .cuda_sdpa_math import safe_softmax
+from .fake_values import LOCAL_SCALAR, ValueAssumptions, stand_in_scalar
+from .gpus import H200, Gpu
+from .grad_accumulate import AccumulateInPlace
+
+
+
+class ExtraAllocations(Protocol):
+    """Where a policy reports allocations that back no tensor (the tensor tracker)."""
+
+    def extra_alloc(self, key: Hashable, nbytes: int) -> None: ...
+
+    def extra_transient(self, key: Hashable, nbytes: int) -> None: ...
+
+    def extra_transients(self, items: list[tuple[Hashable, int]]) -> None: ...
+
+
+class SimPolicy(Protocol):
+    """The tensor tracker's hooks in sim (lab.measure.tracker calls exactly these)."""
+
+    rerouted: Container  # ops the tracker hands to `reroute` instead of running them
+
+    def reroute(self, func, args: tuple, kwargs: dict) -> Any:
+        """Run `func` as CUDA would (its parts are dispatched, and counted, one by one)."""
+
+    def unmade_outputs(self, func, args: tuple, kwargs: dict, out) -> tuple:
+        """Outputs of `func` that the fake kernel made and CUDA's kernel does not: not counted."""
+
+    def after(self, func, args: tuple, kwargs: dict, out, sink: ExtraAllocations) -> None:
+        """After `func` ran: the allocations CUDA makes beside its tensors (workspaces)."""
+
+
+_A = torch.ops.aten
+_BLAS = {_A.mm.default, _A.addmm.default, _A.bmm.default, _A.baddbmm.default, _A.addbmm.default,
+         _A.addmv.default, _A.mv.default, _A.dot.default, _A.vdot.default,
+         _A._addmm_activation.default}
+# ops whose CUDA kernels take scratch memory from the caching allocator (lab.measure.sim.cuda_sdpa)
+_SCRATCH = {_A._scaled_dot_product_cudnn_attention.default,
+            _A._scaled_dot_product_cudnn_attention_backward.default,
+            _A._scaled_dot_product_efficient_attention_backward.default}
+_LT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _uses_cublaslt(func, args, kwargs) -> bool:
+    """addmm with a 1-D bias takes cuBLASLt's fused-bias path (isInputCompliesAddmmCudaLt)."""
+    if func not in (_A.addmm.default, _A._addmm_activation.default):
+        return False
+    bias, m1, m2 = args[:3]
+    beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
+    return (bias.dim() == 1 and bias.size(0) == m2.size(1) and bias.is_contiguous() and beta == 1
+            and min(m1.size(0), m1.size(1), m2.size(0), m2.size(1)) > 1
+            and m1.dtype in _LT_DTYPES)
+
+
+_CUDNN_ATTENTION = torch.ops.aten._scaled_dot_product_cudnn_attention.default
+
+
+def _arg(args, kwargs, index: int, name: str, default):
+    return args[index] if len(args) > index else kwargs.get(name, default)
+
+
+class _Rerouted:
+    """The ops the tracker hands to `SimPolicy.reroute`: a fixed set, and backward's gradient
+    accumulations (lab.measure.sim.grad_accumulate), which only the moment tells apart."""
+
+    def __init__(self, ops: set, accumulate: AccumulateInPlace):
+        self.ops, self.accumulate = ops, accumulate
+
+    def __contains__(self, func) -> bool:
+        return func in self.ops or self.accumulate.rerouted(func)
+
+
+class CudaPaths:
+    """The `SimPolicy` of sim: which ops to reroute, what CUDA allocates beside the tensors, on
+    the GPU of `gpu` (a row of lab.measure.sim.gpus). A context manager: on entry, CUDA's
+    autocast, attention, dropout and optimizer defaults go in (lab.measure.sim.cuda_*)."""
+
+    def __init__(self, tracked: bool = True, gpu: Gpu = H200):
+        self.gpu = gpu
+        # tracked: the CUDA run this stands for has memlab's tracker (a TorchDispatchMode) on, as
+        # cuda mode and the lessons' recordings do; ATen then takes its tensor-subclass branches
+        # on CUDA too. False: a plain run (`memlab fit`): real tensors' in-place branches
+        self.tracked = tracked
+        self.sdpa = CudaSdpa(tracked=tracked)
+        self.autocast = CudaAutocast()
+        self.dropout = CudaDropout()
+        self.optim = CudaOptimDefaults()
+        self.accumulate = AccumulateInPlace(active=not tracked)
+        # _safe_softmax: FakeTensor runs it whole; CUDA's kernel makes (and frees) its parts
+        self.rerouted = _Rerouted({_A.scaled_dot_product_attention.default,
+                                   _A._safe_softmax.default}, self.accumulate)
+        self.workspaces: set[tuple[str, str]] = set()
+        self.values = ValueAssumptions()
+        self.offload = CudaOffload()  # save_on_cpu: saved tensors leave the device, pinned host
+        # the workspaces a thread's first matmul takes on this GPU (CublasHandlePool.cpp)
+        self._workspace_bytes = {"cublas": gpu.cublas_workspace_bytes,
+                                 "cublaslt": gpu.cublaslt_workspace_bytes}
+
+    def reroute(self, func, args, kwargs):
+        if func is LOCAL_SCALAR:
+            return stand_in_scalar(args[0])
+        if func is _A._safe_softmax.default:
+            return safe_softmax(*args, **kwargs)
+        if func is _A.add.Tensor:
+            return self.accumulate.take(args, kwargs)
+        return self.sdpa.reroute(func, args, kwargs)
+
+    @contextmanager
+    def stand_in_values(self):
+        """`.item()` of a fake tensor answers a stand-in meanwhile (lab.measure.sim.fake_values)."""
+        self.rerouted.ops.add(LOCAL_SCALAR)
+        try:
+            yield
+        finally:
+            self.rerouted.ops.discard(LOCAL_SCALAR)
+
+    def unmade_outputs(self, func, args, kwargs, out) -> tuple:
+        """Outputs the op's fake kernel makes and CUDA's does not: cuDNN attention's logsumexp
+        when none is asked for (inference: run_cudnn_SDP_fprop allocates softmax stats only to
+        return them; the meta kernel always does). Seen on the H200 as 2 allocator events per
+        layer fewer than sim made, and a 1.5 MB block that split a cached one (lesson 16)."""
+        if func is _CUDNN_ATTENTION and not _arg(args, kwargs, 4, "compute_log_sumexp", True):
+            return (out[1],)
+        return ()
+
+    def after(self, func, args, kwargs, out, sink: ExtraAllocations) -> None:
+        if not self.values.active:
+            self.values.maybe_patch()
+            self.offload.maybe_patch()
+        if func in _SCRATCH:
+            n = scratch_bytes(func, args)
+            if n:
+                sink.extra_transient(("scratch", func.__name__), n)
+            return
+        if func in _REDUCTIONS:
+            # a long reduction split across thread blocks: staging buffer + semaphores
+            buffer, semaphores = op_staging(func, args, kwargs, out, self.gpu)
+            if buffer:
+                sink.extra_transients([(("reduce", "buffer"), buffer),
+                                          (("reduce", "semaphores"), semaphores)])
+            return
+        if func not in _BLAS:
+            return
+        # autograd runs CUDA backward on its own device thread: its own cuBLAS handle/workspace
+        thread = "autograd" if current_graph_task_id() != -1 else "main"
+        need = ["cublas"] + (["cublaslt"] if _uses_cublaslt(func, args, kwargs) else [])
+        for lib in need:
+            key = (lib, thread)
+            if key not in self.workspaces:
+                self.workspaces.add(key)
+                sink.extra_alloc(key, self._workspace_bytes[lib])
+
+    def __enter__(self):
+        self.autocast.install()
+        self.sdpa.install()
+        self.dropout.install()
+        self.optim.install()
+        self.values.maybe_patch()  # now if transformers is imported, else at the first op after
+        self.offload.install()
+        return self
+
+    def __exit__(self, *exc):
+        self.offload.uninstall()
+        self.values.restore()
+        self.optim.uninstall()
+        self.dropout.uninstall()
+        self.sdpa.uninstall()
+        self.autocast.uninstall()
+
+
+__all__ = ["CudaPaths", "ExtraAllocations", "SimPolicy"]

@@ -1,0 +1,92 @@
+"""Step times a reviewer would accept: the untracked pass, warm-up left out, one synchronize per
+step, at least `TIMED_STEPS` timed steps, their spread recorded.
+
+An experiment's phases carry their step in their name ("forward 3", "backward 3.1", "step 3":
+lab/workloads/phases.py), and phases marked `setup=True` (building the model, making a batch)
+are not part of a step. `StepClock` synchronizes where a step begins and where setup work
+interrupts it, never inside a step, so the GPU's queue runs as it would in a training loop; a
+step's time is the sum of its stretches between those points.
+
+Step 0 is left out (fresh cudaMallocs, the first optimizer state, kernels loaded). When the
+experiment's own steps give fewer than `TIMED_STEPS` timed ones and it takes a `steps`
+parameter, a second untracked pass runs `warmup + TIMED_STEPS` steps for the times (the first
+pass's metrics stay: some depend on the number of steps). An experiment with fewer
+step-numbered phases gives fewer timed steps, and its result's `timing` says how many.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable
+
+from .result import Timing
+
+TIMED_STEPS = 5
+WARMUP_STEPS = 1
+METHOD = ("untracked pass; step 0 left out as warm-up; one synchronize where a step begins or "
+          "setup work interrupts it")
+_STEP = re.compile(r"\s(\d+)(?:\.\d+)?$")
+
+
+def step_of(phase: str) -> int:
+    """'forward 3' -> 3, 'backward 2.1' -> 2 (micro-batch 1 of step 2), 'forward' -> 0."""
+    m = _STEP.search(phase)
+    return int(m.group(1)) if m else 0
+
+
+def timed_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of the timed pass: enough steps for warm-up + TIMED_STEPS timed ones."""
+    out = dict(params)
+    if isinstance(out.get("steps"), int):
+        out["steps"] = max(out["steps"], WARMUP_STEPS + TIMED_STEPS)
+    return out
+
+
+class StepClock:
+    """Told of every phase of the timed pass; synchronizes only at step boundaries."""
+
+    def __init__(self, sync: Callable[[], None], now: Callable[[], float] = time.perf_counter):
+        self.sync, self.now = sync, now
+        self.totals: dict[int, float] = {}  # step -> seconds
+        self._running: tuple[int, float] | None = None  # (step, since)
+
+    def phase_start(self, name: str, setup: bool) -> None:
+        if setup:
+            self._close()
+            return
+        step = step_of(name)
+        if self._running is not None and self._running[0] == step:
+            return  # the same step goes on: no synchronize inside it
+        self.sync()  # what ran before (the last step, setup work) is done: the step starts now
+        self._close(synced=True)
+        self._running = (step, self.now())
+
+    def phase_end(self, name: str, setup: bool) -> None:
+        """Nothing: the next step's start, a setup phase or `stop` closes the stretch."""
+
+    def stop(self) -> None:
+        self._close()
+
+    def _close(self, synced: bool = False) -> None:
+        if self._running is None:
+            return
+        if not synced:
+            self.sync()
+        step, since = self._running
+        self.totals[step] = self.totals.get(step, 0.0) + self.now() - since
+        self._running = None
+
+    def timing(self) -> Timing | None:
+        """The timed steps (warm-up left out); None when no step ran."""
+        if not self.totals:
+            return None
+        steps = sorted(self.totals)
+        warm = [s for s in steps if s < WARMUP_STEPS]
+        timed = [self.totals[s] for s in steps if s >= WARMUP_STEPS]
+        if not timed:  # a single-step experiment: its one step, said by warmup_steps = 0
+            return Timing(steps_s=[self.totals[s] for s in steps], warmup_steps=0, method=METHOD)
+        return Timing(steps_s=timed, warmup_steps=len(warm), method=METHOD)
+
+
+__all__ = ["METHOD", "StepClock", "TIMED_STEPS", "WARMUP_STEPS", "step_of", "timed_params"]

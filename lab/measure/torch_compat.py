@@ -1,0 +1,293 @@
+"""Every private PyTorch API the lab uses, in one place, feature-detected.
+
+The lab measures memory by sitting where PyTorch keeps its internals: a dispatch mode on every
+op, fake tensors, the caching allocator's history, the autograd engine's thread, the fake process
+group. None of those are public APIs, and they move between releases. Everything outside this
+module reaches them through the names below (tests/unit/test_torch_compat.py parses the package
+and fails on any underscore attribute or module of `torch` used elsewhere), so a new torch
+breaks in one file, and `CHECKED` says on which versions each was read and run.
+
+Backend-neutral: cuda (history, workspaces), sim (fake tensors, dispatch), snapshots and profile
+all import from here. Importing it imports torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch._C as _C
+import torch.utils._python_dispatch as _python_dispatch
+import torch.utils._pytree as _pytree
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+# The versions every entry below was read in and run on: the H200 runs torch 2.11 (cu130), this
+# lab's CPU machines torch 2.13 (cpu). An entry that needs another range says so.
+CHECKED_ON = ("2.11", "2.13")
+
+
+@dataclass(frozen=True)
+class PrivateApi:
+    name: str  # what the lab calls (in this module)
+    torch_name: str  # what it is in torch
+    why: str
+
+
+CHECKED: list[PrivateApi] = [
+    PrivateApi("TorchDispatchMode", "torch.utils._python_dispatch.TorchDispatchMode",
+               "the tensor tracker sees every aten op"),
+    PrivateApi("is_traceable_wrapper_subclass",
+               "torch.utils._python_dispatch.is_traceable_wrapper_subclass",
+               "wrapper subclasses (DTensor, torchao) are counted by what they wrap"),
+    PrivateApi("disable_current_modes", "torch.utils._python_dispatch._disable_current_modes",
+               "code that must run on real values inside sim (device meshes, DDP's checks)"),
+    PrivateApi("tree_flatten", "torch.utils._pytree.tree_flatten", "an op's output tensors"),
+    PrivateApi("FakeTensorMode / FakeTensor", "torch._subclasses.fake_tensor",
+               "sim: tensors with shapes and storages, no data"),
+    PrivateApi("current_graph_task_id", "torch._C._current_graph_task_id",
+               "inside backward: autograd's device thread takes its own cuBLAS workspace"),
+    PrivateApi("storage_key", "UntypedStorage._cdata", "one id per storage, views included"),
+    PrivateApi("has_composite_implicit_kernel",
+               "torch._C._dispatch_has_kernel_for_dispatch_key", "composite ops under inference_mode"),
+    PrivateApi("run_composite_implicit", "OpOverload._op_dk + DispatchKey.CompositeImplicitAutograd",
+               "decompose a composite op as autograd would"),
+    PrivateApi("is_traceable_wrapper_subclass_type",
+               "torch.utils._python_dispatch.is_traceable_wrapper_subclass_type",
+               "which op types a wrapper subclass's dispatch handles"),
+    PrivateApi("current_dispatch_modes", "torch.utils._python_dispatch._get_current_dispatch_mode_stack",
+               "is this code running under sim's FakeTensorMode?"),
+    PrivateApi("exclude_autocast_cpu", "torch._C._ExcludeDispatchKeyGuard, DispatchKeySet(AutocastCPU)",
+               "sim's CUDA autocast kernels run below the CPU autocast key"),
+    PrivateApi("aten_ops_with_kernel / has_kernel_for",
+               "torch._C._dispatch_get_all_op_names, torch._C._dispatch_has_kernel_for_dispatch_key",
+               "which ops CUDA autocast casts in this torch (its AutocastCUDA registrations)"),
+    PrivateApi("op_schema", "OpOverload._schema", "an op's arguments (autocast's dtype argument)"),
+    PrivateApi("storage_use_count / tensor_use_count",
+               "torch._C._storage_Use_Count, Tensor._use_count",
+               "can the autograd engine add a gradient in place (sim, InputBuffer::accumulate)"),
+    PrivateApi("fake_store", "torch.testing._internal.distributed.fake_pg.FakeStore",
+               "sim: many ranks in one process with the fake process group"),
+    PrivateApi("optimizer_foreach_defaults",
+               "torch.optim.optimizer._get_foreach_kernels_supported_devices, "
+               "torch.optim.optimizer._foreach_supported_types",
+               "sim: optimizers left at their default take CUDA's foreach path"),
+    PrivateApi("ddp_param_shape_check", "torch.nn.parallel.distributed."
+               "_verify_param_shape_across_processes", "sim: DDP's constructor check, modes off"),
+    PrivateApi("ddp_bucket_sizes", "torch.distributed._compute_bucket_assignment_by_size, "
+               "_DEFAULT_FIRST_BUCKET_BYTES, DistributedDataParallel._bucket_config",
+               "sim: the buckets DDP's reducer rebuilds after the first backward"),
+    PrivateApi("rebuild_buckets", "Reducer._rebuild_buckets (called by DDP by that name; "
+               "lab/measure/ddp.py's wrapper answers it)", "DDP's rebuilt buckets are labelled"),
+    PrivateApi("fsdp_chunk_target", "torch.distributed.fsdp._fully_shard._fsdp_param."
+               "_chunk_with_empty", "sim: FSDP2's chunks made lazily"),
+    PrivateApi("cpu_current_stream / cpu_default_stream",
+               "torch.cpu._current_stream, torch.cpu._default_cpu_stream",
+               "sim: the stream FSDP2 selected (torch.cpu streams stand for CUDA's)"),
+    PrivateApi("allocator_settings_targets",
+               "torch._C._accelerator_setAllocatorSettings (>= 2.9), "
+               "torch.cuda.memory._set_allocator_settings (2.1-2.8)",
+               "allocator settings at run time (lesson 17)"),
+    PrivateApi("clear_cublas_workspaces", "torch._C._cuda_clearCublasWorkspaces",
+               "a second attempt in one process measures as a fresh one"),
+    PrivateApi("record_memory_history / stop_memory_history / memory_snapshot",
+               "torch.cuda.memory._record_memory_history, torch.cuda.memory._snapshot",
+               "the caching allocator's own event history (stacks='python')"),
+]
+
+
+# ---- dispatch and pytrees ----------------------------------------------------------------------
+TorchDispatchMode = _python_dispatch.TorchDispatchMode
+is_traceable_wrapper_subclass = _python_dispatch.is_traceable_wrapper_subclass
+is_traceable_wrapper_subclass_type = _python_dispatch.is_traceable_wrapper_subclass_type
+disable_current_modes = _python_dispatch._disable_current_modes
+tree_flatten = _pytree.tree_flatten
+
+
+def current_dispatch_modes() -> list:
+    """The TorchDispatchModes active on this thread, outermost first."""
+    return list(_python_dispatch._get_current_dispatch_mode_stack())
+
+
+def exclude_autocast_cpu():
+    """A guard under which ops skip CPU autocast's kernels (sim's CUDA autocast runs there)."""
+    return _C._ExcludeDispatchKeyGuard(_C.DispatchKeySet(_C.DispatchKey.AutocastCPU))
+
+
+def has_kernel_for(op_name: str, dispatch_key: str) -> bool:
+    """'aten::mm' has a kernel registered for 'AutocastCUDA' in this torch build?"""
+    return _C._dispatch_has_kernel_for_dispatch_key(op_name, dispatch_key)
+
+
+def aten_ops_with_kernel(dispatch_key: str) -> set[str]:
+    """The aten op names ('mm', 'linalg_vector_norm', ...) with a kernel for `dispatch_key`."""
+    return {full[len("aten::"):] for full in _C._dispatch_get_all_op_names()
+            if full.startswith("aten::") and has_kernel_for(full, dispatch_key)}
+
+
+def op_schema(op):
+    """The FunctionSchema of an OpOverload (its arguments, their names)."""
+    return op._schema
+
+
+def storage_use_count(storage) -> int:
+    """How many holders a storage has (the Python storage object asking counts one)."""
+    return _C._storage_Use_Count(storage._cdata)
+
+
+def tensor_use_count(t) -> int:
+    """How many holders a tensor's TensorImpl has."""
+    return t._use_count()
+
+
+def fake_store():
+    """A Store for torch.distributed's "fake" backend: many ranks in one process, no data."""
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    return FakeStore()
+
+
+def fsdp_chunk_target() -> tuple[Any, str] | None:
+    """(module, name) of FSDP2's `_chunk_with_empty` (torch >= 2.6), or None."""
+    try:
+        from torch.distributed.fsdp._fully_shard import _fsdp_param
+    except ImportError:
+        return None
+    return (_fsdp_param, "_chunk_with_empty") if hasattr(_fsdp_param, "_chunk_with_empty") else None
+
+
+def ddp_param_shape_check() -> tuple[Any, str]:
+    """(module, name) of DDP's constructor check of parameter shapes across ranks."""
+    import torch.nn.parallel.distributed as ddp_module
+
+    return ddp_module, "_verify_param_shape_across_processes"
+
+
+def ddp_bucket_sizes(ddp, params: list) -> list[list[int]]:
+    """The buckets (lists of indices into `params`) DDP's reducer makes, by its size caps."""
+    import torch.distributed as dist
+
+    config = getattr(ddp, "_bucket_config", None)
+    limits = [getattr(config, "first_bucket_bytes_cap", dist._DEFAULT_FIRST_BUCKET_BYTES),
+              getattr(config, "bucket_bytes_cap", getattr(ddp, "bucket_bytes_cap", 25 << 20))]
+    indices, _ = dist._compute_bucket_assignment_by_size(params, limits, [False] * len(params))
+    return indices
+
+
+def rebuild_buckets(reducer) -> bool:
+    return reducer._rebuild_buckets()
+
+
+def optimizer_foreach_defaults() -> tuple[Any, str, list] | None:
+    """(torch.optim.optimizer, the name of its device-list function, its list of tensor types
+    that may take foreach kernels): what optimizers left at their default consult (torch 2.x)."""
+    import torch.optim.optimizer as optimizer
+
+    fn = getattr(optimizer, "_get_foreach_kernels_supported_devices", None)
+    types = getattr(optimizer, "_foreach_supported_types", None)
+    if callable(fn) and isinstance(types, list):
+        return optimizer, "_get_foreach_kernels_supported_devices", types
+    return None
+
+_CIA = _C.DispatchKey.CompositeImplicitAutograd
+
+
+def has_composite_implicit_kernel(func) -> bool:
+    """An aten op implemented by other ops (CompositeImplicitAutograd)."""
+    return func.namespace == "aten" and _C._dispatch_has_kernel_for_dispatch_key(
+        func.name(), "CompositeImplicitAutograd")
+
+
+def run_composite_implicit(func, *args, **kwargs):
+    """The C++ composite kernel of `func` (not a Python decomposition: those can differ)."""
+    return func._op_dk(_CIA, *args, **kwargs)
+
+
+def current_graph_task_id() -> int:
+    """-1 outside backward; else the id of the autograd graph task running on this thread."""
+    return _C._current_graph_task_id()
+
+
+def storage_key(storage) -> int:
+    """One integer per storage (every view of it gives the same), stable while it lives."""
+    return storage._cdata
+
+
+def cpu_current_stream():
+    """The stream device-agnostic code selected on torch.cpu (FSDP2's streams, in sim)."""
+    import torch.cpu as cpu
+
+    return getattr(cpu, "_current_stream", None)
+
+
+def cpu_default_stream():
+    import torch.cpu as cpu
+
+    return getattr(cpu, "_default_cpu_stream", None)
+
+
+# ---- the CUDA caching allocator ----------------------------------------------------------------
+def allocator_settings_targets() -> list[tuple[Any, str]]:
+    """(owner, attribute) of the functions that change allocator settings at run time, newest
+    first: `torch._C._accelerator_setAllocatorSettings` (torch >= 2.9) replaced
+    `torch.cuda.memory._set_allocator_settings` (2.1-2.8, deprecated since). Sim replaces both."""
+    return [(owner, name) for owner, name in ((_C, "_accelerator_setAllocatorSettings"),
+                                              (torch.cuda.memory, "_set_allocator_settings"))
+            if hasattr(owner, name)]
+
+
+def set_allocator_settings(settings: str) -> bool:
+    """e.g. "expandable_segments:True" at run time; False when this torch cannot."""
+    for owner, name in allocator_settings_targets():
+        try:
+            getattr(owner, name)(settings)
+            return True
+        except Exception:
+            continue
+    return False
+
+
+def clear_cublas_workspaces() -> None:
+    fn: Callable | None = getattr(_C, "_cuda_clearCublasWorkspaces", None)
+    if fn is not None:
+        fn()
+
+
+def record_memory_history(max_entries: int) -> None:
+    """Start the allocator's history with Python stacks only (C++ stacks make snapshots slow;
+    torchtitan's profiler says the same). The signature changed in 2.1."""
+    fn = torch.cuda.memory._record_memory_history
+    params = inspect.signature(fn).parameters
+    if "stacks" in params:  # torch >= 2.1
+        kwargs: dict[str, Any] = {"stacks": "python"}
+        if "max_entries" in params:
+            kwargs["max_entries"] = max_entries
+        fn(enabled="all", **kwargs)
+    else:  # torch 2.0
+        fn(True, trace_alloc_max_entries=max_entries, trace_alloc_record_context=True)
+
+
+def stop_memory_history() -> None:
+    fn = torch.cuda.memory._record_memory_history
+    if "stacks" in inspect.signature(fn).parameters:
+        fn(enabled=None)
+    else:
+        fn(False)
+
+
+def memory_snapshot() -> dict:
+    """The allocator's segments and its event history (what `_dump_snapshot` pickles)."""
+    return torch.cuda.memory._snapshot()
+
+
+__all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_modes",
+           "exclude_autocast_cpu", "ddp_bucket_sizes", "ddp_param_shape_check", "fake_store", "fsdp_chunk_target",
+           "optimizer_foreach_defaults", "rebuild_buckets", "has_kernel_for",
+           "is_traceable_wrapper_subclass_type", "op_schema", "storage_use_count",
+           "tensor_use_count", "FakeTensor", "FakeTensorMode", "PrivateApi",
+           "TorchDispatchMode", "allocator_settings_targets", "clear_cublas_workspaces",
+           "cpu_current_stream", "cpu_default_stream", "current_graph_task_id", "disable_current_modes", "has_composite_implicit_kernel",
+           "is_traceable_wrapper_subclass", "memory_snapshot", "record_memory_history",
+           "run_composite_implicit", "set_allocator_settings", "stop_memory_history",
+           "storage_key", "tree_flatten"]

@@ -1,0 +1,105 @@
+"""Private torch APIs only through lab/measure/torch_compat.py (issue 21).
+
+Parses every module of the package and fails on a use of an underscore module or attribute
+reached from torch outside torch_compat: imports of `torch.…._x` modules or `_x` names, attribute
+chains from a name bound to torch (`torch._C…`, `dist._compute…` after `import torch.distributed
+as dist`), and the private attributes of torch's objects the lab would otherwise touch
+(`storage._cdata`, `op._schema`, …). Aten op names under `torch.ops` are not private APIs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from lab.measure import torch_compat
+
+from ..conftest import ROOT
+
+LAB = ROOT / "lab"
+ALLOWED = {LAB / "measure" / "torch_compat.py"}
+# private attributes of torch objects (storages, op overloads, tensors) the lab has needed
+PRIVATE_ATTRS = {"_cdata", "_op_dk", "_schema", "_use_count"}
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+def _chain(node: ast.AST) -> list[str] | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return parts[::-1]
+
+
+def private_uses(source: str) -> list[tuple[int, str]]:
+    """(line, what) for every private torch API `source` uses."""
+    tree = ast.parse(source)
+    torch_names = {"torch"}  # names bound to torch or something of it
+    ops_names: set[str] = set()  # names bound to torch.ops (aten op names: allowed)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == "torch":
+                    torch_names.add(a.asname or "torch")
+                    if any(map(_private, parts)):
+                        out.append((node.lineno, f"import {a.name}"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "torch":
+            for a in node.names:
+                torch_names.add(a.asname or a.name)
+                if any(map(_private, node.module.split("."))) or _private(a.name):
+                    out.append((node.lineno, f"from {node.module} import {a.name}"))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            chain = _chain(node.value)
+            if chain and chain[0] in torch_names | ops_names:
+                (ops_names if "ops" in chain or chain[0] in ops_names else torch_names).add(
+                    node.targets[0].id)
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        if id(node) in inner and node.attr not in PRIVATE_ATTRS:
+            continue  # the outermost attribute of a chain reports it
+        if node.attr in PRIVATE_ATTRS:
+            out.append((node.lineno, f"….{node.attr}"))
+            continue
+        chain = _chain(node)
+        if not chain or chain[0] not in torch_names or chain[0] in ops_names or "ops" in chain[:2]:
+            continue
+        if any(map(_private, chain[1:])):
+            out.append((node.lineno, ".".join(chain)))
+    return sorted(set(out))
+
+
+def test_the_scanner_finds_what_it_must():
+    src = ("import torch\nimport torch.distributed as dist\nfrom torch.utils._pytree import tree_map\n"
+           "from torch.optim import optimizer as o\nA = torch.ops.aten\n"
+           "x = torch._C._foo\ny = dist._bar\nz = o._types\nw = s._cdata\nok = A._softmax.default\n"
+           "fine = torch.ops.aten._safe_softmax\nalso = torch.cuda.memory_allocated\n")
+    found = [what for _, what in private_uses(src)]
+    assert found == ["from torch.utils._pytree import tree_map", "torch._C._foo", "dist._bar",
+                     "o._types", "…._cdata"]
+
+
+@pytest.mark.parametrize("path", sorted(p for p in LAB.rglob("*.py") if p not in ALLOWED),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_private_torch_api_outside_torch_compat(path: Path):
+    uses = private_uses(path.read_text())
+    assert not uses, (f"{path.relative_to(ROOT)} uses private torch APIs; add them to "
+                      f"lab/measure/torch_compat.py and call them from there: {uses}")
+
+
+def test_every_entry_says_what_it_wraps_and_why():
+    assert torch_compat.CHECKED_ON and all(a.name and a.torch_name and a.why
+                                           for a in torch_compat.CHECKED)
+    for name in torch_compat.__all__:
+        assert hasattr(torch_compat, name), name
