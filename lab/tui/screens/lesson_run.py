@@ -20,7 +20,6 @@ import threading
 
 from rich.text import Text
 from textual import work
-from textual.widgets import TabbedContent
 from textual.worker import get_current_worker
 
 from lab.measure.modes import ModeError, mode_info
