@@ -83,6 +83,19 @@ def render_placeholders(text: str, claims: dict[str, Claim]) -> str:
     return PLACEHOLDER_RE.sub(one, text)
 
 
+MARKUP_LEFT_RE = re.compile(r"\{\{|\}\}")
+
+
+def leftover_markup(text: str) -> list[str]:
+    """What of the {{…}} markup survived rendering (an unknown claim id, a typo such as
+    `{{def 2 GB}}` or `{{def:2 GB}`), as the snippets a learner would see; [] when clean."""
+    out = []
+    for m in MARKUP_LEFT_RE.finditer(text):
+        start, end = max(0, m.start() - 12), min(len(text), m.end() + 12)
+        out.append(text[start:end].replace("\n", " "))
+    return out
+
+
 def split_markdown(text: str) -> tuple[str, str]:
     """(before, after) the results marker; without a marker everything is 'before'."""
     before, sep, after = text.partition(RESULTS_MARKER)
@@ -159,6 +172,19 @@ class Lesson:
 
     def render(self, text: str) -> str:
         return render_placeholders(text, {c.id: c for c in self.claims})
+
+    def shown_texts(self) -> list[tuple[str, str]]:
+        """(field, rendered text) for every text of the lesson a learner reads, anywhere: the
+        header and the palette (title, summary), the lesson tab, the controls, the quiz."""
+        out = [("title", self.title), ("summary", self.summary)]
+        out += [(f"objectives[{i}]", o) for i, o in enumerate(self.objectives)]
+        for i, v in enumerate(self.variants):
+            out += [(f"variants[{i}].title", v.title), (f"variants[{i}].description", v.description)]
+        for i, q in enumerate(self.quiz):
+            out += [(f"quiz[{i}].question", q.question), (f"quiz[{i}].explain", q.explain)]
+            out += [(f"quiz[{i}].choices[{k}]", c) for k, c in enumerate(q.choices)]
+        out += [("lesson.md", self.text_before), ("lesson.md (after the run)", self.text_after)]
+        return out
 
     def claim(self, claim_id: str) -> Claim:
         for c in self.claims:
@@ -343,7 +369,7 @@ def _load_lesson(folder: Path) -> Lesson:
     summary = data.get("summary", "")
     if not isinstance(summary, str):
         raise LessonError(path, "summary", f"must be str, got {type(summary).__name__}")
-    objectives = tuple(_req(data, "objectives", list, path))
+    objectives = tuple(str(o) for o in _req(data, "objectives", list, path))
     modes = tuple(_strings(data, "modes", path, MODES))
     for mode in modes:
         if mode not in MODES:
@@ -361,7 +387,7 @@ def _load_lesson(folder: Path) -> Lesson:
                 for k, x in env.items()):
             raise LessonError(path, where + "env", "a table of NAME = \"value\" strings")
         variants.append(Variant(_req(v, "name", str, path, where), _req(v, "title", str, path, where),
-                                v.get("description", ""), tuple(env.items())))
+                                str(v.get("description", "")), tuple(env.items())))
     names = [v.name for v in variants]
     if names[0] != "baseline":
         raise LessonError(path, "variants[0].name", f"the first variant must be 'baseline', got {names[0]!r}")
@@ -466,9 +492,14 @@ def _load_lesson(folder: Path) -> Lesson:
         else:
             raise LessonError(path, where + "kind", f"{kind!r}: use choice or predict_peak")
 
+    # every text a learner reads goes through the one renderer, here, once: the app's header,
+    # the palette, the served app, `memlab list` and the exports never see raw {{…}} markup
+    variants = [Variant(v.name, rendered(v.title), rendered(v.description), v.env)
+                for v in variants]
     return Lesson(
-        number=int(m.group(1)), slug=folder.name, id=lesson_id, title=title, summary=summary,
-        objectives=objectives, variants=tuple(variants), scales={k: dict(v) for k, v in scales.items()},
+        number=int(m.group(1)), slug=folder.name, id=lesson_id, title=rendered(title),
+        summary=rendered(summary), objectives=tuple(rendered(o) for o in objectives),
+        variants=tuple(variants), scales={k: dict(v) for k, v in scales.items()},
         checks=tuple(checks), quiz=tuple(quiz), path=folder, modes=modes,
         timeout_s=float(_number(data, "timeout_s", path, 600, lo=0, above=True, hi=MAX_TIMEOUT_S,
                                 unit="s")),

@@ -48,6 +48,7 @@ HISTORY_LIMIT = 500  # run records kept; the oldest go first
 LOCK_TIMEOUT_S = 30  # a save holds the lock for milliseconds; this only guards a stuck holder
 
 NOT_STARTED, RUN, QUIZ_DONE, QUIZ_PASSED = "not started", "run", "quiz done", "quiz passed"
+PREDICTED, SEEN = "predicted", "seen"  # a prediction committed; a recording played back
 RESULTS_DIR = "results"
 MAX_GB = 100_000  # a predicted peak beyond 100 TB is a typo, not a prediction
 MAX_COUNT = 10**9  # runs, questions: more is a damaged file
@@ -89,6 +90,7 @@ class Answer:
 class LessonProgress:
     id: str
     runs: int = 0
+    playbacks: int = 0  # H200 recordings (or an instructor's run) played back to the end
     quiz: dict[str, Answer] = field(default_factory=dict)  # question index (as str) -> answer
     quiz_total: int = 0  # questions the lesson had when last answered
     prediction_gb: float | None = None  # predicted peak, committed once
@@ -122,7 +124,11 @@ class LessonProgress:
             return QUIZ_PASSED
         if self.quiz_answered:
             return QUIZ_DONE
-        return RUN if self.runs else NOT_STARTED
+        if self.runs:
+            return RUN
+        if self.playbacks:
+            return SEEN
+        return PREDICTED if self.prediction_gb is not None else NOT_STARTED
 
     @property
     def calibration_error(self) -> float | None:
@@ -183,7 +189,8 @@ class LessonProgress:
                 invalid.append(f"quiz.{k}")
                 continue
             quiz[str(k)] = Answer(answer, v.get("correct") is True)
-        return cls(id=d["id"], runs=checked("runs", count, 0), quiz=quiz,
+        return cls(id=d["id"], runs=checked("runs", count, 0),
+                   playbacks=checked("playbacks", count, 0), quiz=quiz,
                    quiz_total=checked("quiz_total", count, 0),
                    prediction_gb=checked("prediction_gb", parse_prediction, None),
                    last_run=checked("last_run", text, ""),
@@ -349,6 +356,13 @@ class Progress:
         self.last_lesson = result.lesson
         self.save()
         return rec
+
+    def record_playback(self, lesson_id: str) -> None:
+        """A recording of the lesson was played back to the end: the lesson counts as seen."""
+        lp = self.lesson(lesson_id)
+        lp.playbacks += 1
+        self.last_lesson = lesson_id
+        self.save()
 
     def record_answer(self, lesson_id: str, index: int, answer: Any, correct: bool,
                       total: int) -> bool:

@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-COUNTERS = {"runs"}  # this process's increments are added to the disk's count
+COUNTERS = {"runs", "playbacks"}  # this process's increments are added to the disk's count
 # committed once (the app's learning loop): on a conflict the value saved first stays
 FIRST = {"quiz", "prediction_gb", "revealed_at", "truth_gb"}
 # fields that travel with another one when that one's conflict is settled

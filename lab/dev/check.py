@@ -10,6 +10,8 @@ in its problems so an author knows what to fix:
   checks     each check's phase is a phase the experiment (or the workload layer) marks
   quiz       at least two questions, each explained; a predict-the-peak question
   claims     every claim reads the same as the recording it names (lab/claims.py)
+  markup     no {{…}} markup survives rendering in any field a learner reads (title, summary,
+             objectives, variants, quiz, lesson.md)
   text       every {{placeholder}} names a claim, {{def:…}} or {{quote:…}}; no measured number
              (B, kB, MB, GB, GiB, ms, s, %, ×) typed in lesson.md or the quiz outside them
   reveals    nothing shown before the run (text_before, quiz questions) is within 5 % of a
@@ -31,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.claims import verify
-from lab.curriculum import (PLACEHOLDER_RE, RESULTS_MARKER, Course, Lesson, load_course,
-                            predict_answer, split_markdown)
+from lab.curriculum import (PLACEHOLDER_RE, RESULTS_MARKER, Course, Lesson, leftover_markup,
+                            load_course, predict_answer, split_markdown)
 from lab.measure.result import RunResult
 from lab.reference import REFERENCE_DIR
 
@@ -76,7 +78,7 @@ def check(course: Course | None = None, reference_root: Path | str | None = None
 def check_lesson(lesson: Lesson, root: Path, extras: set[str] | None = None) -> list[Problem]:
     recordings = _recordings(lesson, root)
     out: list[Problem] = []
-    for rule in (_headings, _variants, _scales, _checks, _quiz, _text):
+    for rule in (_headings, _variants, _scales, _checks, _quiz, _markup, _text):
         out += rule(lesson)
     out += _reference(lesson, root, recordings)
     out += _claims(lesson, recordings)
@@ -177,6 +179,16 @@ def _scannable(text: str) -> str:
     for rx in (H200_BLOCK_RE, CODE_RE, PLACEHOLDER_RE):
         text = rx.sub(blank, text)
     return text
+
+
+def _markup(lesson: Lesson) -> list[Problem]:
+    out = []
+    for where, text in lesson.shown_texts():
+        path = lesson.path / ("lesson.md" if where.startswith("lesson.md") else "lesson.toml")
+        for snippet in leftover_markup(text):
+            out.append(Problem(path, "markup", f"{where} shows unrendered markup: …{snippet}… "
+                               "(write {{claim-id}}, {{def:…}} or {{quote:…}})"))
+    return out
 
 
 def _text(lesson: Lesson) -> list[Problem]:

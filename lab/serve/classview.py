@@ -71,7 +71,8 @@ def _status(lp: LessonProgress | None) -> str:
     answered = lp.quiz_total > 0 and all(str(i) in lp.quiz for i in range(lp.quiz_total))
     if lp.status == "quiz passed" or answered:
         return "quiz passed" if lp.status == "quiz passed" else "quiz done"
-    if lp.status == "not started" and (lp.quiz or lp.prediction_gb is not None):
+    if lp.status in ("not started", "predicted", "seen") and (
+            lp.quiz or lp.prediction_gb is not None or lp.playbacks):
         return "started"  # predicted or answered, not run yet
     return lp.status
 

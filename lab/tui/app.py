@@ -18,18 +18,23 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from lab.curriculum import Course, Lesson, load_course
+from lab.measure.modes import ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
-from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress
+from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress, data_dir
 from lab.reference import REFERENCE_DIR, load_reference
 from lab.report.units import format_bytes
 from lab.serve.policy import served
 
 from .commands import LessonCommands
+from .session import LessonDeps, Machine, Session
+from .widgets.fit import Fit
 from .screens import (CalibrationScreen, ConfirmScreen, HelpScreen, HomeScreen, LessonScreen,
                       PathPromptScreen, TooSmallScreen)
 from .screens.diff_view import open_diff
 
 MIN_SIZE = (80, 24)
+# what the machine gives (not a measuring mode: lab.measure.modes decides those)
+DETECTING, GPU, NO_GPU = "detecting", "gpu", "none"
 DETECT = object()  # default for `gpu`: look for a CUDA GPU at start-up
 
 
@@ -47,7 +52,7 @@ class MemLabApp(App):
         Binding("ctrl+s", "save_svg", "Save screenshot (SVG)", show=False),
     ]
 
-    device_state: reactive[str] = reactive("detecting")  # detecting | cuda | none
+    device_state: reactive[str] = reactive(DETECTING)  # DETECTING | GPU | NO_GPU
 
     def __init__(self, runner: Any = None, course: Course | None = None,
                  progress: Progress | None = None, gpu: Any = DETECT,
@@ -64,17 +69,18 @@ class MemLabApp(App):
         self.gpu = None if gpu is DETECT else gpu
         self._detect = gpu is DETECT
         self.playback_seconds = playback_seconds  # per variant, for the H200 recordings
-        self.last_sets: dict[str, tuple] = {}  # lesson -> (lead, beside) ResultSets on screen
-        self.last_records: dict[str, list] = {}  # this session's run records (not "history")
+        self.session = Session()  # the results on screen per lesson, this session's runs
         self._references: dict[str, dict[str, RunResult]] = {}
-        self._home = HomeScreen()
+        self.class_follower = None  # a served workshop's class (classroom.install sets it)
+        self._home = HomeScreen(self.course, self.progress, self.device_banner,
+                                self.continue_target)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def on_mount(self) -> None:
         if self._detect:
             self.detect_gpu()
         else:
-            self.device_state = "cuda" if self.gpu is not None else "none"
+            self.device_state = GPU if self.gpu is not None else NO_GPU
         self.push_screen(self._home)
         if self.progress.recovered:
             self.notify(self.progress.recovered, title="Progress recovered", severity="warning",
@@ -101,7 +107,7 @@ class MemLabApp(App):
 
     def _set_gpu(self, info) -> None:
         self.gpu = info
-        self.device_state = "cuda" if info is not None else "none"
+        self.device_state = GPU if info is not None else NO_GPU
 
     def on_resize(self, event) -> None:
         self._check_size(event.size)  # runs before App._on_resize stores the new size
@@ -115,37 +121,55 @@ class MemLabApp(App):
             self.pop_screen()
 
     # ---- what the machine gives --------------------------------------------------------------
-    def device_banner(self) -> Text:
-        if self.device_state == "detecting":
-            return Text("Checking for a CUDA GPU…", style="dim")
-        if self.device_state == "cuda":
+    def device_banner(self) -> Fit:
+        """What this machine gives, in one line at 80 columns (a longer one where it fits)."""
+        if self.device_state == DETECTING:
+            return Fit(Text("Checking for a CUDA GPU…", style="dim"))
+        if self.device_state == GPU:
             name = getattr(self.gpu, "name", "CUDA GPU")
             total = getattr(self.gpu, "total_bytes", 0)
-            return Text.assemble(("● ", "bold green"), (name, "bold"),
-                                 f" · {format_bytes(total)} · real CUDA runs; the H200 "
-                                 "recordings beside them")
+            head = (("● ", "bold green"), (name, "bold"), f" · {format_bytes(total)}")
+            return Fit(Text.assemble(*head, " · real CUDA runs; the H200 recordings beside "
+                                     "them"), Text.assemble(*head, " · real CUDA runs"))
+        head = (("○ ", "bold yellow"), ("No CUDA GPU", "bold"))
         refs = any(self.reference_root.glob("*/*.json")) if self.reference_root.is_dir() else False
         if not refs:
-            return Text.assemble(("○ ", "bold yellow"), ("No CUDA GPU", "bold"),
-                                 " · real CPU runs at small scale, simulation at full scale "
-                                 "(no H200 recordings in this install yet)")
-        return Text.assemble(("○ ", "bold yellow"), ("No CUDA GPU", "bold"),
-                             " · each lesson's result is its run recorded on an NVIDIA H200, "
-                             "played back; you can also run it yourself (simulated at full "
-                             "scale, real on the CPU at small scale)")
+            return Fit(Text.assemble(*head, " · real CPU runs at small scale, simulation at full "
+                                     "scale (no H200 recordings in this install yet)"),
+                       Text.assemble(*head, " · sim (seed) and CPU (small) runs; no H200 "
+                                     "recordings installed"))
+        return Fit(Text.assemble(*head, " · each lesson's result is its run recorded on an "
+                                 "NVIDIA H200, played back; you can also run it yourself "
+                                 "(simulated at full scale, real on the CPU at small scale)"),
+                   Text.assemble(*head, " · r plays a lesson's H200 recording; y runs it "
+                                 "yourself"))
+
+    def machine(self) -> Machine:
+        return Machine(None if self.device_state == DETECTING else self.device_state == GPU,
+                       self.gpu)
+
+    def choose_mode(self, requested: str, scale: str | None,
+                    lesson_modes: tuple[str, ...]) -> ModeChoice:
+        """The one mode rule (lab.measure.modes.choose), with what this machine has; raises a
+        one-line ModeError when the mode cannot run here."""
+        gpu = getattr(self.gpu, "name", True) if self.machine().has_gpu else None
+        return choose(requested, scale, gpu=gpu, lesson_modes=lesson_modes)
 
     def resolve_mode(self, requested: str, scale: str, lesson: Lesson) -> str | None:
         """`auto` -> cuda with a GPU, else cpu (small) or sim (seed); None if impossible here."""
-        has_cuda = self.device_state == "cuda"
-        if requested == "cuda" and not has_cuda:
+        try:
+            return self.choose_mode(requested, scale, lesson.modes).mode
+        except ModeError:
             return None
-        if requested != "auto":
-            return requested
-        mode = "cuda" if has_cuda else ("cpu" if scale == "small" else "sim")
-        if mode not in lesson.modes:
-            usable = [m for m in lesson.modes if m != "cuda" or has_cuda]
-            mode = usable[0] if usable else None
-        return mode
+
+    def lesson_deps(self) -> LessonDeps:
+        """What a lesson screen is given (it never reaches into the app for it)."""
+        return LessonDeps(
+            progress=self.progress, runner=self.runner, recordings=self.references,
+            reference_root=self.reference_root, choose_mode=self.choose_mode,
+            machine=self.machine, session=self.session, playback_seconds=self.playback_seconds,
+            classroom=lambda: self.class_follower.room if self.class_follower else None,
+            on_progress=self.refresh_home)
 
     def references(self, lesson_id: str) -> dict[str, RunResult]:
         """The H200 recordings of a lesson (the lesson screen decides where they go)."""
@@ -169,10 +193,11 @@ class MemLabApp(App):
         return next((l for l in lessons if self.progress.status(l.id) == NOT_STARTED), lessons[0])
 
     def open_lesson(self, lesson: Lesson) -> None:
+        screen = LessonScreen(lesson, self.lesson_deps())
         if isinstance(self.screen, LessonScreen):
-            self.switch_screen(LessonScreen(lesson))
+            self.switch_screen(screen)
         else:
-            self.push_screen(LessonScreen(lesson))
+            self.push_screen(screen)
 
     def open_lesson_offset(self, lesson: Lesson, step: int) -> None:
         lessons = self.course.lessons
@@ -208,7 +233,7 @@ class MemLabApp(App):
         from .screens.playground import PlaygroundScreen
 
         if not isinstance(self.screen, PlaygroundScreen):
-            self.push_screen(PlaygroundScreen(runner=self.runner))
+            self.push_screen(PlaygroundScreen(runner=self.runner, choose_mode=self.choose_mode))
 
     def action_challenges(self) -> None:
         """The graded challenges (lab/challenges.py): start, edit, check in sim."""
@@ -252,22 +277,29 @@ class MemLabApp(App):
     def action_calibration(self) -> None:
         """How close your predictions were, lesson by lesson."""
         if not isinstance(self.screen, CalibrationScreen):
-            self.push_screen(CalibrationScreen())
+            self.push_screen(CalibrationScreen(self.course, self.progress))
 
     def action_save_svg(self) -> None:
-        """Export what is on screen (e.g. the results) as an SVG, in the current folder."""
+        """Export what is on screen (e.g. the results) as an SVG, into the lab's screenshots
+        folder in your user data folder (not wherever the app was started), and say where."""
         if served():  # to the browser, as a download: nothing is written on the server
             self.deliver_screenshot()
             return
-        path = self.save_screenshot()
+        folder = screenshots_dir()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(path=str(folder))
+        except OSError as e:
+            self.notify(f"could not save a screenshot in {folder}: {e.strerror}",
+                        title="Screenshot", severity="error")
+            return
         self.notify(f"saved {path}", title="Screenshot")
 
     def action_reset_progress(self) -> None:
         def done(yes: bool | None) -> None:
             if yes:
                 self.progress.reset()
-                self.last_sets.clear()
-                self.last_records.clear()
+                self.session.clear()
                 self.refresh_home()
                 self.notify("Progress and run history reset.")
 
@@ -304,6 +336,11 @@ class MemLabApp(App):
         yield SystemCommand("Reset progress", "Forget progress and run history (asks first)",
                             self.action_reset_progress)
         yield from super().get_system_commands(screen)
+
+
+def screenshots_dir() -> Path:
+    """Where Ctrl+S saves: `<user data folder>/screenshots` (MEMLAB_HOME overrides the folder)."""
+    return data_dir() / "screenshots"
 
 
 def run_app(runner: Any = None) -> None:

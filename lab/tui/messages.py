@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.message import Message
 
 from lab.measure.result import RunResult
 
-
-@dataclass(frozen=True)
-class RunPlan:
-    """What the learner asked for: every selected variant, one mode, one scale."""
-
-    variants: tuple[str, ...]
-    mode: str  # resolved: cuda | cpu | sim
-    scale: str
-    gpu_memory: int | None = None
-    requested_mode: str = "auto"
-    recorded: bool = False  # the H200 recording played back, not a run on this machine
-    how: str = ""  # provenance of the results when not "recording"/"live": "class" (a workshop)
+from .lesson_model import RunPlan  # the plan is the headless model's; re-exported here
 
 
 class RunStarted(Message):

@@ -4,6 +4,8 @@ test-state hook the browser test reads."""
 
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from lab.progress import Progress
@@ -31,6 +33,7 @@ def instructor_runs():
     return list(load_reference(LESSON, REFERENCE).values())  # stands in for a run on the GPU
 
 
+@pytest.mark.slow  # three apps follow one class (~8 s on 2 cores)
 async def test_a_pushed_run_reaches_every_connected_learner(tmp_path, monkeypatch):
     workshop = tmp_path / "workshop"
     monkeypatch.setenv("MEMLAB_CLASS", str(workshop))

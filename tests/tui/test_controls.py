@@ -35,7 +35,7 @@ async def test_lesson_13_shows_its_own_gpu_cap_and_every_variant_at_80x24():
             assert box.right <= 80 and box.width > len(v.name), v.name
         text = screen_text(app)
         assert "bf16_checkpointing" in text
-        assert "seed = the full sizes of the tutorials" in text  # "seed" is explained
+        assert "seed = the tutorials' full sizes" in text  # "seed" is explained, whole
         screen.query_one("#scale").value = "small"
         await pilot.pause()
         assert screen.query_one("#gpu-memory", Input).placeholder == "24 MiB (lesson)"
@@ -55,7 +55,9 @@ async def test_a_cpu_run_at_seed_scale_asks_first():
         await pilot.press("escape")  # no prediction
         await pilot.pause()
         assert isinstance(app.screen, ConfirmScreen)
-        assert "can take many minutes" in screen_text(app)
+        shown = screen_text(app)
+        assert "expect minutes per variant" in shown
+        assert "2 Experiment" in shown  # the dialog is over the lesson, not instead of it
         await pilot.press("n")
         await pilot.pause()
         assert not screen.running and app.runner.requests == []

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Input
 from lab.snapshots.diff import diff_files
 from lab.tui.screens.diff_view import DiffViewApp, DiffViewScreen, parse_pair
 
-from tui_helpers import make_app, text_of, wait_until
+from tui_helpers import make_app, notices, text_of, wait_until
 
 REF = Path(__file__).resolve().parents[2] / "assets" / "reference" / "mixed-precision"
 A, B = REF / "baseline.json", REF / "bf16.json"
@@ -64,7 +64,7 @@ async def test_palette_entry_asks_for_two_files_and_opens_the_diff():
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert not isinstance(app.screen, DiffViewScreen)
-        assert any("no such file" in str(n.message) for n in app._notifications)
+        assert any("no such file" in str(n.message) for n in notices(app))
 
 
 def test_parse_pair():

@@ -137,17 +137,27 @@ async def test_after_predicting_the_h200_recording_is_the_result_and_run_it_your
         assert "4 GB" in prediction and "committed before the run" in prediction
         assert "H200 recording: 4.40 GB" in prediction and "−400.20 MB (−9%)" in prediction
         # the measured story is in the lesson text now
-        assert "What the measurement showed" in text_of(screen, "#lesson-md")
+        assert "What the measurement showed" in screen.query_one("#text-scroll").markdown
         # and "run it yourself" is one key away, said so in the footer
         assert "Run it yourself" in screen_text(app)
         await run_and_wait(pilot, key="y")
         assert [(r.variant, r.mode, r.scale) for r in runner.requests] == [
             ("baseline", "sim", "seed"), ("no_grad", "sim", "seed")]
-        assert [r.mode for r in screen.lead.results] == ["cuda", "cuda"]  # the H200 still leads
-        beside = text_of(screen, "#beside-table")
-        assert "simulated (seed) beside H200 recording" in beside
-        assert "difference" in beside and "±0 B (±0%)" in beside  # lesson 01: exact in sim
-        assert "Beside it: Simulated" in text_of(screen, "#beside-note")
+        # after y the learner's own run leads, the recording beside it, the difference first
+        assert [r.mode for r in screen.lead.results] == ["sim", "sim"]
+        assert [r.mode for r in screen.beside.results] == ["cuda", "cuda"]
+        assert screen.query_one(TabbedContent).active == "results"
+        assert "Your run: simulated" in text_of(screen, "#source")
+        first = text_of(screen, "#first")
+        assert "simulated (seed) vs H200 recording" in first
+        assert "difference" in first and "±0 B (±0%)" in first  # lesson 01: exact in sim
+        assert "Beside it: Recorded on an NVIDIA H200" in text_of(screen, "#beside-note")
+        # the status line says what just happened
+        status = text_of(screen, "#status-text")
+        assert "Your run is done (sim, seed scale): 2 ok" in status
+        assert "beside the H200 recording" in status
+        # the recording's notes are folded, the learner's own are not
+        assert screen.query_one("#recorded-notes").collapsed
     lp = Progress.load().lessons[lesson.id]
     assert lp.prediction_gb == 4.0 and not lp.prediction_late
     assert lp.truth_gb == pytest.approx(4.4002) and lp.truth_source == "H200 recording"
@@ -231,6 +241,7 @@ async def test_typing_a_prediction_on_the_lesson_screen_opens_the_prediction_box
         app.open_lesson(lesson)
         await pilot.pause()
         screen = app.screen
+        screen.clock = lambda: 0.0  # a loaded machine may take 2 s between two keys
         await pilot.press("4", ".", "4")
         await pilot.pause()
         # Then "4" did not leave them on the inspector: the prediction box holds 4.4

@@ -7,7 +7,7 @@ from textual.widgets import DataTable, TabbedContent
 
 from lab.tui.screens import HelpScreen, HomeScreen, LessonScreen, TooSmallScreen
 
-from tui_helpers import COURSE, make_app, open_first_lesson, text_of, wait_until
+from tui_helpers import COURSE, make_app, notices, open_first_lesson, text_of, wait_until
 
 
 async def test_home_lists_every_lesson_with_status_and_banner():
@@ -46,7 +46,7 @@ async def test_next_and_previous_lesson_stop_at_the_ends():
         await pilot.press("p")  # already the first lesson
         await pilot.pause()
         assert app.screen.lesson.id == COURSE.lessons[0].id
-        assert any("first lesson" in n.message for n in app._notifications)
+        assert any("first lesson" in n.message for n in notices(app))
         await pilot.press("n")
         await pilot.pause()
         expected = COURSE.lessons[1].id if len(COURSE.lessons) > 1 else COURSE.lessons[0].id

@@ -45,9 +45,17 @@ async def test_the_playground_explains_itself_and_loads_its_workloads_off_the_ui
         text = screen_text(app)
         assert "Playground" in text and "the first one is the baseline" in text
         assert "tokens: baseline, bf16, fp16, pure-bf16, ckpt" in text  # the syntax, up front
-        # the default sizes are the placeholders, whole ("4", "64" — not "defa"), no red
+        # auto follows the one mode rule: no GPU here, so sim at the seed sizes
+        assert "r runs the combinations in sim, seed sizes" in text
+        seed = screen.workload.sizes["seed"]
+        assert screen.query_one("#batch", Input).placeholder == str(seed["batch"])
+        # cpu: the small sizes are the placeholders, whole ("4", "64" — not "defa"), no red
+        screen.query_one("#mode", Select).value = "cpu"
+        await pilot.pause()
         assert screen.query_one("#batch", Input).placeholder == "4"
         assert screen.query_one("#seq", Input).placeholder == "64"
+        assert "CPU timings: not the GPU's" in str(screen.query_one("#status").content)
+        text = screen_text(app)
         assert not any(w.has_class("-invalid") for w in screen.query(Input))
         # at 80×24 the seq field is on screen, whole
         seq = screen.query_one("#seq", Input).region
@@ -60,6 +68,8 @@ async def test_r_runs_every_combination_and_a_new_workload_clears_the_old_result
     app = make_app(runner)
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await open_playground(pilot)
+        screen.query_one("#mode", Select).value = "cpu"  # the replayed runs are cpu, small
+        await pilot.pause()
         screen.query_one("#combos", Input).value = "baseline ckpt"
         screen.query_one(DataTable).focus()
         await pilot.press("r")

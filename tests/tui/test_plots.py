@@ -67,6 +67,7 @@ async def test_each_variant_is_drawn_and_labelled_at_its_own_phases(number):
             assert label == name or label == phase_label(name, len(label)), (name, label)
 
 
+@pytest.mark.slow  # lesson 18's five recordings drawn (~5 s on 2 cores)
 async def test_capacity_line_oom_points_and_a_legend_under_the_data():
     lesson = next(l for l in COURSE.lessons if l.id == "out-of-memory")
     app = make_app(references=REFERENCE_DIR)

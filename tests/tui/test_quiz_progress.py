@@ -16,7 +16,8 @@ from lab.runner.replay import ReplayRunner
 from lab.tui.screens import ConfirmScreen, HomeScreen
 from lab.tui.widgets.quiz import QuizView, grade_prediction, parse_gb
 
-from tui_helpers import COURSE, REFERENCE, RUNS, make_app, open_first_lesson, run_and_wait, text_of
+from tui_helpers import (COURSE, REFERENCE, RUNS, make_app, notices, open_first_lesson,
+                         run_and_wait, text_of)
 
 LESSON = COURSE.find("linear-baseline")
 CHOICES = [i for i, q in enumerate(LESSON.quiz) if q.kind == "choice"]
@@ -190,7 +191,7 @@ async def test_the_app_reports_a_recovered_progress_file(memlab_home):
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        assert any("damaged" in n.message for n in app._notifications)
+        assert any("damaged" in n.message for n in notices(app))
         assert "run" in str(app.screen.query_one("#lessons").get_row_at(0)[1])
 
 

@@ -77,3 +77,19 @@ async def test_a_lessons_recorded_snapshot_opens_with_s(tmp_path):
         await pilot.press("s")
         await wait_until(pilot, lambda: isinstance(app.screen, SnapshotViewScreen), tries=1500)
         assert "baseline.profile.pkl.gz" in screen_text(app)
+
+
+def test_an_allocation_with_only_the_labs_own_frames_says_so_and_lists_none():
+    # Given an allocation whose stack holds only torch's dispatch and the lab's tracker (made
+    # on the autograd engine's thread), the viewer does not say "(no Python stack)" and then
+    # list those frames: it says there is no frame of the program, and why
+    from lab.tui.screens.snapshot_view import frame_lines, stack_heading
+
+    machinery = [{"filename": "/x/lab/measure/tracker.py", "line": 90, "name": "__torch_dispatch__"},
+                 {"filename": "/x/torch/utils/_python_dispatch.py", "line": 1, "name": "f"}]
+    assert stack_heading(machinery) == "no frame of your program on the stack"
+    assert len(frame_lines(machinery)) == 1 and "lab's tracker" in frame_lines(machinery)[0]
+    mine = [{"filename": "/home/me/train.py", "line": 12, "name": "step"}] + machinery
+    assert stack_heading(mine).startswith("me/train.py:12 step")
+    assert frame_lines(mine) == ["me/train.py:12 step"]
+    assert stack_heading([]) == "(no Python stack)" and frame_lines([]) == []

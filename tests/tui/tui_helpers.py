@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from lab.curriculum import load_course
@@ -21,10 +22,37 @@ COURSE = load_course()
 def make_app(runner=None, *, references: Path = NO_REFERENCE, course=None, gpu=None,
              **runner_kw) -> MemLabApp:
     """An app on the replay runner, no CUDA GPU (deterministic), progress from MEMLAB_HOME;
-    recordings play back instantly."""
+    recordings play back instantly. `notices(app)` lists what it notified."""
     runner = runner or ReplayRunner(RUNS, **runner_kw)
-    return MemLabApp(runner=runner, course=course or COURSE, progress=Progress.load(), gpu=gpu,
-                     reference_root=references, playback_seconds=0.0)
+    app = MemLabApp(runner=runner, course=course or COURSE, progress=Progress.load(), gpu=gpu,
+                    reference_root=references, playback_seconds=0.0)
+    return record_notices(app)
+
+
+@dataclass(frozen=True)
+class Notice:
+    message: str
+    title: str
+    severity: str
+
+
+def record_notices(app):
+    """Keep every notification the app shows (through the public `notify`, which every widget's
+    `notify` calls), instead of reading Textual's private `_notifications`."""
+    seen: list[Notice] = []
+    notify = app.notify
+
+    def recording(message, *, title="", severity="information", timeout=None, markup=True):
+        seen.append(Notice(str(message), title, severity))
+        return notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    app.notify = recording
+    app.test_notices = seen
+    return app
+
+
+def notices(app) -> list[Notice]:
+    return app.test_notices
 
 
 async def open_first_lesson(pilot) -> None:

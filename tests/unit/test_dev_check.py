@@ -143,6 +143,29 @@ def test_the_cli_exits_nonzero_and_names_file_and_rule(course_copy):
     assert "lesson.md: headings:" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("old, new, field", [
+    ('summary = "What {{def:2 GB}}', 'summary = "What {{def 2 GB}}', "summary"),
+    ('summary = "What {{def:2 GB}}', 'summary = "What {{def:2 GB}', "summary"),
+    ('title = "', 'title = "{{big}} ', "title"),
+])
+def test_markup_left_in_any_field_fails(course_copy, old, new, field):
+    # Given a typo in the markup of a field the header or the palette shows, the check names
+    # the field (the text of a title or summary is shown as it renders, braces and all)
+    lessons, ref = course_copy
+    edit(lessons / LESSON / "lesson.toml", old, new)
+    found = problems(lessons, ref)
+    assert any(f"markup: {field} shows unrendered markup" in p for p in found), found
+
+
+def test_every_field_a_learner_reads_is_rendered():
+    # the shipped course: no field shows {{…}} (lesson 01's summary and 18's used to)
+    course = load_course()
+    for lesson in course.lessons:
+        for where, text in lesson.shown_texts():
+            assert "{{" not in text and "}}" not in text, (lesson.id, where, text)
+    assert course.find("01").summary.startswith("What 2 GB of weights, a 0.2 GB input")
+
+
 def test_the_h200_block_lists_the_metrics_a_claim_cites_and_no_others(course_copy):
     # Given a recording with two metrics, of which the text cites one, then the rendered block
     # shows that one, for the variant the claim names, and not the other (lesson 17 printed ~80)

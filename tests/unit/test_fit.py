@@ -234,6 +234,7 @@ def test_fit_on_many_gpus_records_rank_0_of_the_simulated_ranks():
     assert any("8 ranks is a rank-0 extrapolation" in n for n in r.notes)
 
 
+@pytest.mark.slow  # two fits on 8 simulated ranks (~9 s on 2 cores)
 def test_fit_cli_with_gpus_says_batch_per_gpu(capsys):
     from lab.cli import main
 

@@ -179,6 +179,7 @@ def test_the_llama_cases_cover_fp32_bf16_with_and_without_checkpointing():
     assert cfg["num_key_value_heads"] < cfg["num_attention_heads"] and cfg["tie_word_embeddings"]
 
 
+@pytest.mark.slow  # four sim runs of a 1B model (~22 s on 2 cores): the full suite checks them
 @pytest.mark.parametrize("case", LLAMA, ids=lambda c: c["combo"])
 def test_config_llama_in_sim_predicts_the_h200_peak_within_3_percent(tmp_path, case):
     # through --config, as a user would: the shipped file copied somewhere else

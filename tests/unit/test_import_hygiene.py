@@ -84,3 +84,15 @@ def test_core_modules_import_no_ui():
 def test_the_probe_can_fail():
     # the same probe notices a UI import (so a passing table means something)
     assert "textual" in _pulled_in(["import textual"], UI)["import textual"]
+
+
+# the lesson screen's model and what it is given: headless (no Textual, no Rich) and torch-free,
+# so its behaviours are unit tests (tests/unit/test_lesson_model.py); one interpreter for all
+HEADLESS_TUI = ["lab.tui.result_set", "lab.tui.provenance", "lab.tui.lesson_model",
+                "lab.tui.session", "lab.tui.technique_code"]
+
+
+def test_the_lesson_screens_model_imports_no_ui_and_no_torch():
+    pulled = _pulled_in(HEADLESS_TUI, ("textual", "rich", "plotext", "textual_plotext") + TORCH)
+    assert {m: p for m, p in pulled.items() if p} == {}
+    assert list(pulled) == HEADLESS_TUI

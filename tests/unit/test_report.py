@@ -196,13 +196,19 @@ def test_allocator_peaks_say_whose_they_are():
     assert "predicted by sim's model" in allocator_line(sim) and "NVML" not in allocator_line(sim)
 
 
-def test_a_note_only_some_variants_carry_names_them():
-    # Given two variants whose notes partly differ, when the results list them, then a note all
-    # carry stands alone and one only some carry is led by their names
+def test_notes_are_said_once_per_lesson():
+    # Given variants whose notes differ only in a number (the allocator's margin above the
+    # tensors), when the results list them, then it is one note with the others' numbers in
+    # brackets; a note only some carry is led by their names; version notes and stderr are left
+    # to the version line and the failure box
     from types import SimpleNamespace
 
-    from lab.tui.widgets.results import variant_notes
+    from lab.tui.widgets.results import lesson_notes
 
-    a = SimpleNamespace(variant="baseline", notes=["shared", "margin 1 B"])
-    b = SimpleNamespace(variant="lightning", notes=["shared", "margin 2 B", "stderr tail: x"])
-    assert variant_notes([a, b]) == ["shared", "baseline: margin 1 B", "lightning: margin 2 B"]
+    a = SimpleNamespace(variant="baseline", notes=["shared", "margin 1,024 B above the tensors",
+                                                   "torch 2.13.0: other paths"])
+    b = SimpleNamespace(variant="lightning", notes=["shared", "margin 2,048 B above the tensors",
+                                                    "stderr tail: x", "only here"])
+    assert lesson_notes([a, b]) == ["shared",
+                                    "margin 1,024 B above the tensors (baseline; lightning: 2,048 B)",
+                                    "lightning: only here"]

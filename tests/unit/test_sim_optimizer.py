@@ -89,6 +89,7 @@ def test_the_default_is_the_cpus_again_after_sim():
         assert _default_to_fused_or_foreach(params, False) == (False, False)
 
 
+@pytest.mark.slow  # TorchScript compiles (~5 s on 2 cores)
 def test_torchscript_optimizers_compile_inside_sim():
     """torch.distributed.optim's functional optimizers (adagrad, adam, sgd, ...) are TorchScript
     classes compiled at their first import together with the torch.optim functions they call;

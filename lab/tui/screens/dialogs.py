@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from rich.table import Table
 from rich.text import Text
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
@@ -13,6 +12,7 @@ from textual.widgets import Button, Label, Markdown, Static
 from lab.curriculum import predicted_answer_gb
 
 from ..look import percent
+from ..widgets.fit import Col, FitTable
 
 HELP = """\
 # GPU Memory Lab — keys
@@ -142,18 +142,17 @@ class PathPromptScreen(ModalScreen[str | None]):
         self.dismiss(event.value.strip() or None)
 
 
-def calibration_table(course, progress) -> Table | Text:
-    """Lesson by lesson: what you predicted, what the result was (and where it came from)."""
+def calibration_table(course, progress) -> FitTable | Text:
+    """Lesson by lesson: what you predicted, what the result was (and where it came from). At
+    80 columns the source and the verdict go before a number or a title would be cut."""
     rows = progress.calibration()
     if not rows:
         return Text("No predictions yet. A lesson asks for one before its first result (r).",
                     style="dim")
-    t = Table(title="Your predictions of the peak, lesson by lesson", title_justify="left",
-              header_style="bold", title_style="bold")
-    for name, just in (("lesson", "left"), ("you said", "right"), ("result", "right"),
-                       ("from", "left"), ("off by", "right"), ("", "left")):
-        t.add_column(name, justify=just)
-    errors = []
+    cols = [Col("lesson", key=True, wrap=True), Col("you said", "right", numeric=True),
+            Col("result", "right", numeric=True), Col("from", drop=2),
+            Col("off by", "right", numeric=True), Col("", drop=1)]
+    errors, table_rows = [], []
     by_id = {lesson.id: lesson for lesson in course.lessons}
     for lp in rows:
         lesson = by_id.get(lp.id)
@@ -171,13 +170,15 @@ def calibration_table(course, progress) -> Table | Text:
             ok = q is not None and abs(err) <= q.tolerance
             mark = Text("✔ within the tolerance" if ok else "outside the tolerance",
                         style="green" if ok else "yellow")
-        t.add_row(name, f"{lp.prediction_gb:g} GB", f"{truth:.2f} GB" if truth else "—", source,
-                  percent(err) if err is not None else "—", mark)
+        table_rows.append([name, f"{lp.prediction_gb:g} GB", f"{truth:.2f} GB" if truth else "—",
+                           source, percent(err) if err is not None else "—", mark])
+    caption = None
     if errors:
         errors.sort()
-        t.caption = (f"{len(errors)} prediction(s) made before the result: median off by "
-                     f"{errors[len(errors) // 2]:.0%}")
-    return t
+        caption = (f"{len(errors)} prediction(s) made before the result: median off by "
+                   f"{errors[len(errors) // 2]:.0%}")
+    return FitTable("Your predictions of the peak, lesson by lesson", cols, table_rows,
+                    caption=caption)
 
 
 class CalibrationScreen(ModalScreen):
@@ -190,7 +191,11 @@ class CalibrationScreen(ModalScreen):
     """
     BINDINGS = [Binding("escape,k,q", "dismiss", "Close")]
 
+    def __init__(self, course, progress):
+        super().__init__()
+        self.course, self.progress = course, progress
+
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(calibration_table(self.app.course, self.app.progress))
+            yield Static(calibration_table(self.course, self.progress))
             yield Static(Text("Esc closes.", style="dim"))

@@ -1,6 +1,15 @@
-"""`HomeScreen`: the course map, "continue where you left off", and what this machine gives."""
+"""`HomeScreen`: the course map, "continue where you left off", and what this machine gives.
+
+It is given the course, the progress store and two questions for the app (what this machine
+gives, which lesson "continue" opens), never reaching into the app for them. Each lesson's
+status says what the learner did there: predicted, seen (its recording played back), run,
+the quiz. At 80 columns the lesson titles wrap inside their column instead of being cut, and
+the counters and the banner take their short forms.
+"""
 
 from __future__ import annotations
+
+from typing import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -9,30 +18,36 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static
 
-from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, RUN
+from lab.curriculum import Course, Lesson
+from lab.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, QUIZ_PASSED, RUN, SEEN, Progress
 
 from ..look import percent
+from ..widgets.fit import Fit
 
 STATUS_TEXT = {
     NOT_STARTED: ("○ not started", "dim"),
+    PREDICTED: ("◔ predicted", ""),
+    SEEN: ("◐ seen", "cyan"),
     RUN: ("● run", "yellow"),
-    QUIZ_DONE: ("◐ quiz done", "bold"),
+    QUIZ_DONE: ("◑ quiz done", "bold"),
     QUIZ_PASSED: ("✔ quiz passed", "bold green"),
 }
+FIXED_COLUMNS = (("#", 2), ("status", 13), ("guess", 5))  # the title takes what is left
+TALL = 30  # from this height the course's whole intro is shown; below it, its first sentence
 
 
-def challenges_line(app) -> str:
+def challenges_line(progress: Progress, course: Course) -> str:
     """The course map's word on the graded challenges (lab/challenges.py)."""
     from lab.challenges import ChallengeError, summary
 
     try:
-        ok, total = summary(app.progress, app.course)
+        ok, total = summary(progress, course)
     except ChallengeError:
         return ""
     return f" · challenges {ok}/{total} (x)" if total else ""
 
 
-def challenges_of(app, lesson) -> str:
+def challenges_of(progress: Progress, lesson: Lesson) -> str:
     """After a lesson's title on the map: how many of its challenges are passed."""
     from lab.challenges import ChallengeError, load_challenges, passed
 
@@ -40,7 +55,7 @@ def challenges_of(app, lesson) -> str:
         chs = load_challenges(lesson)
     except ChallengeError:
         return ""
-    return f" · challenges {sum(passed(app.progress, c) for c in chs)}/{len(chs)}" if chs else ""
+    return f" · challenges {sum(passed(progress, c) for c in chs)}/{len(chs)}" if chs else ""
 
 
 def guess_text(lp) -> Text:
@@ -55,6 +70,22 @@ def guess_text(lp) -> Text:
     return Text(percent(err), style="green" if abs(err) <= 0.1 else "yellow")
 
 
+def status_text(progress: Progress, lesson_id: str) -> Text:
+    status = progress.status(lesson_id)
+    label, style = STATUS_TEXT[status]
+    if status == QUIZ_DONE:
+        right, total = progress.lessons[lesson_id].quiz_score
+        label = f"◑ quiz {right}/{total}"
+    return Text(label, style=style)
+
+
+def short_title(lesson: Lesson, room: int) -> str:
+    """The title, or its part before the colon when the whole does not fit `room`."""
+    if len(lesson.title) <= room:
+        return lesson.title
+    return lesson.title.split(":")[0].strip()
+
+
 class HomeScreen(Screen):
     BINDINGS = [
         Binding("c", "continue", "Continue"),
@@ -63,10 +94,17 @@ class HomeScreen(Screen):
         Binding("R", "reset", "Reset progress"),
     ]
 
+    def __init__(self, course: Course, progress: Progress, banner: Callable[[], Text],
+                 continue_target: Callable[[], Lesson | None]):
+        super().__init__()
+        self.course, self.progress = course, progress
+        self.banner, self.continue_target = banner, continue_target
+        self._title_width = 0
+
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static("", id="banner")
-        yield Static(self.app.course.intro.strip().replace("\n", " "), id="intro")
+        yield Static("", id="intro")
         with Horizontal(id="continue-row"):
             yield Button("▶ Continue", id="continue", variant="primary", compact=True)
             yield Static("", id="summary")
@@ -75,64 +113,84 @@ class HomeScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = self.app.course.title
+        self.title = self.course.title
         self.sub_title = "course map"
-        table = self.query_one("#lessons", DataTable)
-        table.add_column("#", key="n")
-        # status before the title: long titles may be cut at 80 columns, the status never
-        table.add_column("status", key="status")
-        table.add_column("guess", key="guess")  # how close the prediction was (k: all of them)
-        table.add_column("lesson", key="title")
-        self.refresh_view()
+        self._layout(self.app.size.width, self.app.size.height)
         self.watch(self.app, "device_state", lambda _s: self.refresh_banner(), init=False)
-        table.focus()
+        self.query_one("#lessons", DataTable).focus()
+
+    def on_resize(self, event) -> None:
+        self._layout(event.size.width, event.size.height)
+
+    def _layout(self, width: int, height: int) -> None:
+        intro = self.course.intro.strip().replace("\n", " ")
+        first = intro.split(". ")[0].rstrip(".") + "." if intro else ""
+        self.query_one("#intro", Static).update(intro if height >= TALL else first)
+        # the title column gets the width the others leave (table margins, the part label,
+        # cell padding and the scrollbar): a long title wraps in it, never cut off
+        label = max((len(p.short) for p in self.course.parts), default=0)
+        used = 2 + 2 + label + 2 + sum(w + 2 for _, w in FIXED_COLUMNS) + 2
+        title_width = max(16, width - used)
+        if title_width != self._title_width:
+            self._title_width = title_width
+            table = self.query_one("#lessons", DataTable)
+            table.clear(columns=True)
+            # status before the title: the status is never cut, a long title wraps
+            for (name, w), key in zip(FIXED_COLUMNS, ("n", "status", "guess")):
+                table.add_column(name, key=key, width=w)
+            table.add_column("lesson", key="title", width=title_width)
+            self.refresh_view()
 
     def refresh_banner(self) -> None:
-        self.query_one("#banner", Static).update(self.app.device_banner())
+        self.query_one("#banner", Static).update(self.banner())
 
     def refresh_view(self) -> None:
         """Re-read progress: statuses, the continue target, the summary."""
         self.refresh_banner()
-        app, table = self.app, self.query_one("#lessons", DataTable)
+        course, progress = self.course, self.progress
+        table = self.query_one("#lessons", DataTable)
+        if not table.columns:
+            return
         row = table.cursor_row
         table.clear()
         done, part = 0, None
-        for lesson in app.course.lessons:
-            mine = app.course.part_of(lesson)
+        for lesson in course.lessons:
+            mine = course.part_of(lesson)
             part_label = Text(mine.short if mine else "", style="bold") if mine is not part else Text("")
             part = mine
-            status = app.progress.status(lesson.id)
-            done += status == QUIZ_PASSED
-            label, style = STATUS_TEXT[status]
-            if status == QUIZ_DONE:
-                right, total = app.progress.lessons[lesson.id].quiz_score
-                label = f"◐ quiz {right}/{total}"
+            done += progress.status(lesson.id) == QUIZ_PASSED
             # the part (course.toml) is the row label of its first lesson: the columns stay put
-            table.add_row(lesson.key, Text(label, style=style),
-                          guess_text(app.progress.lessons.get(lesson.id)),
-                          lesson.title + challenges_of(app, lesson), key=lesson.id, label=part_label)
-        if app.course.lessons:
-            table.move_cursor(row=min(row, len(app.course.lessons) - 1))
-        target = app.continue_target()
+            table.add_row(lesson.key, status_text(progress, lesson.id),
+                          guess_text(progress.lessons.get(lesson.id)),
+                          Text(lesson.title + challenges_of(progress, lesson)),
+                          key=lesson.id, label=part_label, height=None)
+        if course.lessons:
+            table.move_cursor(row=min(row, len(course.lessons) - 1))
+        target = self.continue_target()
         button = self.query_one("#continue", Button)
         button.display = target is not None
         if target is not None:
-            started = app.progress.last_lesson is not None
-            button.label = f"▶ {'Continue' if started else 'Start'}: {target.key} {target.title}"
-        n = len(app.course.lessons)
-        self.query_one("#summary", Static).update(
+            verb = "Continue" if progress.last_lesson is not None else "Start"
+            button.label = f"▶ {verb}: {target.key} {short_title(target, 40)}"
+        n = len(course.lessons)
+        challenges = challenges_line(progress, course)
+        self.query_one("#summary", Static).update(Fit(
             Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)"
-                 + challenges_line(app), style="dim"))
+                 + challenges, style="dim"),
+            Text(f"  {done}/{n} quizzes passed · k: guesses{challenges}", style="dim"),
+            Text(f"  {done}/{n} quizzes passed{challenges}", style="dim"),
+            Text(f"  {done}/{n} quizzes passed", style="dim"),
+            Text(f"  {done}/{n} passed", style="dim")))
         broken = self.query_one("#broken", Static)
-        broken.display = bool(app.course.errors)
-        broken.update(Text("\n".join(f"⚠ could not load: {e}" for e in app.course.errors),
+        broken.display = bool(course.errors)
+        broken.update(Text("\n".join(f"⚠ could not load: {e}" for e in course.errors),
                            style="yellow"))
 
     def on_screen_resume(self) -> None:
         self.refresh_view()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.app.open_lesson(self.app.course.find(str(event.row_key.value)))
+        self.app.open_lesson(self.course.find(str(event.row_key.value)))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "continue":
@@ -140,11 +198,11 @@ class HomeScreen(Screen):
 
     def action_open(self) -> None:
         table = self.query_one("#lessons", DataTable)
-        if self.app.course.lessons:
-            self.app.open_lesson(self.app.course.lessons[table.cursor_row])
+        if self.course.lessons:
+            self.app.open_lesson(self.course.lessons[table.cursor_row])
 
     def action_continue(self) -> None:
-        target = self.app.continue_target()
+        target = self.continue_target()
         if target is not None:
             self.app.open_lesson(target)
 

@@ -2,8 +2,10 @@
 
 The text tab shows `Lesson.text_before` until a result is on screen, then the measured story
 (`text_after`) too. Before any result, nothing from a recording is shown (the predict-the-peak
-answer would be on screen). Running lives in `lesson_run.LessonRunMixin`; this module lays
-the screen out, shows results and moves between tabs and lessons.
+answer would be on screen). The screen holds one immutable `LessonRun` state (the headless model,
+lab/tui/lesson_model.py) and renders it; running lives in `lesson_run.LessonRunMixin`; this
+module lays the screen out, shows results and moves between tabs and lessons. Everything it
+needs comes in through `LessonDeps` (lab/tui/session.py), not from the app.
 """
 
 from __future__ import annotations
@@ -12,26 +14,29 @@ import threading
 import time
 from pathlib import Path
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
 
 from lab.curriculum import Lesson, Question
+from lab.progress import QUIZ_DONE, QUIZ_PASSED
 
+from ..lesson_model import LessonRun, Restored, fold, idle_words
 from ..look import variant_color
-from ..messages import RunPlan
-from ..provenance import RECORDING, version_mismatch
+from ..provenance import code_path_line
+from ..session import LessonDeps
 from ..widgets import CodeView, InspectorView, QuizView, ResultsData, ResultsView, RunControls
+from ..widgets.lesson_text import LessonText
 from ..widgets.status import RunStatus
-from ..widgets.tables import ResultSet, variant_index
+from ..widgets.tables import variant_index
 from .lesson_run import LessonRunMixin
 from .lesson_store import load_sets
 
 TABS = ("text", "experiment", "results", "inspector", "quiz")
+HEADER_MARGIN = 20  # the header's icon (8) and clock space (10) either side of the title
 
 
 def lesson_markdown(lesson: Lesson, revealed: bool) -> str:
@@ -51,6 +56,23 @@ def lesson_markdown(lesson: Lesson, revealed: bool) -> str:
             f"then press **r** to run it.\n\n{body}\n")
 
 
+def header_titles(lesson: Lesson, width: int, app_title: str = "GPU Memory Lab") -> tuple[str, str]:
+    """(title, sub_title) for the header at `width`: the app's name and the lesson when they
+    fit; else the lesson alone; else its title up to the colon ("13 · Optimizer state"); else
+    cut at a word with an ellipsis. Never cut mid-word, never overlapping the clock."""
+    room = max(10, width - HEADER_MARGIN)
+    full = f"{lesson.key} · {lesson.title}"
+    if len(app_title) + 3 + len(full) <= room:
+        return app_title, full
+    if len(full) <= room:
+        return full, ""
+    short = f"{lesson.key} · {lesson.title.split(':')[0].strip()}"
+    if len(short) <= room:
+        return short, ""
+    cut = short[:room - 1].rsplit(" ", 1)[0]
+    return cut + "…", ""
+
+
 class LessonScreen(LessonRunMixin, Screen):
     BINDINGS = [
         Binding("r", "run", "Run"),
@@ -63,25 +85,52 @@ class LessonScreen(LessonRunMixin, Screen):
         *[Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False) for i, t in enumerate(TABS)],
     ]
 
-    def __init__(self, lesson: Lesson):
+    clock = staticmethod(time.monotonic)  # "4" then "." within 2 s is a number (tests freeze it)
+
+    def __init__(self, lesson: Lesson, deps: LessonDeps):
         super().__init__(name=lesson.id)
         self.lesson = lesson
-        self.lead, self.beside = ResultSet(), ResultSet()
-        self.restored: str | None = None
-        self.plan: RunPlan | None = None
-        self.running = False
-        self.finished_runs = 0  # how many runs this screen has completed (tests wait on it)
+        self.deps = deps
+        self.progress = deps.progress
+        self.state = LessonRun.empty(v.name for v in lesson.variants)
+        self.chosen = lesson.variants[0].name  # the variant the learner looks at: it runs first
         self._cancel = threading.Event()
-        self._spark: list[float] = []
-        self._finished: list = []
-        self._live: dict = {}
         self._live_dirty = False
         self._stale: set[str] = set()
-        self._last: dict = {}  # last phase / live bytes streamed by the running variant
+
+    def dispatch(self, event) -> LessonRun:
+        """Fold one event into the screen's state (lab/tui/lesson_model.py)."""
+        self.state = fold(self.state, event)
+        return self.state
+
+    # the state, as the classroom, the palette and the tests read it
+    @property
+    def running(self) -> bool:
+        return self.state.running
 
     @property
-    def results(self):  # the main results on screen (tests and the inspector read them)
-        return self.lead.results
+    def finished_runs(self) -> int:
+        return self.state.completed
+
+    @property
+    def plan(self):
+        return self.state.plan
+
+    @property
+    def lead(self):
+        return self.state.lead
+
+    @property
+    def beside(self):
+        return self.state.beside
+
+    @property
+    def restored(self) -> str | None:
+        return self.state.restored
+
+    @property
+    def results(self) -> list:  # the main results on screen (tests and the inspector read them)
+        return list(self.state.lead.results)
 
     @property
     def predict_question(self) -> Question | None:
@@ -93,10 +142,7 @@ class LessonScreen(LessonRunMixin, Screen):
         yield Header()
         with TabbedContent(initial="text", id="tabs"):
             with TabPane("1 Lesson", id="text"):
-                with VerticalScroll(id="text-scroll"):
-                    # Rich's Markdown in one Static: one DOM node instead of hundreds, so
-                    # switching tabs never restyles the lesson text (keeps the UI responsive)
-                    yield Static("", id="lesson-md")
+                yield LessonText(id="text-scroll")
             with TabPane("2 Experiment", id="experiment"):
                 with Vertical():
                     yield RunControls(lesson, self._auto_label("seed"), "seed", id="controls")
@@ -112,28 +158,33 @@ class LessonScreen(LessonRunMixin, Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title = "GPU Memory Lab"
-        self.sub_title = f"{self.lesson.key} · {self.lesson.title}"
-        app = self.app
-        app.progress.visit(self.lesson.id)
+        self._titles(self.app.size.width)
+        self.progress.visit(self.lesson.id)
         self.query_one(CodeView).mark(self.lesson.variants[0].name, scroll=False)
         self.describe_variant(self.lesson.variants[0].name)
-        lp = app.progress.lessons.get(self.lesson.id)
+        lp = self.progress.lessons.get(self.lesson.id)
         if lp:
             self.query_one(QuizView).restore(lp.quiz)
-        if self.lesson.id in app.last_sets:
-            self.lead, self.beside = app.last_sets[self.lesson.id]
+        session = self.deps.session
+        if self.lesson.id in session.sets:
+            self.dispatch(Restored(*session.sets[self.lesson.id]))
         else:
-            lead, beside, saved = load_sets(app.progress, self.lesson.id, app.reference_root)
+            lead, beside, saved = load_sets(self.progress, self.lesson.id, self.deps.reference_root)
             if lead:
-                self.lead, self.beside = lead, beside
-                self.restored = f"from your last session ({saved[:16].replace('T', ' ')})"
-                app.last_sets[self.lesson.id] = (lead, beside)
+                self.dispatch(Restored(lead, beside, "from your last session "
+                                                     f"({saved[:16].replace('T', ' ')})"))
+                session.sets[self.lesson.id] = (self.state.lead, self.state.beside)
         self.refresh_prediction()
         self.show_results()
         self.idle_status()
         self.set_interval(0.25, self._live_tick)
-        self.watch(app, "device_state", self._device_changed, init=False)
+        self.watch(self.app, "device_state", self._device_changed, init=False)
+
+    def on_resize(self, event) -> None:
+        self._titles(event.size.width)
+
+    def _titles(self, width: int) -> None:
+        self.title, self.sub_title = header_titles(self.lesson, width)
 
     def _live_tick(self) -> None:
         if self._live_dirty and self.running:
@@ -147,7 +198,10 @@ class LessonScreen(LessonRunMixin, Screen):
         self.idle_status()
 
     def _auto_label(self, scale: str) -> str:
-        return self.app.resolve_mode("auto", scale, self.lesson) or "?"
+        try:
+            return self.deps.choose_mode("auto", scale, self.lesson.modes).mode
+        except ValueError:
+            return "?"
 
     def check_action(self, action: str, parameters) -> bool | None:
         if action == "run_yourself":
@@ -161,20 +215,14 @@ class LessonScreen(LessonRunMixin, Screen):
             (f"■ {v.name}", f"bold {variant_color(i)}"), f" — {v.title}. ", (v.description, "dim")))
 
     def idle_status(self) -> None:
-        text = Text("Ready. ", style="bold")
-        self.query_one(RunControls).set_idle_label(
-            "▶ Run yourself" if self.main_is_recording() else "▶ Run")
-        if self.main_is_recording():
-            controls = self.query_one(RunControls)
-            mode = self.app.resolve_mode(controls.mode, controls.scale, self.lesson)
-            text.append("r plays the H200 recording · y runs it yourself "
-                        f"({mode}, {controls.scale} scale) · ? help", style="dim")
-        else:
-            text.append("r runs every checked variant · Esc cancels a run · ? help", style="dim")
-        self.query_one(RunStatus).say(text)
+        controls = self.query_one(RunControls)
+        recording = self.main_is_recording()
+        controls.set_idle_label("▶ Run yourself" if recording else "▶ Run")
+        mode = self._auto_label(controls.scale) if controls.mode == "auto" else controls.mode
+        self.query_one(RunStatus).say(self.words(idle_words(recording, mode, controls.scale)))
 
     def refresh_prediction(self) -> None:
-        lp = self.app.progress.lessons.get(self.lesson.id)
+        lp = self.progress.lessons.get(self.lesson.id)
         q = self.predict_question
         if q is None:
             return
@@ -193,34 +241,33 @@ class LessonScreen(LessonRunMixin, Screen):
 
     # ---- showing -----------------------------------------------------------------------------
     def revealed(self) -> bool:
-        lp = self.app.progress.lessons.get(self.lesson.id)
+        lp = self.progress.lessons.get(self.lesson.id)
         return bool(self.lead) or bool(lp and lp.revealed_at)
 
     def show_results(self) -> None:
-        app = self.app
-        q = self.predict_question
-        if self.lead:
+        progress, q, state = self.progress, self.predict_question, self.state
+        if state.lead:
             truth = None
-            for rs in (self.lead, self.beside):
+            for rs in (state.lead, state.beside):
                 r = rs.get(q.variant) if (q and rs) else None
                 if truth is None and r is not None and r.ok and r.scale == q.scale:
                     truth = (r.peak.bytes / 1e9, rs.source.short)
-            app.progress.reveal(self.lesson.id, *(truth or (None, "")))
-        lp = app.progress.lessons.get(self.lesson.id)
-        recording = next((rs.results[0] for rs in (self.lead, self.beside)
-                          if rs and rs.how == RECORDING), None)
+            progress.reveal(self.lesson.id, *(truth or (None, "")))
+        lp = progress.lessons.get(self.lesson.id)
+        mine, recording = state.mine, state.recording
+        mine_now = self.deps.session.records.get(self.lesson.id, [])
         data = ResultsData(
-            lesson=self.lesson, lead=self.lead, beside=self.beside,
+            lesson=self.lesson, lead=state.lead, beside=state.beside,
             prediction_gb=lp.prediction_gb if lp else None,
             prediction_question=(q.variant, q.scale) if q else None,
             prediction_late=bool(lp and lp.prediction_late),
-            history=[h for h in app.progress.history_for(self.lesson.id)
-                     if not any(h is mine for mine in app.last_records.get(self.lesson.id, []))],
-            versions=version_mismatch(recording) if recording else None,
-            restored=self.restored)
+            history=[h for h in progress.history_for(self.lesson.id)
+                     if not any(h is m for m in mine_now)],
+            versions=code_path_line(mine.results, recording.results) if mine and recording
+            else None,
+            restored=state.restored)
         self.query_one(ResultsView).show(data, self._empty_hint())
-        self.query_one("#lesson-md", Static).update(
-            RichMarkdown(lesson_markdown(self.lesson, self.revealed())))
+        self.query_one(LessonText).set_markdown(lesson_markdown(self.lesson, self.revealed()))
         self.refresh_prediction()
         self.refresh_bindings()
         # the other tabs are brought up to date when they are shown: less layout work at once
@@ -241,12 +288,13 @@ class LessonScreen(LessonRunMixin, Screen):
         if tab not in self._stale:
             return
         self._stale.discard(tab)
+        lead, beside = self.state.lead, self.state.beside
         if tab == "inspector":
             self.query_one(InspectorView).show(
-                self.lesson, self.lead.results, self.lead.source.short if self.lead else "")
+                self.lesson, lead.results, lead.source.short if lead else "")
         elif tab == "quiz":
             measured = {}
-            for rs in (self.beside, self.lead):  # the lead wins
+            for rs in (beside, lead):  # the lead wins
                 for r in rs.results:
                     if r.ok:
                         measured[(r.variant, r.scale)] = (r.peak.bytes, rs.source.short)
@@ -255,28 +303,41 @@ class LessonScreen(LessonRunMixin, Screen):
     # ---- navigation --------------------------------------------------------------------------
     def action_tab(self, tab: str) -> None:
         tabs = self.query_one(TabbedContent)
-        self._last_tab_key = (time.monotonic(), TABS.index(tab) + 1, tabs.active)
+        self._last_tab_key = (self.clock(), TABS.index(tab) + 1, tabs.active)
+        self.show_tab(tab)
+
+    def show_tab(self, tab: str) -> None:
+        """Switch tabs without the focus pulling them back: a focused widget hidden with its
+        pane hands the focus to a neighbour in that pane, whose pane then becomes the active
+        one again (a Run button, a variant box). So the focus is let go first."""
+        self.set_focus(None)
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == tab:  # no TabActivated comes: focus its widget here
+            self._focus_tab(tab)
         tabs.active = tab
+
+    def _focus_tab(self, tab: str) -> None:
+        focus = {"inspector": InspectorView, "results": ResultsView, "quiz": QuizView,
+                 "text": LessonText, "experiment": CodeView}.get(tab)
+        if focus is not None:
+            self.query_one(focus).focus()
 
     def action_typed_number(self) -> None:
         """"4" then "." is someone typing a prediction (4.4), not asking for tab 4: go back to
         the tab they were on and open the prediction box with "4." in it."""
         when, digit, before = getattr(self, "_last_tab_key", (0.0, 0, ""))
-        lp = self.app.progress.lessons.get(self.lesson.id)
+        lp = self.progress.lessons.get(self.lesson.id)
         pending = self.predict_question is not None and not (
             lp and (lp.prediction_gb is not None or lp.revealed_at))
-        if not pending or time.monotonic() - when > 2.0 or self.running:
+        if not pending or self.clock() - when > 2.0 or self.running:
             return
-        self.query_one(TabbedContent).active = before
+        self.show_tab(before)
         self._ask_prediction(self._play_recording if self.main_is_recording() else self._run_live,
                              prefill=f"{digit}.")
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self._refresh_tab(event.pane.id)
-        focus = {"inspector": InspectorView, "results": ResultsView, "quiz": QuizView,
-                 "text": "#text-scroll", "experiment": CodeView}.get(event.pane.id)
-        if focus is not None:
-            self.query_one(focus).focus()
+        self._focus_tab(event.pane.id)
         if event.pane.id == "experiment":
             code = self.query_one(CodeView)
             code.mark(code.marked)
@@ -298,7 +359,7 @@ class LessonScreen(LessonRunMixin, Screen):
     def action_recorded_snapshot(self) -> None:
         """Open the H200's allocator snapshot of the inspector's (or the first) variant."""
         variant = self.query_one(InspectorView).variant or self.lesson.variants[0].name
-        folder = Path(self.app.reference_root) / self.lesson.id
+        folder = Path(self.deps.reference_root) / self.lesson.id
         path = folder / f"{variant}.profile.pkl.gz"
         if not path.is_file():
             found = sorted(folder.glob("*.profile.pkl.gz")) if folder.is_dir() else []
@@ -315,9 +376,18 @@ class LessonScreen(LessonRunMixin, Screen):
             event.stop()
             self.action_run_yourself() if self.main_is_recording() else self.action_run()
 
+    def on_descendant_focus(self, event) -> None:
+        # Tab onto a variant's box: its code (and the technique's) is shown, and it runs first
+        name = (event.widget.id or "").removeprefix("v-")
+        if (event.widget.id or "").startswith("v-") and not self.running and name != self.chosen:
+            self.chosen = name
+            self.query_one(CodeView).mark(name)
+            self.describe_variant(name)
+
     def on_checkbox_changed(self, event) -> None:
         name = (event.checkbox.id or "").removeprefix("v-")
         if event.value and not self.running and name:
+            self.chosen = name  # the variant looked at runs first
             self.query_one(CodeView).mark(name)
             self.describe_variant(name)
 
@@ -328,18 +398,18 @@ class LessonScreen(LessonRunMixin, Screen):
             self.idle_status()
 
     def on_quiz_view_answered(self, message: QuizView.Answered) -> None:
-        progress, lesson = self.app.progress, self.lesson
+        progress, lesson = self.progress, self.lesson
         if lesson.quiz[message.index].kind == "predict_peak":
             progress.commit_prediction(lesson.id, float(message.answer))
             self.refresh_prediction()
         progress.record_answer(lesson.id, message.index, message.answer, message.correct,
                                len(lesson.quiz))
         status = progress.status(lesson.id)
-        if status in ("quiz passed", "quiz done"):
+        if status in (QUIZ_PASSED, QUIZ_DONE):
             right, total = progress.lessons[lesson.id].quiz_score
             self.notify(f"Quiz done: {right}/{total} correct" + (" ✔" if right == total else ""),
                         severity="information")
-        self.app.refresh_home()
+        self.deps.on_progress()
 
 
 __all__ = ["LessonScreen", "lesson_markdown"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from lab.measure.result import RunResult
 from lab.reference import load_reference
 
-from ..provenance import LIVE, RECORDING
-from ..widgets.tables import ResultSet
+from ..provenance import CLASS, LIVE, RECORDING
+from ..result_set import ResultSet
 
 
 def save_sets(progress, lesson_id: str, lead: ResultSet, beside: ResultSet) -> None:
@@ -19,7 +19,7 @@ def save_sets(progress, lesson_id: str, lead: ResultSet, beside: ResultSet) -> N
         for r in rs.results:
             entries.append({"set": role, "how": RECORDING, "variant": r.variant}
                            if rs.how == RECORDING else
-                           {"set": role, "how": LIVE, "result": r.to_dict()})
+                           {"set": role, "how": rs.how, "result": r.to_dict()})
     try:
         progress.save_results(lesson_id, entries)
     except OSError:
@@ -28,24 +28,27 @@ def save_sets(progress, lesson_id: str, lead: ResultSet, beside: ResultSet) -> N
 
 def load_sets(progress, lesson_id: str, root) -> tuple[ResultSet, ResultSet, str]:
     saved, entries = progress.load_results(lesson_id)
-    sets = {"lead": ResultSet(), "beside": ResultSet()}
+    found: dict[str, list[RunResult]] = {"lead": [], "beside": []}
+    how = {"lead": LIVE, "beside": LIVE}
     recorded = None
     for e in entries:
-        rs = sets.get(e.get("set"))
-        if rs is None:
+        role = e.get("set")
+        if role not in found:
             continue
         try:
             if e.get("how") == RECORDING:
                 recorded = recorded if recorded is not None else load_reference(lesson_id, root)
                 r = recorded.get(e.get("variant"))
-                rs.how = RECORDING
+                how[role] = RECORDING
             else:
                 r = RunResult.from_dict(e["result"])
+                how[role] = CLASS if e.get("how") == CLASS else LIVE
         except (KeyError, ValueError, TypeError, AttributeError):
             continue
         if r is not None:
-            rs.results.append(r)
-    return sets["lead"], sets["beside"], saved
+            found[role].append(r)
+    return (ResultSet(found["lead"], how["lead"]), ResultSet(found["beside"], how["beside"]),
+            saved)
 
 
 __all__ = ["load_sets", "save_sets"]

@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, Select, Static
 from textual_plotext import PlotextPlot
 
+from lab.measure.modes import MODES as MODE_NAMES, ModeChoice, ModeError, choose, mode_info
 from lab.measure.result import RunResult
 
 from ..look import percent, seconds, size, size_delta, variant_rgb
@@ -91,13 +92,17 @@ class PlaygroundScreen(Screen):
             self.comparison = comparison
 
     def __init__(self, runner=None, workload: str = "mlp", combos: str = DEFAULT_COMBOS,
-                 mode: str = "auto", **kwargs):
+                 mode: str = "auto", choose_mode=None, **kwargs):
         super().__init__(**kwargs)
         if runner is None:
             from lab.runner.client import default_runner
 
             runner = default_runner()
         self.runner = runner
+        # the one mode rule (lab.measure.modes.choose); the app passes its own, which knows
+        # whether there is a GPU; standalone, without that knowledge, there is none
+        self.choose_mode = choose_mode or (
+            lambda requested, scale, modes: choose(requested, scale, gpu=None, lesson_modes=modes))
         self._workload, self._combos, self._mode = workload, combos, mode
         self._cancel: threading.Event | None = None
         self.catalog: data.Catalog | None = None
@@ -164,27 +169,34 @@ class PlaygroundScreen(Screen):
         name = self.query_one("#workload", Select).value
         return self.catalog.workloads.get(str(name)) if self.catalog else None
 
+    def choice(self) -> ModeChoice:
+        """The mode and scale r runs in (raises a one-line ModeError when impossible here)."""
+        return self.choose_mode(str(self.query_one("#mode", Select).value), None, MODE_NAMES)
+
     def resolved_mode(self) -> str:
-        mode = str(self.query_one("#mode", Select).value)
-        if mode == "auto":  # the app knows whether there is a GPU; never import torch here
-            mode = "cuda" if getattr(self.app, "device_state", "none") == "cuda" else "cpu"
-        return mode
+        return self.choice().mode
 
     def _describe(self) -> None:
         """The chosen workload, its default sizes as placeholders, and what r will do."""
         w = self.workload
         if w is None:
             return
-        mode = self.resolved_mode()
-        scale = "small" if mode == "cpu" else "seed"
+        try:
+            choice = self.choice()
+        except ModeError as e:
+            self._set_status(f"[b]cannot run here:[/b] {e}")
+            return
+        mode, scale = choice.mode, choice.scale
         sizes = w.sizes.get(scale, {})
         for key in ("batch", "seq"):
             box = self.query_one(f"#{key}", Input)
             box.disabled = key not in sizes
             box.placeholder = str(sizes[key]) if key in sizes else "—"
         notes = f" ({'; '.join(w.notes)})" if w.notes and scale == "small" else ""
+        timing = "" if mode_info(mode).on_gpu or not mode_info(mode).timed else (
+            " CPU timings: not the GPU's.")
         self._set_status(f"[b]{w.name}[/b]: {w.title}{notes}. r runs the combinations in "
-                         f"{mode}, {scale} sizes.")
+                         f"{mode}, {scale} sizes.{timing}")
 
     @on(Select.Changed)
     def _changed(self, event: Select.Changed) -> None:
@@ -211,8 +223,9 @@ class PlaygroundScreen(Screen):
             text = self.query_one(f"#{key}", Input).value.strip()
             if text:
                 sizes[key] = int(text)
-        return data.make_plan(w.name, self.resolved_mode(), sizes,
-                              self.query_one("#combos", Input).value.split())
+        choice = self.choice()
+        return data.make_plan(w.name, choice.mode, sizes,
+                              self.query_one("#combos", Input).value.split(), choice.scale)
 
     # ---- running -------------------------------------------------------------------------------
     @on(Input.Submitted)
@@ -225,7 +238,7 @@ class PlaygroundScreen(Screen):
             return
         try:
             plan = self.plan()
-        except (ValueError, KeyError) as e:
+        except (ValueError, KeyError) as e:  # ModeError is a ValueError
             self._set_status(f"[b]cannot run:[/b] {str(e.args[0] if e.args else e)}")
             return
         self._clear()
@@ -291,8 +304,12 @@ class PlaygroundScreen(Screen):
         trade.rows = list(comparison.rows) if comparison else []
         trade.replot()
         done = len(comparison.rows) if comparison else 0
+        info = mode_info(self._plan.mode)
+        noise = (" · CPU timings: not the GPU's (one timed pass each: noisy)"
+                 if info.timed and not info.on_gpu else "")
         self._set_status(("cancelled after " if cancelled else "done: ")
-                         + f"{done} of {len(self._plan.combos)} combinations · r runs again")
+                         + f"{done} of {len(self._plan.combos)} combinations · r runs again"
+                         + noise)
         if comparison is not None and not cancelled:
             self.post_message(self.ComparisonDone(comparison))
 

@@ -42,14 +42,16 @@ def load_catalog() -> Catalog:
     return Catalog(infos, f"{names} — joined with '+', e.g. bf16+ckpt+accum4")
 
 
-def make_plan(workload: str, mode: str, sizes: dict[str, int], combos: list[str]):
-    """The comparison the form describes. Raises ValueError (incl. ComboError) or KeyError
-    with one line."""
+def make_plan(workload: str, mode: str, sizes: dict[str, int], combos: list[str],
+              scale: str | None = None):
+    """The comparison the form describes, at `scale` (default: the mode's own, from the mode
+    table). Raises ValueError (incl. ComboError) or KeyError with one line."""
+    from lab.measure.modes import default_scale
     from lab.playground import ComparePlan
     from lab.workloads import get_workload, parse_combos
 
     w = get_workload(workload)
-    scale = "small" if mode == "cpu" else "seed"
+    scale = scale or default_scale(mode)
     plan_sizes = w.default_sizes(scale)
     for key, value in sizes.items():
         if key not in plan_sizes:

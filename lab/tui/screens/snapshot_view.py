@@ -231,13 +231,32 @@ class SnapshotViewScreen(Screen):
         if e is not None:
             frames = e.get("frames") or []
             lines.append(f"entry #{i:,}: {e.get('action')} {size(e.get('size', 0))} · "
-                         f"{fr.where(frames)}")
-            for f in fr.shown_frames(frames)[:5]:
-                lines.append(f"    {fr.label(f)}")
+                         f"{stack_heading(frames)}")
+            lines += [f"    {line}" for line in frame_lines(frames)]
         elif s.source == "memlab-result":
             lines.append("(a memlab result keeps a downsampled timeline, not every event)")
         self.query_one("#inspector", Static).update("\n".join(lines))
         self.post_message(self.CursorMoved(i, x))
+
+
+def stack_heading(frames: list) -> str:
+    """Where the allocation was made: the user's frame; when there is none, why."""
+    here = fr.where(frames)
+    if here != fr.NO_STACK:
+        return here
+    if frames:  # only torch's dispatch and the lab's own tracker: no frame of the program
+        return "no frame of your program on the stack"
+    return fr.NO_STACK
+
+
+def frame_lines(frames: list, limit: int = 5) -> list[str]:
+    """The frames worth reading, innermost first; never the lab's tracker or torch's dispatch
+    plumbing alone (they are on every allocation a lab run makes: they explain nothing)."""
+    shown = [f for f in fr.shown_frames(frames) if not fr.is_machinery(f.get("filename", ""))]
+    if not shown and frames:
+        return ["(only torch's dispatch and the lab's tracker: made on a thread without your "
+                "code, e.g. the autograd engine's)"]
+    return [fr.label(f) for f in shown[:limit]]
 
 
 class SnapshotViewApp(App):

@@ -15,6 +15,10 @@ from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
 
 from ..look import category_color, size
+from .fit import Col, Fit, FitTable
+
+SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "optim.",
+         "activations": "activ.", "temporaries": "temps"}
 
 
 def stacked_bar(by_category: dict[str, int], total: int, scale_max: int, width: int) -> Text:
@@ -74,11 +78,18 @@ class CategoryBars(Static):
         for c in (c for c in CATEGORIES if c in present):
             legend.append("■ ", style=category_color(c))
             legend.append(c.replace("_", " ") + "  ")
+        cats = [c for c in CATEGORIES if c in present]
+        # a column per bar where they fit; else a row per bar (many ranks: lesson 22), a
+        # column per category, in parts if need be: a number is never wrapped
         detail = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
-        detail.add_column("at the peak")
+        detail.add_column("at the peak", no_wrap=True)
         for lbl, col, _ in rows:
-            detail.add_column(lbl, justify="right", style=col, overflow="fold")
-        for c in (c for c in CATEGORIES if c in present):
+            detail.add_column(lbl, justify="right", style=col, no_wrap=True)
+        for c in cats:
             detail.add_row(Text(c.replace("_", " "), style=category_color(c)),
                            *[size(r.peak.by_category.get(c, 0)) for _, _, r in rows])
-        return Group(grid, legend, detail)
+        turned = FitTable("", [Col("at the peak", key=True)] + [
+            Col(c.replace("_", " "), "right", numeric=True, short=SHORT.get(c, c)) for c in cats],
+            [[Text(lbl, style=f"bold {col}")] + [size(r.peak.by_category.get(c, 0)) for c in cats]
+             for lbl, col, r in rows])
+        return Group(grid, legend, Fit(detail, turned))

@@ -1,12 +1,23 @@
-"""`CodeView`: the lesson's experiment.py, syntax highlighted, one variant's function marked."""
+"""`CodeView`: the lesson's experiment.py, syntax highlighted, one variant's function marked,
+and above it the technique's own code that variant runs (lab/tui/technique_code.py: the
+autocast block and the GradScaler of `run_with(run, "bf16")`, the checkpoint call, ...).
+
+It scrolls both ways (long lines are scrolled to, never wrapped or cut) and takes the focus when
+the Experiment tab opens, so ↑/↓/←/→ and the mouse scroll it without tabbing into it first.
+"""
 
 from __future__ import annotations
 
 import ast
 
+from rich.console import Group
 from rich.syntax import Syntax
-from textual.containers import VerticalScroll
+from rich.text import Text
+from textual.containers import ScrollableContainer
 from textual.widgets import Static
+
+from ..technique_code import Snippet, technique_snippets
+from .fit import natural_width
 
 
 def function_lines(code: str, name: str) -> tuple[int, int] | None:
@@ -22,7 +33,7 @@ def function_lines(code: str, name: str) -> tuple[int, int] | None:
     return None
 
 
-class CodeView(VerticalScroll):
+class CodeView(ScrollableContainer, can_focus=True):
     DEFAULT_CSS = """
     CodeView { height: 1fr; }
     CodeView > Static { width: auto; }
@@ -33,26 +44,60 @@ class CodeView(VerticalScroll):
         self.code = code
         self.marked: str | None = None
         self.span: tuple[int, int] | None = None
+        self.snippets: list[Snippet] = []
 
     def compose(self):
-        yield Static(self._syntax(), id="code")
+        code = self._render_code()
+        static = Static(code, id="code")
+        static.styles.width = natural_width(self.app.console, self.app.console.options, code)
+        yield static
 
-    def _syntax(self) -> Syntax:
+    def _theme(self) -> tuple[str, str]:
         dark = getattr(self.app, "current_theme", None)
-        theme = "monokai" if dark is None or dark.dark else "default"
+        if dark is None or dark.dark:
+            return "monokai", "on #303a46"
+        return "default", "on #dde8f5"
+
+    def _render_code(self) -> Group:
+        theme, mark = self._theme()
+        parts = []
+        for s in self.snippets:
+            parts.append(Text.assemble((f"What {self.marked} runs: ", "bold"),
+                                       (f"{s.name}() in {s.path}", "italic")))
+            syntax = Syntax(s.source, "python", theme=theme, line_numbers=True, word_wrap=False,
+                            start_line=s.start, highlight_lines=set(s.marked),
+                            background_color="default")
+            for line in s.marked:
+                syntax.stylize_range(mark, (line - s.start + 1, 0), (line - s.start + 2, 0))
+            parts += [syntax, Text("")]
+        if parts:
+            parts.append(Text(f"{self.marked}'s own code, in the lesson's experiment.py:",
+                              style="bold"))
         lines = set(range(self.span[0], self.span[1] + 1)) if self.span else set()
         syntax = Syntax(self.code, "python", theme=theme, line_numbers=True, word_wrap=False,
                         highlight_lines=lines, background_color="default")
         if self.span:
-            syntax.stylize_range("on #303a46" if theme == "monokai" else "on #dde8f5",
-                                 (self.span[0], 0), (self.span[1] + 1, 0))
-        return syntax
+            syntax.stylize_range(mark, (self.span[0], 0), (self.span[1] + 1, 0))
+        parts.append(syntax)
+        return Group(*parts)
+
+    def _lines_above(self) -> int:
+        """Lines drawn above experiment.py's line 1 (the technique's snippets)."""
+        if not self.snippets:
+            return 0
+        return sum(len(s.source.splitlines()) + 2 for s in self.snippets) + 1
 
     def mark(self, variant: str | None, scroll: bool = True) -> None:
-        """Highlight `def variant(...)` and bring it into view."""
+        """Highlight `def variant(...)`, show the technique code it runs, bring both into view."""
         self.marked = variant
         self.span = function_lines(self.code, variant) if variant else None
-        self.query_one("#code", Static).update(self._syntax())
+        self.snippets = technique_snippets(self.code, variant) if variant else []
+        code = self._render_code()
+        static = self.query_one("#code", Static)
+        static.update(code)
+        # as wide as its longest line, so the view scrolls sideways to it (width: auto would
+        # clamp the code to the view and cut the line)
+        static.styles.width = natural_width(self.app.console, self.app.console.options, code)
         if scroll and self.span:
-            y = max(0, self.span[0] - 3)
-            self.call_after_refresh(lambda: self.scroll_to(y=y, animate=False))
+            y = 0 if self.snippets else max(0, self.span[0] - 3)
+            self.call_after_refresh(lambda: self.scroll_to(x=0, y=y, animate=False))

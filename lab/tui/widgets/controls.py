@@ -15,8 +15,10 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from lab.curriculum import Lesson
+from lab.measure.modes import MODES
 
 from ..look import size, variant_color
+from .fit import Fit
 
 MODE_HELP = {
     "auto": "auto",
@@ -27,6 +29,8 @@ MODE_HELP = {
 SCALES = [("seed (full size)", "seed"), ("small (fast)", "small")]
 SCALE_HELP = ("seed = the full sizes of the tutorials this course comes from (a GPU-sized run); "
               "small = the same code shrunk to run in seconds on a laptop CPU")
+SCALE_HELP_SHORT = "seed = the tutorials' full sizes (a GPU run) · small = seconds on a laptop CPU"
+ONE_ROW = 92  # narrower than this, the mode/scale and the GPU/Run controls take two rows
 
 
 def cap_text(n: int) -> str:
@@ -40,7 +44,9 @@ def cap_text(n: int) -> str:
 class RunControls(Vertical):
     DEFAULT_CSS = """
     RunControls { height: auto; padding: 0 1; background: $boost; }
-    RunControls > Horizontal { height: 1; }
+    RunControls > #mode-rows { height: 1; layout: horizontal; }
+    RunControls > #mode-rows.-narrow { height: 2; layout: vertical; }
+    RunControls #mode-rows > Horizontal { height: 1; width: auto; }
     RunControls > #variant-row { height: auto; grid-size: 3; grid-rows: 1; grid-columns: 1fr;
                                  grid-gutter: 0 1; }
     RunControls Label { padding: 0 1 0 0; color: $text-muted; }
@@ -59,6 +65,7 @@ class RunControls(Vertical):
         self.auto_label = auto_label
         self.default_scale = default_scale
         self._idle_label = "▶ Run"
+        self._in_flight = False  # a run is going (the button says so)
 
     def compose(self) -> ComposeResult:
         lesson = self.lesson
@@ -66,29 +73,34 @@ class RunControls(Vertical):
             for i, v in enumerate(lesson.variants):
                 yield Checkbox(f"[{variant_color(i)}]■[/] {v.name}", True, compact=True,
                                id=f"v-{v.name}", tooltip=f"{v.title}. {v.description}")
-        with Horizontal(id="mode-row"):
-            yield Label("mode")
-            yield Select(self._modes(), value="auto", allow_blank=False, compact=True, id="mode")
-            yield Label("scale")
-            yield Select(SCALES, value=self.default_scale, allow_blank=False, compact=True,
-                         id="scale", tooltip=SCALE_HELP)
-            yield Label("GPU")
-            yield Input(placeholder=self._cap_placeholder(self.default_scale), compact=True,
-                        id="gpu-memory",
-                        tooltip="virtual GPU size, e.g. 16GiB or 30MB: a smaller GPU than the "
-                                "real one, so an out-of-memory is real")
-            yield Button("▶ Run", compact=True, variant="success", id="run")
-        yield Static(Text(SCALE_HELP, style="dim"), classes="hint", id="scale-help")
+        with Vertical(id="mode-rows"):
+            with Horizontal(id="mode-row"):
+                yield Label("mode")
+                yield Select(self._modes(), value="auto", allow_blank=False, compact=True,
+                             id="mode")
+                yield Label("scale")
+                yield Select(SCALES, value=self.default_scale, allow_blank=False, compact=True,
+                             id="scale", tooltip=SCALE_HELP)
+            with Horizontal(id="gpu-row"):
+                yield Label("GPU")
+                yield Input(placeholder=self._cap_placeholder(self.default_scale), compact=True,
+                            id="gpu-memory",
+                            tooltip="virtual GPU size, e.g. 16GiB or 30MB: a smaller GPU than the "
+                                    "real one, so an out-of-memory is real")
+                yield Button("▶ Run", compact=True, variant="success", id="run")
+        yield Static(Fit(Text(SCALE_HELP, style="dim"), Text(SCALE_HELP_SHORT, style="dim")),
+                     classes="hint", id="scale-help")
         yield Static("", classes="hint", id="predict-row")
 
     def on_resize(self, event) -> None:
         # as many variant columns as fit (each ~26 cells): wraps instead of cutting one off
         cols = max(1, min(len(self.lesson.variants), (event.size.width - 2) // 26))
         self.query_one("#variant-row", Grid).styles.grid_size_columns = cols
+        self.query_one("#mode-rows").set_class(event.size.width < ONE_ROW, "-narrow")
 
     def _modes(self) -> list[tuple[str, str]]:
         return [("auto → " + self.auto_label, "auto")] + [
-            (MODE_HELP[m], m) for m in ("cuda", "cpu", "sim") if m in self.lesson.modes]
+            (MODE_HELP[m], m) for m in MODES if m in self.lesson.modes]
 
     def _cap_placeholder(self, scale: str) -> str:
         cap = self.lesson.scales.get(scale, {}).get("gpu_memory")
@@ -124,14 +136,13 @@ class RunControls(Vertical):
         self.query_one("#predict-row", Static).update(text)
 
     def set_running(self, running: bool) -> None:
-        run = self.query_one("#run", Button)
-        run.disabled = running
-        if running:
-            run.label = "running…"
-        else:
-            run.label = self._idle_label
+        # the button says so but stays enabled: disabling a focused button moves the focus to
+        # the next widget of this tab, which would take the tabs back here during the run
+        # (pressing it while a run is in flight only says that one is)
+        self._in_flight = running
+        self.query_one("#run", Button).label = "running…" if running else self._idle_label
 
     def set_idle_label(self, label: str) -> None:
         self._idle_label = label
-        if not self.query_one("#run", Button).disabled:
+        if not self._in_flight:
             self.query_one("#run", Button).label = label

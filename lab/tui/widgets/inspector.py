@@ -21,6 +21,7 @@ from lab.curriculum import Lesson
 from lab.measure.result import Block, RunResult
 
 from ..look import category_color, size, variant_rgb
+from .fit import Fit
 from .tables import variant_index
 from .timeline import Series, TimelinePlot
 
@@ -60,15 +61,17 @@ class InspectorView(Vertical, can_focus=True):
     InspectorView:focus > TimelinePlot { border-left: outer $accent; }
     """
 
+    # none in the footer: at 80 columns it is full with the lesson's keys; the bar above the
+    # plot lists these ("←/→ move · shift ×10 · m peak · v variant")
     BINDINGS = [
-        Binding("left", "move(-1)", "◀ event", show=True),
-        Binding("right", "move(1)", "event ▶", show=True),
+        Binding("left", "move(-1)", "◀ event", show=False),
+        Binding("right", "move(1)", "event ▶", show=False),
         Binding("shift+left", "move(-10)", "◀◀", show=False),
         Binding("shift+right", "move(10)", "▶▶", show=False),
         Binding("home", "jump('start')", "start", show=False),
         Binding("end", "jump('end')", "end", show=False),
-        Binding("m", "jump('peak')", "to peak"),
-        Binding("v", "next_variant", "variant"),
+        Binding("m", "jump('peak')", "to peak", show=False),
+        Binding("v", "next_variant", "variant", show=False),
     ]
 
     class CursorMoved(Message):
@@ -87,7 +90,8 @@ class InspectorView(Vertical, can_focus=True):
     def compose(self) -> ComposeResult:
         with Horizontal(id="inspector-bar"):
             yield Select([], prompt="variant", compact=True, allow_blank=True, id="inspector-variant")
-            yield Static("←/→ move · shift ×10 · m peak · v variant · click the plot")
+            yield Static(Fit(Text("←/→ move · shift ×10 · m peak · v variant · click the plot"),
+                             Text("←/→ move · shift ×10 · m peak · v variant")))
         yield TimelinePlot("", aligned=False, id="inspector-plot")
         yield Static("", id="cursor-info")
         table = DataTable(id="blocks", cursor_type="row", zebra_stripes=True)

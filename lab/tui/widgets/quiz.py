@@ -50,6 +50,18 @@ class NumberInput(Input):
         await super()._on_key(event)
 
 
+class ChoiceButton(RadioButton):
+    """A radio button whose long label wraps onto more lines (at 80 columns a choice of two
+    hundred characters is read whole, not cut with an ellipsis)."""
+
+    DEFAULT_CSS = """
+    ChoiceButton { width: 1fr; height: auto; text-wrap: wrap; text-overflow: fold; }
+    """
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return max(1, len(self.render().wrap(max(1, width))))
+
+
 class QuestionCard(Vertical):
     DEFAULT_CSS = """
     QuestionCard { height: auto; border: round $primary 50%; padding: 0 1; margin: 0 0 1 0; }
@@ -71,7 +83,7 @@ class QuestionCard(Vertical):
         if q.kind == "choice":
             with RadioSet(id=f"q{self.index}-choices", compact=True):
                 for i, choice in enumerate(q.choices):
-                    yield RadioButton(f"{chr(65 + i)}. {choice}")
+                    yield ChoiceButton(f"{chr(65 + i)}. {choice}")
         else:
             yield NumberInput(placeholder="GB, then Enter", id=f"q{self.index}-gb", compact=True)
         yield Static("", classes="feedback")

@@ -1,43 +1,72 @@
 """`ResultsView`: what a lesson measured, before vs after, and where each number came from.
 
-The *lead* results come first: on a machine without CUDA the H200 recording (played back),
-on a GPU the learner's own run. Then: the overlaid timelines (each variant at its own
-phases, the GPU's capacity, OOM points), the peak by category, the peaks table, the
-prediction against the result, what each technique changed (by phase and by category), the
-checks, then the other origin *beside* it (your own run, or the H200 recording), the run
-history and the engine's notes. An OOM is a lesson moment, a crashed worker an error box.
+The *lead* results come first: what the learner just did. After `r` without a GPU that is the
+H200 recording (played back), after `y` (or any run on a GPU) the learner's own run, with the
+difference to the recording first. Then: the overlaid timelines (each variant at its own
+phases, the GPU's capacity, OOM points), the peak by category, the peaks table, the prediction
+against the result, what each technique changed (by phase and by category), the checks, then
+the other origin *beside* it, the run history and the notes: each note once per lesson (notes
+that differ only in a number are one note), the recording's folded. When the learner's run and
+the recording took other code paths, one line says so under the heading. An OOM is a lesson
+moment, a crashed worker an error box.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widgets import Collapsible, Static
 
 from lab.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.progress import RunRecord
 
 from ..look import percent, size, size_delta, variant_rgb
+from ..provenance import is_version_note
+from ..result_set import ResultSet
 from .category_bars import CategoryBars
-from .tables import (ResultSet, beside_table, checks_table, color, diff_tables, failure_box,
-                     history_table, summary_table, variant_index)
+from .fit import Fit
+from .tables import (check_notes, checks_table, color, diff_tables, failure_box, history_table,
+                     summary_table, variant_index, versus_table)
 from .timeline import Series, TimelinePlot
 
+# a number as a note writes it, with its unit: "35,969,216 B", "+683,200 B", "32.00 MiB"
+NOTE_NUMBER = re.compile(r"[+\-−]?\d[\d,]*(?:\.\d+)?(?:\s?(?:B|kB|MB|GB|KiB|MiB|GiB|%))?")
 
-def variant_notes(results) -> list[str]:
-    """Each note once, led by the variants that carry it when not every variant does (the
-    allocator's margin above the tensors differs per variant and would read as repeats)."""
-    carriers: dict[str, list[str]] = {}
+
+def lesson_notes(results, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Each note once per lesson. Notes that differ between variants only in their numbers
+    (the allocator's margin above the tensors) are one note: the first variant's, the others'
+    numbers in brackets. A note only some variants carry is led by their names. The engine's
+    version notes are left to the one version line; a worker's stderr tail to the failure box."""
+    results = list(results)
+    groups: dict[str, list[tuple[str, str]]] = {}
     for r in results:
         for n in r.notes:
-            if not n.startswith("stderr tail"):
-                carriers.setdefault(n, []).append(r.variant)
-    return [n if len(vs) == len(results) else f"{', '.join(vs)}: {n}"
-            for n, vs in carriers.items()]
+            if n.startswith("stderr tail") or is_version_note(n):
+                continue
+            groups.setdefault(NOTE_NUMBER.sub("#", n), []).append((r.variant, n))
+    out = []
+    for items in groups.values():
+        first_variant, first = items[0]
+        line = first
+        others = []
+        base = NOTE_NUMBER.findall(first)
+        for v, n in items[1:]:
+            if n != first:
+                nums = [x for x, y in zip(NOTE_NUMBER.findall(n), base) if x != y]
+                others.append(f"{v}: {', '.join(nums)}")
+        if others:
+            line = f"{first} ({first_variant}; {'; '.join(dict.fromkeys(others))})"
+        carriers = list(dict.fromkeys(v for v, _ in items))
+        if len(results) > 1 and len(carriers) < len(results):
+            line = f"{', '.join(carriers)}: {line}"
+        out.append(line)
+    return out + [e for e in dict.fromkeys(extra) if e not in out]
 
 
 @dataclass
@@ -49,11 +78,16 @@ class ResultsData:
     prediction_question: tuple[str, str] | None = None  # (variant, scale) the prediction is for
     prediction_late: bool = False  # made after a result was on screen
     history: list[RunRecord] = field(default_factory=list)
-    versions: str | None = None  # the learner's torch/transformers differ from the recording's
+    versions: tuple[str, ...] | None = None  # (long … short): other code paths than the recording
     restored: str | None = None  # "from your last session (date)"
 
     def color(self, variant: str) -> str:
         return color(self.lesson, variant)
+
+    @property
+    def mine_first(self) -> bool:
+        """The learner's run leads, the recording beside it: their difference comes first."""
+        return bool(self.lead and self.beside and not self.lead.recorded and self.beside.recorded)
 
 
 def capacity_of(results: list[RunResult]) -> tuple[int, str] | None:
@@ -64,7 +98,7 @@ def capacity_of(results: list[RunResult]) -> tuple[int, str] | None:
             gib = f" ({cap // 2**30} GiB)" if cap % 2**30 == 0 else ""
             return cap, f"GPU capped at {size(cap)}{gib}"
     for r in results:
-        if r.mode == "cuda" and r.device.total_bytes:
+        if r.on_gpu and r.device.total_bytes:
             return r.device.total_bytes, f"{r.device.name} capacity {size(r.device.total_bytes)}"
     return None
 
@@ -125,13 +159,18 @@ class ResultsView(VerticalScroll):
     ResultsView { height: 1fr; }
     ResultsView > .box { height: auto; margin: 0 1 1 1; }
     ResultsView > #source { margin: 0 1; height: auto; }
+    ResultsView > #versions { margin: 0 1; height: auto; color: $warning; }
     ResultsView > #failures { border: round $error; padding: 0 1; }
     ResultsView > #beside-note { color: $text-muted; margin: 0 1; height: auto; }
+    ResultsView > Collapsible { margin: 0 1 1 1; padding: 0; border: none; }
+    ResultsView > Collapsible > Contents { padding: 0 1; }
     """
 
     def compose(self) -> ComposeResult:
         yield Static("", id="results-empty", classes="box")
         yield Static("", id="source")
+        yield Static("", id="versions")
+        yield Static("", id="first", classes="box")  # yours vs the recording, when yours leads
         yield TimelinePlot("", id="timeline")
         yield Static("", id="summary", classes="box")
         yield Static("", id="failures", classes="box")
@@ -145,36 +184,49 @@ class ResultsView(VerticalScroll):
         yield Static("", id="beside-table", classes="box")
         yield Static("", id="history", classes="box")
         yield Static("", id="notes", classes="box")
+        with Collapsible(title="Notes on the recording", collapsed=True, id="recorded-notes"):
+            yield Static("", id="recorded-notes-text")
 
     def on_mount(self) -> None:
         self._live_done: int | None = None  # variants finished in the live view (None: not live)
         self._live_series: list[Series] = []
         self.show(None)
 
+    ALL = ("#source", "#versions", "#first", "#timeline", "#summary", "#failures", "#bars-title",
+           "#bars", "#prediction", "#diff", "#checks", "#beside-note", "#beside",
+           "#beside-table", "#history", "#notes", "#recorded-notes")
+
     def show(self, data: ResultsData | None, empty_hint: Text | str = "") -> None:
         self._live_done = None
         lead = data.lead if data else ResultSet()
-        has = bool(lead)
         empty = self.query_one("#results-empty", Static)
-        empty.display = not has
+        empty.display = not lead
         empty.update(empty_hint or Text("No results yet. Press r to run the experiment.",
                                         style="dim"))
-        for wid in ("#source", "#timeline", "#bars-title", "#bars", "#summary"):
-            self.query_one(wid).display = has
-        if not has:
-            for wid in ("#failures", "#prediction", "#diff", "#checks", "#beside-note",
-                        "#beside", "#beside-table", "#history", "#notes"):
+        if not lead:
+            for wid in self.ALL:
                 self.query_one(wid).display = False
             return
+        for wid in ("#source", "#timeline", "#bars-title", "#bars", "#summary"):
+            self.query_one(wid).display = True
         lesson, src = data.lesson, lead.source
-        head = Text.assemble(("▶ ", "bold"), (src.long[0].upper() + src.long[1:], "bold"))
-        if src.recorded:
-            head.append(" — played back; not run on this machine.", style="dim")
-        if data.restored:
-            head.append(f" Shown {data.restored}.", style="dim")
-        if data.versions:
-            head.append("\n" + data.versions, style="yellow")
+        if data.mine_first:
+            other = data.beside.source.short
+            heads = [Text.assemble(("▶ Your run: ", "bold"), src.long, " — beside the ", other,
+                                   " (the difference first)."),
+                     Text.assemble(("▶ Your run: ", "bold"), src.short, ", beside the ", other,
+                                   " (difference first)")]
+        else:
+            heads = [Text.assemble(("▶ ", "bold"), (src.long[0].upper() + src.long[1:], "bold"))]
+            if src.recorded:
+                heads[0].append(" — played back; not run on this machine.", style="dim")
+        for h in heads:
+            if data.restored:
+                h.append(f" Shown {data.restored}.", style="dim")
+        head = Fit(*heads)
         self.query_one("#source", Static).update(head)
+        self._set("#versions", Fit(*(Text(v) for v in data.versions)) if data.versions else None)
+        self._set("#first", versus_table(lesson, lead, data.beside) if data.mine_first else None)
         failures = [r for r in lead.results if not r.ok]
         box = self.query_one("#failures", Static)
         box.display = bool(failures)
@@ -187,7 +239,7 @@ class ResultsView(VerticalScroll):
         self.query_one("#summary", Static).update(summary_table(lesson, lead))
         self._set("#prediction", prediction_text(data))
         self._set("#diff", diff_tables(lesson, lead))
-        self._set("#checks", checks_table(lesson, lead))
+        self._set("#checks", checks_table(lesson, lead, with_notes=False))
         beside = data.beside
         self.query_one("#beside").display = bool(beside)
         note = None
@@ -198,11 +250,27 @@ class ResultsView(VerticalScroll):
             self.query_one("#beside", TimelinePlot).set_series(
                 series_of(lesson, beside), plot_title(beside), capacity_of(beside.results))
         self._set("#beside-note", note)
-        self._set("#beside-table", beside_table(lesson, lead, beside) if beside else None)
-        current = [r for rs in (lead, beside) for r in rs.results if rs.how != "recording"]
+        self._set("#beside-table", versus_table(lesson, beside, lead)
+                  if beside and not data.mine_first else None)
+        current = [r for rs in (lead, beside) for r in rs.results if not rs.recorded]
         self._set("#history", history_table(lesson, data.history, current))
-        notes = variant_notes(lead.results)
-        self._set("#notes", Text("\n".join(f"• {n}" for n in notes), style="dim") if notes else None)
+        self._notes(lead, beside)
+
+    def _notes(self, lead: ResultSet, beside: ResultSet) -> None:
+        """The learner's run's notes in full; the recording's folded (byte-level allocator
+        detail that a learner opens when they want it)."""
+        mine = next((rs for rs in (lead, beside) if rs and not rs.recorded), ResultSet())
+        theirs = next((rs for rs in (lead, beside) if rs and rs.recorded), ResultSet())
+        notes = lesson_notes(mine.results, check_notes(mine)) if mine else []
+        self._set("#notes", Text("\n".join(f"• {n}" for n in notes), style="dim")
+                  if notes else None)
+        folded = lesson_notes(theirs.results, check_notes(theirs)) if theirs else []
+        box = self.query_one("#recorded-notes", Collapsible)
+        box.display = bool(folded)
+        if folded:
+            box.title = f"Notes on the {theirs.source.short} ({len(folded)})"
+            self.query_one("#recorded-notes-text", Static).update(
+                Text("\n".join(f"• {n}" for n in folded), style="dim"))
 
     def show_live(self, lesson: Lesson, head: Text, finished: ResultSet,
                   partial: list[Series], capacity: tuple[int, str] | None) -> None:
@@ -210,14 +278,13 @@ class ResultsView(VerticalScroll):
         Called ~4×/s: the layout changes only when the run starts and when a variant ends."""
         if self._live_done != len(finished.results):
             if self._live_done is None:
-                for wid in ("#results-empty", "#failures", "#bars-title", "#bars",
-                            "#prediction", "#diff", "#checks", "#beside-note", "#beside",
-                            "#beside-table", "#history", "#notes"):
+                for wid in ("#results-empty", *self.ALL):
                     self.query_one(wid).display = False
                 self._set("#source", head)
                 self.query_one("#timeline").display = True
             self._live_done = len(finished.results)
             self._live_series = series_of(lesson, finished) if finished else []
+            # the first variant's result is on screen as soon as it ends
             self._set("#summary", summary_table(lesson, finished) if finished else None)
         self.query_one("#timeline", TimelinePlot).set_series(self._live_series + partial,
                                                              "so far", capacity)
@@ -229,5 +296,5 @@ class ResultsView(VerticalScroll):
             w.update(renderable)
 
 
-__all__ = ["ResultSet", "ResultsData", "ResultsView", "capacity_of", "prediction_text",
-           "variant_index"]
+__all__ = ["ResultSet", "ResultsData", "ResultsView", "capacity_of", "lesson_notes",
+           "prediction_text", "variant_index"]

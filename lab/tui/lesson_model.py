@@ -1,0 +1,325 @@
+"""`LessonRun`: what a lesson screen shows about running, as one immutable state.
+
+The lesson screen used to keep a dozen mutable attributes (running, plan, cancel, live, finished,
+last, restored, …): an implicit state machine. Here it is explicit. The screen turns what happens
+(the learner starts a run, the runner streams an event, a variant ends, the run ends, Esc) into
+events and folds them into the state, then renders the state; memray's TUI keeps its reactive
+snapshot the same way. `fold` is pure: its behaviours are unit tests without a Pilot.
+
+    state = LessonRun.empty(variant names)
+    state = fold(state, Begin(plan))
+    state = fold(state, Streamed("baseline", 0, 2, {"type": "sample", ...}))
+    state = fold(state, VariantDone(result, 0, 2))
+    state = fold(state, Finished(plan, results, cancelled=False, recording=recordings))
+
+Which results lead after a run (the Results tab opens on them) follows what the learner just did:
+the recording played back leads after `r` (the learner's own run, if any, beside it); the
+learner's own run leads after `y` or a GPU run (the recording beside it, the difference first).
+
+Headless: no Textual, no Rich, no torch (lab.tui's headless modules, tests/unit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+from lab.measure.result import RunResult
+
+from .look import STATUS_LABEL
+from .provenance import CLASS, LIVE, RECORDING
+from .result_set import ResultSet
+
+IDLE, RUNNING, CANCELLING = "idle", "running", "cancelling"
+SPARK_POINTS = 96  # the status line's sparkline shows the last 48
+
+Words = tuple[tuple[str, str], ...]  # (text, style) pieces; the screen makes them Rich Text
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What the learner asked for: the selected variants (in the order they run), one mode,
+    one scale."""
+
+    variants: tuple[str, ...]
+    mode: str  # resolved: cuda | cpu | sim
+    scale: str
+    gpu_memory: int | None = None
+    requested_mode: str = "auto"
+    recorded: bool = False  # the H200 recording played back, not a run on this machine
+    how: str = ""  # provenance of the results when not "recording"/"live": "class" (a workshop)
+
+    @property
+    def origin(self) -> str:
+        return self.how or (RECORDING if self.recorded else LIVE)
+
+
+@dataclass(frozen=True)
+class Live:
+    """The running variant's timeline so far: x = allocation event, y = live bytes."""
+
+    x: tuple[int, ...] = ()
+    y: tuple[int, ...] = ()
+    phases: tuple[tuple[str, int], ...] = ()  # (phase, event it starts at)
+    pending: tuple[str, ...] = ()  # phases announced, waiting for the next sample's event count
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the last run did: the status line says it until the next run starts."""
+
+    plan: RunPlan
+    results: tuple[RunResult, ...]
+    cancelled: bool
+    beside_recording: bool  # the learner's run now sits beside the H200 recording
+
+
+@dataclass(frozen=True)
+class LessonRun:
+    variants: tuple[str, ...]  # the lesson's variants, in the lesson's order
+    lead: ResultSet = field(default_factory=ResultSet)  # the Results tab opens on these
+    beside: ResultSet = field(default_factory=ResultSet)
+    restored: str | None = None  # "from your last session (date)"
+    stage: str = IDLE
+    plan: RunPlan | None = None
+    finished: tuple[RunResult, ...] = ()  # this run's variants done so far
+    live: tuple[tuple[str, Live], ...] = ()  # variant -> its timeline so far, while it runs
+    current: str | None = None  # the variant running now
+    position: int = 0
+    total: int = 0
+    phase: str | None = None  # the running variant's phase and live bytes
+    live_bytes: int | None = None
+    spark: tuple[float, ...] = ()
+    service: str = ""  # the runner service's last word ("waiting for GPU 0 — 2 ahead")
+    waiting: bool = False
+    completed: int = 0  # runs finished on this screen (tests wait on it)
+    outcome: Outcome | None = None
+    class_run_shown: bool = False  # a workshop: the instructor's run was played once
+
+    @classmethod
+    def empty(cls, variants: Iterable[str]) -> LessonRun:
+        return cls(tuple(variants))
+
+    @property
+    def running(self) -> bool:
+        return self.stage != IDLE
+
+    @property
+    def cancelling(self) -> bool:
+        return self.stage == CANCELLING
+
+    def live_of(self, variant: str) -> Live | None:
+        return dict(self.live).get(variant)
+
+    @property
+    def mine(self) -> ResultSet:
+        """The learner's own run on screen (lead or beside), if any."""
+        return next((rs for rs in (self.lead, self.beside) if rs and rs.how == LIVE), ResultSet())
+
+    @property
+    def recording(self) -> ResultSet:
+        return next((rs for rs in (self.lead, self.beside) if rs and rs.how == RECORDING),
+                    ResultSet())
+
+
+# ---- events ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Restored:
+    """Results shown in an earlier session (or earlier in this one) come back on screen."""
+
+    lead: ResultSet
+    beside: ResultSet
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Begin:
+    plan: RunPlan
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """One worker event (queued, started, status, phase, sample, …) for variant `position`."""
+
+    variant: str
+    position: int
+    total: int
+    event: Any  # the event's dict, read only
+
+
+@dataclass(frozen=True)
+class VariantDone:
+    result: RunResult
+    position: int
+    total: int
+
+
+@dataclass(frozen=True)
+class CancelAsked:
+    pass
+
+
+@dataclass(frozen=True)
+class Finished:
+    plan: RunPlan
+    results: tuple[RunResult, ...]
+    cancelled: bool
+    recording: ResultSet = field(default_factory=ResultSet)  # the lesson's H200 recordings
+
+
+def fold(state: LessonRun, ev: Any) -> LessonRun:
+    """The state after `ev`. Pure: the screen renders what comes back."""
+    if isinstance(ev, Restored):
+        return replace(state, lead=ev.lead.in_order(state.variants),
+                       beside=ev.beside.in_order(state.variants), restored=ev.label)
+    if isinstance(ev, Begin):
+        return replace(state, stage=RUNNING, plan=ev.plan, finished=(), live=(), current=None,
+                       position=0, total=len(ev.plan.variants), phase=None, live_bytes=None,
+                       spark=(), service="", waiting=False, outcome=None,
+                       class_run_shown=state.class_run_shown or ev.plan.how == CLASS)
+    if not state.running:
+        return state  # a late event of a run already over
+    if isinstance(ev, CancelAsked):
+        return replace(state, stage=CANCELLING)
+    if isinstance(ev, Streamed):
+        return _streamed(state, ev)
+    if isinstance(ev, VariantDone):
+        live = tuple((k, v) for k, v in state.live if k != ev.result.variant)
+        return replace(state, finished=state.finished + (ev.result,), live=live)
+    if isinstance(ev, Finished):
+        return _finished(state, ev)
+    raise TypeError(f"not a lesson-run event: {ev!r}")
+
+
+def _streamed(state: LessonRun, ev: Streamed) -> LessonRun:
+    e, kind, name = ev.event, ev.event.get("type"), ev.variant
+    changes: dict[str, Any] = {"current": name, "position": ev.position, "total": ev.total}
+    live = dict(state.live)
+    lv = live.get(name, Live())
+    if kind == "queued":  # a new variant: its own phase, bytes and sparkline
+        changes.update(phase=None, live_bytes=None, spark=(), service="", waiting=False)
+    if kind == "status" and e.get("text"):
+        changes.update(service=str(e["text"]), waiting=e.get("stage") == "waiting")
+    if kind == "phase":  # it starts at the next sample's event count (phases carry none)
+        lv = replace(lv, pending=lv.pending + (str(e.get("name") or ""),))
+    if kind == "sample" and e.get("events") is not None:
+        at = max(int(e["events"]), lv.x[-1] if lv.x else 0)
+        lv = Live(lv.x + (at,), lv.y + (int(e.get("live_bytes") or 0),),
+                  lv.phases + tuple((p, at) for p in lv.pending), ())
+    if kind in ("phase", "sample"):
+        changes["phase"] = e.get("phase") or e.get("name")
+        changes["live_bytes"] = e.get("live_bytes")
+        if e.get("live_bytes") is not None:
+            spark = changes.get("spark", state.spark) + (float(e["live_bytes"]),)
+            changes["spark"] = spark[-SPARK_POINTS:]
+    live[name] = lv
+    return replace(state, live=tuple(live.items()), **changes)
+
+
+def _finished(state: LessonRun, ev: Finished) -> LessonRun:
+    plan = ev.plan
+    lead, beside = state.lead, state.beside
+    beside_recording = False
+    if ev.results:
+        new = ResultSet(ev.results, plan.origin).in_order(state.variants)
+        if plan.recorded:  # r: the recording (or the instructor's run) leads; yours beside it
+            lead, beside = new, state.mine
+        else:  # y, or a GPU's run: your run leads, the H200 recording beside it
+            recording = ev.recording.in_order(state.variants)
+            lead, beside = new, recording
+            beside_recording = bool(recording)
+    return replace(state, stage=IDLE, lead=lead, beside=beside,
+                   restored=None if ev.results else state.restored, live=(), current=None,
+                   completed=state.completed + 1,
+                   outcome=Outcome(plan, tuple(ev.results), ev.cancelled, beside_recording))
+
+
+# ---- what the learner chose ------------------------------------------------------------------
+def run_order(selected: Iterable[str], first: str | None) -> tuple[str, ...]:
+    """The selected variants, the one the learner is looking at first (its result is on screen
+    soonest), then the others in the lesson's order."""
+    chosen = tuple(selected)
+    if first in chosen:
+        return (first,) + tuple(v for v in chosen if v != first)
+    return chosen
+
+
+# ---- words for the status line and the Results tab -------------------------------------------
+def live_heading(plan: RunPlan) -> str:
+    if plan.how == CLASS:
+        return "▶ Playing back your instructor's run…"
+    if plan.recorded:
+        return ("▶ Playing back the H200 recording (recorded on an NVIDIA H200, not run on this "
+                "machine)…")
+    return f"▶ Running on this machine: {plan.mode}, {plan.scale} scale…"
+
+
+def progress_words(state: LessonRun, size) -> Words:
+    """The status line during a run; `size` formats bytes (look.size)."""
+    plan = state.plan
+    if plan is None or state.current is None:
+        return (("Starting…", "bold"),)
+    verb = ("▶ instructor's run: " if plan.how == CLASS else
+            "▶ H200 recording: " if plan.recorded else "▶ ")
+    words = [(verb, "bold"), (state.current, "variant"),
+             (f" ({state.position + 1}/{state.total})", "")]
+    if state.phase is None and state.live_bytes is None and not state.service:
+        words.append((" · loading…" if plan.recorded else " · starting worker…", "dim"))
+    if state.service:
+        words.append((f" · {state.service}", "bold yellow" if state.waiting else "dim"))
+    if state.phase:
+        words += [(" · phase ", "dim"), (str(state.phase), "bold")]
+    if state.live_bytes is not None:
+        words += [(" · live ", "dim"), (size(state.live_bytes), "bold")]
+    words.append(("  cancelling…" if state.cancelling else "  Esc cancels", "dim"))
+    return tuple(words)
+
+
+def _counts(results: Iterable[RunResult]) -> str:
+    results = list(results)
+    if not results:
+        return "nothing ran"
+    ok = [r for r in results if r.ok]
+    bad = [r for r in results if not r.ok]
+    parts = [f"{len(ok)} ok"] if ok else []
+    by_status: dict[str, list[str]] = {}
+    for r in bad:
+        by_status.setdefault(STATUS_LABEL.get(r.status, r.status), []).append(r.variant)
+    parts += [f"{len(vs)} {label} ({', '.join(vs)})" for label, vs in by_status.items()]
+    return ", ".join(parts)
+
+
+def outcome_words(outcome: Outcome, main_is_recording: bool) -> tuple[Words, ...]:
+    """After a run: what just happened, in one line, and what to do next; the longest first,
+    then shorter forms for narrower lines (the status line shows the first that fits)."""
+    plan = outcome.plan
+    counts = _counts(outcome.results)
+    if outcome.cancelled:
+        head = "■ Cancelled"
+    elif plan.how == CLASS:
+        head = "▶ Played back your instructor's run"
+    elif plan.recorded:
+        head = "▶ Played back the H200 recording"
+    else:
+        head = "✔ Your run is done" if all(r.ok for r in outcome.results) else "Your run ended"
+    where = "" if plan.recorded else f" ({plan.mode}, {plan.scale} scale)"
+    first = ((head, "bold"), (f"{where}: {counts}", ""))
+    then: tuple[tuple[str, str], ...] = ()
+    if outcome.beside_recording:
+        then = ((" · beside the H200 recording", "dim"),)
+    elif plan.recorded and main_is_recording:
+        then = ((" · y runs it yourself", "dim"),)
+    tail = ((" · 1 story · 4 inspector", "dim"),)
+    return (first + then + tail, first + then, first)
+
+
+def idle_words(main_is_recording: bool, mode: str | None, scale: str) -> Words:
+    if main_is_recording:
+        return (("Ready. ", "bold"), ("r plays the H200 recording · y runs it yourself "
+                                      f"({mode or '?'}, {scale}) · ? help", "dim"))
+    return (("Ready. ", "bold"), ("r runs every checked variant · Esc cancels · ? help", "dim"))
+
+
+__all__ = ["Begin", "CANCELLING", "CancelAsked", "Finished", "IDLE", "LessonRun", "Live",
+           "Outcome", "RUNNING", "Restored", "RunPlan", "Streamed", "VariantDone", "Words",
+           "fold", "idle_words", "live_heading", "outcome_words", "progress_words", "run_order"]

@@ -1,0 +1,140 @@
+"""The lesson screen's headless model (lab/tui/lesson_model.py): runner events folded into one
+immutable state, and the words the screen shows for it. No Textual, no Pilot: the behaviours of
+issue 25 as plain functions (what leads after r and after y, the run order, what the status line
+says, the version line)."""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+from lab.measure.result import DeviceInfo, Peak, RunResult
+from lab.tui.lesson_model import (Begin, CancelAsked, Finished, LessonRun, Restored, RunPlan,
+                                  Streamed, VariantDone, fold, idle_words, outcome_words,
+                                  progress_words, run_order)
+from lab.tui.provenance import LIVE, RECORDING, code_path_line
+from lab.tui.result_set import ResultSet
+
+VARIANTS = ("baseline", "bf16", "ckpt")
+
+
+def result(variant: str, mode: str = "sim", status: str = "ok", peak: int = 10**9,
+           **kw) -> RunResult:
+    device = DeviceInfo("NVIDIA H200", "cuda") if mode == "cuda" else DeviceInfo(mode, mode)
+    return RunResult(lesson="l", variant=variant, mode=mode, scale="seed", device=device,
+                     status=status, peak=Peak(bytes=peak), **kw)
+
+
+RECORDED = ResultSet([result(v, "cuda") for v in VARIANTS], RECORDING)
+PLAYBACK = RunPlan(VARIANTS, "cuda", "seed", recorded=True)
+
+
+def run(state: LessonRun, plan: RunPlan, results, recording=RECORDED, cancelled=False):
+    state = fold(state, Begin(plan))
+    for i, r in enumerate(results):
+        state = fold(state, Streamed(r.variant, i, len(results), {"type": "queued"}))
+        state = fold(state, VariantDone(r, i, len(results)))
+    return fold(state, Finished(plan, tuple(results), cancelled, recording))
+
+
+def test_the_state_is_immutable_and_starts_idle():
+    state = LessonRun.empty(VARIANTS)
+    assert not state.running and not state.lead and state.completed == 0
+    with pytest.raises(FrozenInstanceError):
+        state.stage = "running"  # type: ignore[misc]
+
+
+def test_after_r_the_recording_leads_and_after_y_the_learners_run_leads_beside_it():
+    state = run(LessonRun.empty(VARIANTS), PLAYBACK, RECORDED.results)
+    assert state.lead.how == RECORDING and not state.beside
+    assert not state.outcome.beside_recording and state.completed == 1
+    # y: the selected variant ran first, the results are shown in the lesson's order
+    mine_plan = RunPlan(run_order(VARIANTS, "ckpt"), "sim", "seed")
+    assert mine_plan.variants == ("ckpt", "baseline", "bf16")
+    state = run(state, mine_plan, [result("ckpt"), result("baseline"), result("bf16")])
+    assert state.lead.how == LIVE and [r.variant for r in state.lead.results] == list(VARIANTS)
+    assert state.beside.how == RECORDING and state.outcome.beside_recording
+    assert state.mine is state.lead and state.recording is state.beside
+    # r again: the recording leads, the learner's run stays beside it
+    state = run(state, PLAYBACK, RECORDED.results)
+    assert state.lead.how == RECORDING and state.beside.how == LIVE
+    assert state.completed == 3
+
+
+def test_streamed_events_build_the_live_timeline_and_the_status_line():
+    state = fold(LessonRun.empty(VARIANTS), Begin(RunPlan(("baseline",), "sim", "seed")))
+    assert state.running and progress_words(state, str) == (("Starting…", "bold"),)
+    for ev in ({"type": "queued"},
+               {"type": "status", "stage": "waiting", "text": "waiting for GPU 0 — 2 ahead"},
+               {"type": "phase", "name": "model"},
+               {"type": "sample", "events": 4, "live_bytes": 100, "phase": "model"},
+               {"type": "phase", "name": "forward 0"},
+               {"type": "sample", "events": 9, "live_bytes": 300, "phase": "forward 0"}):
+        state = fold(state, Streamed("baseline", 0, 1, ev))
+    live = state.live_of("baseline")
+    # a phase starts at the next sample's event count (phases carry none)
+    assert live.x == (4, 9) and live.y == (100, 300)
+    assert live.phases == (("model", 4), ("forward 0", 9))
+    assert state.spark == (100.0, 300.0) and state.phase == "forward 0"
+    words = "".join(t for t, _ in progress_words(state, lambda b: f"{b} B"))
+    assert words.startswith("▶ baseline (1/1)") and "waiting for GPU 0 — 2 ahead" in words
+    assert "phase forward 0" in words and "live 300 B" in words and "Esc cancels" in words
+    assert ("baseline", "variant") in progress_words(state, str)  # drawn in its colour
+
+
+def test_cancel_says_so_and_late_events_change_nothing():
+    plan = RunPlan(("baseline", "bf16"), "sim", "seed")
+    state = fold(fold(LessonRun.empty(VARIANTS), Begin(plan)), CancelAsked())
+    assert state.cancelling
+    assert "cancelling…" in "".join(t for t, _ in progress_words(
+        fold(state, Streamed("baseline", 0, 2, {"type": "queued"})), str))
+    state = fold(state, Finished(plan, (result("baseline", status="cancelled"),), True, RECORDED))
+    assert not state.running
+    assert outcome_words(state.outcome, True)[0][0] == ("■ Cancelled", "bold")
+    after = fold(state, Streamed("bf16", 1, 2, {"type": "sample", "events": 1}))
+    assert after is state  # a late event of a run already over
+
+
+def test_the_status_line_after_a_run_says_what_just_happened():
+    plan = RunPlan(("baseline", "bf16"), "sim", "seed")
+    state = run(LessonRun.empty(VARIANTS), plan,
+                [result("baseline"), result("bf16", status="oom")])
+    longest, *_, shortest = outcome_words(state.outcome, main_is_recording=True)
+    text = "".join(t for t, _ in longest)
+    assert text.startswith("Your run ended (sim, seed scale): 1 ok, 1 OOM (bf16)")
+    assert "beside the H200 recording" in text
+    assert len("".join(t for t, _ in shortest)) < len(text)  # a form for 80 columns
+    played = run(LessonRun.empty(VARIANTS), PLAYBACK, RECORDED.results)
+    text = "".join(t for t, _ in outcome_words(played.outcome, main_is_recording=True)[0])
+    assert text.startswith("▶ Played back the H200 recording: 3 ok") and "y runs it yourself" in text
+    assert "r plays the H200 recording" in "".join(t for t, _ in idle_words(True, "sim", "seed"))
+
+
+def test_restored_results_come_back_in_the_lessons_order():
+    mine = ResultSet([result("bf16"), result("baseline")], LIVE)
+    state = fold(LessonRun.empty(VARIANTS), Restored(mine, RECORDED, "from your last session"))
+    assert [r.variant for r in state.lead.results] == ["baseline", "bf16"]
+    assert state.restored == "from your last session"
+    state = run(state, PLAYBACK, RECORDED.results)
+    assert state.restored is None  # new results on screen: not the old session's any more
+
+
+def test_the_version_line_follows_the_code_paths_taken():
+    # the engine names the paths: a line only where they differ, said once
+    mine = [result("baseline"), result("bf16")]
+    rec = [result("baseline", "cuda"), result("bf16", "cuda")]
+    for r, attn in zip(mine + rec, ("math", "math", "math", "flash")):
+        object.__setattr__(r, "attention_impl", attn)  # as a future RunResult field
+    line = code_path_line(mine, rec)
+    assert line is not None and "attention math (the recording: flash) in bf16" in line[0]
+    rec[1].attention_impl = "math"
+    assert code_path_line(mine, rec) is None
+    # until the fields exist: the versions that choose the paths, in one line
+    mine = [result("baseline", torch_version="2.13.0+cpu", transformers_version="5.24.0")]
+    rec = [result("baseline", "cuda", torch_version="2.11.0+cu130", transformers_version="5.24.1")]
+    line = code_path_line(mine, rec)
+    assert line is not None and "torch 2.13" in line[0] and "2.11" in line[0]
+    assert "transformers" not in line[0]  # 5.24 on both sides
+    rec[0].torch_version = "2.13.1"
+    assert code_path_line(mine, rec) is None
