@@ -39,6 +39,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from lab.measure.modes import MODES
+
 BYTE_UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
               "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 TIME_UNITS = {"ms": 1e-3, "s": 1.0}
@@ -298,12 +300,12 @@ def claim_from_toml(d: dict[str, Any]) -> Claim:
     if direction and not d.get("relative_to"):
         raise ClaimError("direction needs relative_to (the variant it compares with)")
     mode = d.get("mode", "cuda")
-    if mode not in ("cuda", "sim", "cpu"):
-        raise ClaimError(f"mode {mode!r}: use cuda, sim or cpu")
+    if mode not in MODES:
+        raise ClaimError(f"mode {mode!r}: use {', '.join(MODES)}")
     also = tuple(d.get("also", ()))
     for m in also:
-        if m not in ("sim", "cpu", "cuda"):
-            raise ClaimError(f"also {m!r}: use sim, cpu or cuda")
+        if m not in MODES:
+            raise ClaimError(f"also {m!r}: use {', '.join(MODES)}")
     if also and not direction:
         raise ClaimError("also checks a direction on fresh runs: give a direction")
     tol = d.get("tolerance")

@@ -144,7 +144,7 @@ def main(args) -> int:
         except ValueError as e:
             raise UsageError(f"--gpu: {e}") from None
     snapshot = args.snapshot
-    if snapshot is None and mode == "cuda" and not args.no_snapshot:
+    if snapshot is None and mode_info(mode).on_gpu and not args.no_snapshot:
         snapshot = f"memlab-profile-{Path(cmd.label).stem.replace('.', '-')}.pkl"
     if snapshot:
         from lab.commands.run import check_writable_file
@@ -159,7 +159,7 @@ def _profile(args, cmd, mode: str, snapshot: str | None, gpu_memory: int | None)
 
     from lab.measure.modes import mode_info
 
-    why = "asked for" if args.mode != "auto" else ("a CUDA GPU is present" if mode == "cuda"
+    why = "asked for" if args.mode != "auto" else ("a CUDA GPU is present" if mode_info(mode).on_gpu
                                                    else "no CUDA GPU here")
     simulated = mode_info(mode).simulated
     if simulated:

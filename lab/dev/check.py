@@ -32,6 +32,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.measure.modes import mode_info
 from lab.claims import verify
 from lab.curriculum import (PLACEHOLDER_RE, RESULTS_MARKER, Course, Lesson, leftover_markup,
                             load_course, predict_answer, split_markdown)
@@ -296,7 +297,7 @@ def _claims(lesson: Lesson, recs: dict) -> list[Problem]:
     good = {k: v for k, v in recs.items() if isinstance(v, RunResult)}
     out = []
     for c in lesson.claims:
-        if c.mode != "cuda":
+        if not mode_info(c.mode).on_gpu:
             out.append(Problem(path, "claims", f"{c.id}: only the H200 recordings (mode cuda) back "
                                "stated numbers; sim/cpu directions go in `also`"))
             continue

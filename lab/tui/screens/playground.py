@@ -34,8 +34,9 @@ from ..widgets.quiz import NumberInput
 from ..widgets.timeline import Series, TimelinePlot
 from . import playground_data as data
 
-MODES = [("auto", "auto"), ("cpu (real run, small sizes)", "cpu"),
-         ("sim (exact bytes, full sizes)", "sim"), ("cuda (your GPU)", "cuda")]
+# the Select's choices: every mode of the one table, in words (lab.measure.modes)
+MODE_CHOICES = [("auto", "auto"), ("cpu (real run, small sizes)", "cpu"),
+                ("sim (exact bytes, full sizes)", "sim"), ("cuda (your GPU)", "cuda")]
 DEFAULT_COMBOS = "baseline bf16 ckpt bf16+ckpt"
 INTRO = ("Compare memory-saving techniques on a workload of your choosing. Each combination "
          "runs in its own process; the first one is the baseline.")
@@ -119,7 +120,7 @@ class PlaygroundScreen(Screen):
                 yield Select([("loading…", "")], value="", allow_blank=False, compact=True,
                              id="workload")
                 yield Label("mode")
-                yield Select(MODES, value=self._mode, allow_blank=False, compact=True, id="mode")
+                yield Select(MODE_CHOICES, value=self._mode, allow_blank=False, compact=True, id="mode")
             with Horizontal():
                 yield Label("batch")
                 yield NumberInput(compact=True, id="batch", type="integer", valid_empty=True)
