@@ -41,7 +41,7 @@ from typing import Any, Hashable, Protocol
 
 import torch
 
-from ..torch_compat import current_graph_task_id
+from ..torch_compat import current_graph_task_id, storage_key
 from .cuda_autocast import CudaAutocast
 from .cuda_dropout import CudaDropout
 from .cuda_offload import CudaOffload
@@ -103,6 +103,12 @@ def _uses_cublaslt(func, args, kwargs) -> bool:
 
 
 _CUDNN_ATTENTION = torch.ops.aten._scaled_dot_product_cudnn_attention.default
+_SOFTMAX_BACKWARD = torch.ops.aten._softmax_backward_data.default
+# measured with bench/profile_vs_h200.py: pytorch/examples word_language_model's LSTM (script/wlm/lstm)
+RNN_NOT_MODELLED = ("an RNN (nn.LSTM / GRU / RNN) ran: on CUDA it runs cuDNN's RNN kernels, whose "
+                    "workspace and reserve space sim does not model, so the prediction is low "
+                    "(pytorch/examples word_language_model's LSTM: sim 19 % below the H200's max "
+                    "allocated and 30 % below its max reserved)")
 
 
 def _arg(args, kwargs, index: int, name: str, default):
@@ -140,6 +146,8 @@ class CudaPaths:
         self.rerouted = _Rerouted({_A.scaled_dot_product_attention.default,
                                    _A._safe_softmax.default}, self.accumulate)
         self.workspaces: set[tuple[str, str]] = set()
+        self._safe_softmax_outputs: set[int] = set()  # storages _safe_softmax made (its saved result)
+        self.unmodelled: set[str] = set()  # what this run did that sim does not model (notes)
         self.values = ValueAssumptions()
         self.offload = CudaOffload()  # save_on_cpu: saved tensors leave the device, pinned host
         # the workspaces a thread's first matmul takes on this GPU (CublasHandlePool.cpp)
@@ -150,7 +158,9 @@ class CudaPaths:
         if func is LOCAL_SCALAR:
             return stand_in_scalar(args[0])
         if func is _A._safe_softmax.default:
-            return safe_softmax(*args, **kwargs)
+            out = safe_softmax(*args, **kwargs)
+            self._safe_softmax_outputs.add(storage_key(out.untyped_storage()))
+            return out
         if func is _A.add.Tensor:
             return self.accumulate.take(args, kwargs)
         return self.sdpa.reroute(func, args, kwargs)
@@ -200,6 +210,14 @@ class CudaPaths:
         if not self.values.active:
             self.values.maybe_patch()
             self.offload.maybe_patch()
+        if func is _SOFTMAX_BACKWARD and self._safe_softmax_outputs:
+            saved = args[1]
+            if storage_key(saved.untyped_storage()) in self._safe_softmax_outputs:
+                # SafeSoftmaxBackward0 on CUDA: the H200's traces show one more output-sized
+                # block born and freed beside _softmax_backward_data's result (falcon-7b bf16,
+                # every layer; lesson 05's math variants), which the CPU kernel does not make
+                sink.extra_transient(("safe_softmax_backward", "grad"), out.untyped_storage().nbytes())
+            return
         if func in _SCRATCH:
             n = scratch_bytes(func, args)
             if n:
@@ -230,9 +248,15 @@ class CudaPaths:
         self.optim.install()
         self.values.maybe_patch()  # now if transformers is imported, else at the first op after
         self.offload.install()
+        self._rnn_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._saw_module)
         return self
 
+    def _saw_module(self, module, args) -> None:
+        if isinstance(module, torch.nn.RNNBase):
+            self.unmodelled.add(RNN_NOT_MODELLED)
+
     def __exit__(self, *exc):
+        self._rnn_hook.remove()
         self.offload.uninstall()
         self.values.restore()
         self.optim.uninstall()
