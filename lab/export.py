@@ -29,7 +29,8 @@ from lab.measure.result import RunResult
 from lab.playground.compare import Comparison
 from lab.playground.text import comparison_header, comparison_table
 from lab.report import (allocator_line, axis_unit, checks_table, format_bytes, metric, provenance_of,
-                        result_rows, table, version_note)
+                        result_rows, table)
+from lab.report.provenance import code_path_note
 from lab.report.rows import comparison_table as results_table, row_of, with_deltas
 
 Exportable = Union[RunResult, list, Comparison]
@@ -175,11 +176,9 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool,
     out = [f"# {title or results[0].lesson}", "", f"Numbers: {source}."]
     if refs:
         out.append(f"H200 columns: {provenance_of(refs.values(), recorded=True)}.")
-        mine = next((r.torch_version for r in results if r.torch_version), None)
-        note = version_note(refs.values(), torch=mine,
-                            transformers=getattr(results[0], "transformers_version", None))
+        note = code_path_note(results, refs.values())  # the one rule (lab.report.provenance)
         if note:
-            out.append(note)
+            out.append(note[0])
     ref_rows = {row.name: row for row in with_deltas([row_of(r) for r in refs.values()])}
     out += ["", results_table(result_rows(results), ref_rows or None, markdown=True), ""]
     for r in results:

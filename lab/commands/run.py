@@ -240,24 +240,32 @@ def main(args) -> int:
 def _print_report(plan, tasks, results: list[RunResult], args, gpu_memory: int | None,
                   total: float) -> None:
     from lab.reference import load_reference
-    from lab.report import version_note
+    from lab.report.provenance import code_path_note
     from lab.textreport import lesson_report, summary_table
 
-    torch_v, tf_v = installed_versions()
-    mine_torch = next((r.torch_version for r in results if r.torch_version), None) or torch_v
     refs = {lesson.id: load_reference(lesson.id) for lesson, _ in plan}
-    shown = [ref for lesson, variants in plan for v, ref in refs[lesson.id].items() if v in variants]
-    note = version_note(shown, torch=mine_torch, transformers=tf_v)
+
+    def note_of(lesson) -> str | None:
+        """One line when this run and the recording took other code paths (or versions)."""
+        mine = [r for (l, _), r in zip(tasks, results) if l is lesson]
+        note = code_path_note(mine, refs[lesson.id].values())
+        return note[0] if note else None
+
     if args.all:
         print(summary_table(results, refs, gpu_memory=gpu_memory))
-        if note:
-            print(f"\nnote: {note}")
+        by_note: dict[str, list[str]] = {}  # lessons that share a note are named together
+        for lesson, _ in plan:
+            note = note_of(lesson)
+            if note:
+                by_note.setdefault(note, []).append(lesson.key)
+        for note, keys in by_note.items():
+            print(f"\nnote ({', '.join(keys)}): {note}")
         print(f"\n{len(results)} variants in {total:.1f} s (process starts included)")
         return
     for lesson, _ in plan:
         mine = [r for (l, _), r in zip(tasks, results) if l is lesson]
         print(lesson_report(lesson, mine, refs[lesson.id], gpu_memory=gpu_memory,
-                            version_note=note, color=sys.stdout.isatty()))
+                            version_note=note_of(lesson), color=sys.stdout.isatty()))
 
 
 def _print_files(results: list[RunResult], save_dir: Path | None, tasks) -> None:

@@ -177,18 +177,10 @@ class _SimScript:
     def __init__(self, run, folder: str, steps: int | None):
         import torch
 
-        from lab.measure.sim.cuda_facade import CudaFacade
-        from lab.measure.sim.gpus import gpu
-
-        backend = run.backend
-        self.card = getattr(backend, "gpu", None) or gpu(getattr(run.p, "gpu", None) or "h200")
-        allocator = backend.allocator_model
-        self.capped = allocator.model.cap is not None
-        if not self.capped:  # a whole card: its memory minus the CUDA context (gpus.py says why)
-            allocator.model.device_free = self.card.limit_bytes
-            allocator.model.total = self.card.total_bytes
-        self.facade = CudaFacade(allocator, self.card, policy=getattr(backend, "policy", None),
-                                 script_dir=folder)
+        backend = run.backend  # a SimBackend: its card, allocator model and CUDA paths
+        self.card = backend.gpu
+        self.capped = backend.allocator_model.model.cap is not None
+        self.facade = backend.cuda_facade(script_dir=folder)
 
         def make(shape, stride, dtype):
             return torch.empty_strided(shape, stride, dtype=dtype, device="cuda")

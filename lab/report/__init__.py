@@ -38,10 +38,11 @@ provenance (lab.report.provenance):
                                         | "simulated (full scale, torch 2.13)"
     provenance_of(results, recorded)    the shared label of several results
     allocator_line(allocator)           its peaks, saying whose (the GPU's or sim's model)
-    version_note(recordings, torch=, transformers=)   one sentence when versions differ, or None
+    code_path_note(mine, recording)     one line when the runs took other code paths, or None
 """
 
-from .provenance import allocator_line, provenance, provenance_of, short_version, version_note
+from .provenance import (allocator_line, code_path_note, provenance, provenance_of,
+                         short_version)
 from .rows import (FIRST, NAMED, Row, check_cells, checks_table, comparison_table, delta_text,
                    difference, peak_text, result_rows, row_of, status_text, step_text, vs_text,
                    with_deltas)
@@ -54,4 +55,4 @@ __all__ = ["DASH", "allocator_line", "FIRST", "NAMED", "Row", "SIZE_HELP", "axis
            "format_bytes", "key_values", "metric", "number", "parse_size", "peak_text", "percent",
            "provenance", "provenance_of", "result_rows", "row_of", "seconds", "short_version",
            "signed_bytes", "signed_exact_bytes", "status_text", "step_text", "table",
-           "version_note", "vs_text", "with_deltas"]
+           "code_path_note", "vs_text", "with_deltas"]

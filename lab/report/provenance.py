@@ -3,8 +3,8 @@
     provenance(result, recorded=True)  -> "recorded on an NVIDIA H200 (torch 2.11, transformers 5.17)"
     provenance(result)                 -> "your GPU (NVIDIA RTX 4090)" | "your CPU (small scale)"
                                           | "simulated (full scale, torch 2.13)"
-    version_note(recordings, torch="2.13.0", transformers="4.57.1")
-                                       -> one sentence when the versions differ, else None
+    code_path_note(mine, recording)    -> one line (long, short, shortest) when the runs took
+                                          other code paths (or, unnamed, other versions)
 
 Derived from a result's `mode`, `scale`, `device.name`, `torch_version` (and an optional
 `transformers_version`), and from whether it was loaded from the recordings (assets/reference):
@@ -70,31 +70,75 @@ def provenance_of(results: Iterable, recorded: bool = False) -> str:
     return "; ".join(labels) if labels else ""
 
 
-def version_note(recordings: Iterable, torch: str | None = None,
-                 transformers: str | None = None) -> str | None:
-    """One sentence when this machine's torch/transformers (major.minor) differ from the
-    recordings'; None when they agree or nothing can be compared."""
-    recs = list(recordings)
-    if not recs:
-        return None
-    rec_torch = {short_version(getattr(r, "torch_version", "")) for r in recs} - {""}
-    rec_tf = {short_version(getattr(r, "transformers_version", "") or "") for r in recs} - {""}
-    mine_torch, mine_tf = short_version(torch), short_version(transformers)
-    differs = []
-    if mine_torch and rec_torch and rec_torch != {mine_torch}:
-        differs.append(("torch", "/".join(sorted(rec_torch)), mine_torch))
-    if mine_tf and rec_tf and rec_tf != {mine_tf}:
-        differs.append(("transformers", "/".join(sorted(rec_tf)), mine_tf))
-    if not differs:
-        return None
-    device = getattr(getattr(recs[0], "device", None), "name", "") or "GPU"
-    theirs = " and ".join(f"{name} {rec}" for name, rec, _ in differs)
-    mine = " and ".join(f"{name} {me}" for name, _, me in differs)
-    return (f"The {device} recordings were made with {theirs}; this machine has {mine}. "
-            "Some numbers can differ because of the versions, not the technique.")
+# ---- the version rule: one line per lesson, only when the code paths differ ----------------
+# (used by the app, `memlab run` and exports alike)
+# The engine names the code path a run took where versions choose one (RunResult.code_paths:
+# the SDPA kernels, the optimizer's implementation, read from its op trace). Where a result does
+# not carry them (recordings made before schema 2), the versions stand in.
 
 
-__all__ = ["SCALE_WORD", "provenance", "provenance_of", "short_version", "version_note",
+def _paths(r) -> dict[str, str] | None:
+    cp = getattr(r, "code_paths", None)
+    if cp is None:
+        return None
+    return {"attention": "+".join(cp.attention), "optimizer": cp.optimizer}
+
+
+def _minor(version: str) -> str:
+    return ".".join((version or "").split("+")[0].split(".")[:2])
+
+
+def code_path_note(mine: Iterable, recording: Iterable) -> tuple[str, ...] | None:
+    """(long, …, short) forms of the one line saying where the learner's run and the recording took different code
+    paths; None when they took the same ones (or there is nothing to compare)."""
+    mine, recorded = list(mine), {r.variant: r for r in recording}
+    pairs = [(r, recorded[r.variant]) for r in mine if r.variant in recorded]
+    if not pairs:
+        return None
+    named = False
+    differ: dict[str, set[str]] = {}
+    peaks: dict[str, str] = {}
+    for a, b in pairs:
+        pa, pb = _paths(a), _paths(b)
+        if pa is None or pb is None:
+            continue
+        named = True
+        for what in pa:
+            x, y = pa[what], pb[what]
+            if x and y and x != y:
+                differ.setdefault(f"{what} {x} (the recording: {y})", set()).add(a.variant)
+                peaks[a.variant] = (f"{a.variant} {format_bytes(a.peak.bytes)} vs "
+                                    f"{format_bytes(b.peak.bytes)} recorded")
+    if named:
+        if not differ:
+            return None
+        parts = [f"{what} in {', '.join(sorted(vs))}" for what, vs in differ.items()]
+        parts.append("peaks " + ", ".join(peaks[v] for v in sorted(peaks)))
+        long = "Your run took other code paths than the recording: " + "; ".join(parts) + "."
+        short = "Other code paths than the recording: " + "; ".join(differ) + "."
+        shortest = "Other paths than the recording: " + ", ".join(
+            what.split(" ")[0] for what in differ)
+        return long, short, shortest
+    # fallback: the versions that choose those paths
+    a, b = pairs[0]
+    diffs = []
+    for package, x, y in (("torch", a.torch_version, b.torch_version),
+                          ("transformers", a.transformers_version, b.transformers_version)):
+        if x and y and _minor(x) != _minor(y):
+            diffs.append((package, _minor(x), _minor(y)))
+    if not diffs:
+        return None
+    long = ("Versions: your run " + ", ".join(f"{p} {x}" for p, x, _ in diffs) + "; the recording "
+            + ", ".join(f"{y}" for _, _, y in diffs) + ": the code paths (attention, optimizer) "
+            "may differ.")
+    short = (", ".join(f"{p} {x}" for p, x, _ in diffs) + " here; "
+             + ", ".join(y for _, _, y in diffs) + " recorded: code paths may differ")
+    shortest = (", ".join(f"{p} {x}" for p, x, _ in diffs) + " here; "
+                + ", ".join(y for _, _, y in diffs) + " recorded: paths may differ")
+    return long, short, shortest
+
+
+__all__ = ["SCALE_WORD", "code_path_note", "provenance", "provenance_of", "short_version",
            "with_article"]
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from lab.measure.result import RunResult
+from lab.report.provenance import code_path_note
 
 RECORDING, LIVE, CLASS = "recording", "live", "class"  # CLASS: the instructor's run, pushed
 
@@ -63,59 +64,9 @@ def _base(version: str | None) -> str:
 
 
 # ---- the version rule: one line per lesson, only when the code paths differ ----------------
-# The engine names the code path a run took where versions choose one (the attention kernel,
-# the optimizer's implementation). Until every result carries them, the versions stand in.
-CODE_PATHS = (("attention_impl", "attention"), ("optimizer_impl", "optimizer"))
+# (lab.report.provenance.code_path_note: the same rule for the CLI and exports)
 VERSION_NOTE_RE = re.compile(r"^(torch|transformers) \d")  # the engine's per-run version notes
-
-
-def _minor(version: str) -> str:
-    return ".".join(_base(version).split(".")[:2])
-
-
-def code_path_line(mine: Iterable[RunResult], recording: Iterable[RunResult]) -> tuple[str, ...] | None:
-    """(long, …, short) forms of the one line saying where the learner's run and the recording took different code
-    paths; None when they took the same ones (or there is nothing to compare)."""
-    mine, recorded = list(mine), {r.variant: r for r in recording}
-    pairs = [(r, recorded[r.variant]) for r in mine if r.variant in recorded]
-    if not pairs:
-        return None
-    named = False
-    differ: dict[str, set[str]] = {}
-    for a, b in pairs:
-        for attr, what in CODE_PATHS:
-            x, y = getattr(a, attr, None), getattr(b, attr, None)
-            if x is None or y is None:
-                continue
-            named = True
-            if x != y:
-                differ.setdefault(f"{what} {x} (the recording: {y})", set()).add(a.variant)
-    if named:
-        if not differ:
-            return None
-        parts = [f"{what} in {', '.join(sorted(vs))}" for what, vs in differ.items()]
-        long = "Your run took other code paths than the recording: " + "; ".join(parts) + "."
-        short = "Other code paths than the recording: " + "; ".join(differ) + "."
-        shortest = "Other paths than the recording: " + ", ".join(
-            what.split(" ")[0] for what in differ)
-        return long, short, shortest
-    # fallback: the versions that choose those paths
-    a, b = pairs[0]
-    diffs = []
-    for package, x, y in (("torch", a.torch_version, b.torch_version),
-                          ("transformers", a.transformers_version, b.transformers_version)):
-        if x and y and _minor(x) != _minor(y):
-            diffs.append((package, _minor(x), _minor(y)))
-    if not diffs:
-        return None
-    long = ("Versions: your run " + ", ".join(f"{p} {x}" for p, x, _ in diffs) + "; the recording "
-            + ", ".join(f"{y}" for _, _, y in diffs) + ": the code paths (attention, optimizer) "
-            "may differ.")
-    short = (", ".join(f"{p} {x}" for p, x, _ in diffs) + " here; "
-             + ", ".join(y for _, _, y in diffs) + " recorded: code paths may differ")
-    shortest = (", ".join(f"{p} {x}" for p, x, _ in diffs) + " here; "
-                + ", ".join(y for _, _, y in diffs) + " recorded: paths may differ")
-    return long, short, shortest
+code_path_line = code_path_note
 
 
 def is_version_note(note: str) -> bool:

@@ -71,8 +71,8 @@ def test_run_without_a_gpu_says_mode_why_and_sources(no_gpu, capsys):
     assert "numbers: simulated (full scale, torch 2.13)" in out
     assert "H200 columns: recorded on an NVIDIA H200 (torch 2.11" in out
     assert "H200 peak (recorded)" in out and "vs H200" in out
-    # the learner's torch differs from the recording's: said once
-    assert out.count("recordings were made with torch 2.11") == 1
+    # the learner's torch differs from the recording's (which names no code paths): said once
+    assert out.count("torch 2.13; the recording 2.11") == 1
     assert "e+0" not in out and "×nan" not in out
 
 
@@ -199,5 +199,5 @@ def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
     assert "H200 peak (recorded)" in header and "vs H200" in header
     rows = [l for l in out.splitlines() if l.startswith("linear-baseline")]
     assert rows[0].split()[1:3] == ["baseline", "ok"] and "(baseline)" in rows[0]
-    assert out.count("recordings were made with torch 2.11") == 1
+    assert out.count("torch 2.13; the recording 2.11") == 1
     assert "numbers: simulated (full scale, torch 2.13)" in out

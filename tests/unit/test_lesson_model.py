@@ -13,6 +13,7 @@ from lab.measure.result import DeviceInfo, Peak, RunResult
 from lab.tui.lesson_model import (Begin, CancelAsked, Finished, LessonRun, Restored, RunPlan,
                                   Streamed, VariantDone, fold, idle_words, outcome_words,
                                   progress_words, run_order)
+from lab.measure.result import CodePaths
 from lab.tui.provenance import LIVE, RECORDING, code_path_line
 from lab.tui.result_set import ResultSet
 
@@ -125,10 +126,11 @@ def test_the_version_line_follows_the_code_paths_taken():
     mine = [result("baseline"), result("bf16")]
     rec = [result("baseline", "cuda"), result("bf16", "cuda")]
     for r, attn in zip(mine + rec, ("math", "math", "math", "flash")):
-        object.__setattr__(r, "attention_impl", attn)  # as a future RunResult field
+        r.code_paths = CodePaths([attn], "foreach")  # read from the run's op trace
     line = code_path_line(mine, rec)
     assert line is not None and "attention math (the recording: flash) in bf16" in line[0]
-    rec[1].attention_impl = "math"
+    assert "peaks bf16 1.00 GB vs 1.00 GB recorded" in line[0]  # with both numbers
+    rec[1].code_paths = CodePaths(["math"], "foreach")
     assert code_path_line(mine, rec) is None
     # until the fields exist: the versions that choose the paths, in one line
     mine = [result("baseline", torch_version="2.13.0+cpu", transformers_version="5.24.0")]

@@ -11,7 +11,7 @@ import pytest
 
 from lab.report import (FIRST, NAMED, Row, capacity, check_cells, comparison_table, delta_text,
                         format_bytes, metric, number, peak_text, percent, provenance,
-                        result_rows, seconds, signed_bytes, table, version_note, with_deltas)
+                        result_rows, seconds, signed_bytes, table, code_path_note, with_deltas)
 from lab.report.tables import numeric_columns
 
 SCI = re.compile(r"\d[eE][+-]?\d")
@@ -167,10 +167,15 @@ def test_provenance_labels():
 
 
 def test_version_note_once_when_versions_differ():
-    recs = [_res("cuda", transformers_version="5.17.0"), _res("cuda", transformers_version="5.17.0")]
-    note = version_note(recs, torch="2.13.0", transformers="4.57.1")
-    assert note.count("torch 2.11") == 1 and "torch 2.13" in note and "transformers 4.57" in note
-    assert version_note(recs, torch="2.11.1", transformers="5.17.2") is None
+    # recordings that name no code paths: the versions that choose them stand in, said once
+    recs = [_res("cuda", transformers_version="5.17.0", variant="baseline", code_paths=None)]
+    mine = [_res("sim", torch="2.13.0", transformers_version="4.57.1", variant="baseline",
+                 code_paths=None)]
+    note = code_path_note(mine, recs)[0]
+    assert note.count("2.11") == 1 and "torch 2.13" in note and "transformers 4.57" in note
+    same = [_res("sim", torch="2.11.1", transformers_version="5.17.2", variant="baseline",
+                 code_paths=None)]
+    assert code_path_note(same, recs) is None
 
 
 def test_the_display_layer_imports_no_torch_and_nothing_else_of_lab():

@@ -205,6 +205,20 @@ class SimBackend(Backend):
     def stand_in_values(self) -> ContextManager[None]:
         return self.policy.stand_in_values()
 
+    # ---- someone else's CUDA script (memlab profile --mode sim) ----------------------------------
+    def cuda_facade(self, script_dir: str | None = None):
+        """The CUDA facade (lab.measure.sim.cuda_facade) over this run's allocator model and CUDA
+        paths, on this backend's card: a script's `cuda` tensors, `torch.cuda` calls and memory
+        counters land here. Without a --gpu-memory cap the model has the whole card: its memory
+        minus the CUDA context (lab.measure.sim.gpus says why)."""
+        from .cuda_facade import CudaFacade
+
+        model = self.allocator.model
+        if model.cap is None:
+            model.device_free = self.gpu.limit_bytes
+            model.total = self.gpu.total_bytes
+        return CudaFacade(self.allocator, self.gpu, policy=self.policy, script_dir=script_dir)
+
 
 __all__ = ["SIM_NOTES", "SelectedStream", "SimBackend", "allocator_api", "fake_mode",
            "new_allocator"]
