@@ -15,6 +15,9 @@ what that is:
     # tolerance = 0.03        relative slack: for a value (default none: it reads as recorded),
     #                         or for direction "same" (default 0.5 %)
     # also = ["sim", "cpu"]   modes whose fresh runs must show the same direction (tests run them)
+    # superseded = "2026-11-30"  an earlier H200 recording, kept in assets/superseded/<date>/:
+    #                         what a method the lab no longer uses measured (a lesson that says
+    #                         what changed cites both, each checked against its own recording)
 
 Values are compared the way a reader compares them: the recorded quantity, written with the same
 unit and decimals as the stated value, must read the same ("12.24 GB" backs 12.236e9 and 12.244e9
@@ -39,7 +42,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lab.measure.modes import MODES
+from lab.measure.modes import MODES, mode_info
 
 BYTE_UNITS = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
               "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -55,9 +58,10 @@ DIRECTION_WORDS = {  # how a direction renders, and the words `says` may use for
     "same": ("about the same", {"same", "unchanged", "equal", "identical", "matches", "as"}),
     "equal": ("exactly the same", {"same", "unchanged", "equal", "identical", "exactly"}),
 }
-QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | status | category:<name> | "
-              "phase:<name>:delta | phase:<name>:peak | metric:<name> | check:<name>")
+QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | step_spread | status | "
+              "category:<name> | phase:<name>:delta | phase:<name>:peak | metric:<name> | check:<name>")
 _VALUE_RE = re.compile(r"^\s*([+\-−]?)\s*(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z%×]*)\s*$")
+SUPERSEDED_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 SAME_TOLERANCE = 0.005  # "about the same": within 0.5 %
 # without a recorded spread, a step-time difference below this fraction is not a finding: the same
 # GPT-2 training step read 176.4-180.8 ms (1.8 % apart) in the H200 recordings of lessons 08-13
@@ -80,6 +84,7 @@ class Claim:
     says: str | None = None
     tolerance: float | None = None
     also: tuple[str, ...] = ()
+    superseded: str | None = None  # the date of an earlier recording it states (see above)
 
     def rendered(self) -> str:
         """What `{{id}}` becomes in the lesson text."""
@@ -134,6 +139,8 @@ def quantity(result: Any, name: str) -> float | str | None:
         return a.nvml_used_bytes if a else None
     if name == "step_time":
         return r.step_time_s
+    if name == "step_spread":  # max - min of the timed steps: how far one step can be from another
+        return spread_s(r)
     if name == "status":
         return r.status
     if name == "peak_phase":
@@ -157,7 +164,8 @@ def quantity(result: Any, name: str) -> float | str | None:
 
 def check_quantity_name(name: str) -> None:
     kind, sep, rest = name.partition(":")
-    if name in ("peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "status"):
+    if name in ("peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "step_spread",
+                "status"):
         return
     if sep and kind in ("category", "metric", "check") and rest:
         return
@@ -308,16 +316,23 @@ def claim_from_toml(d: dict[str, Any]) -> Claim:
             raise ClaimError(f"also {m!r}: use {', '.join(MODES)}")
     if also and not direction:
         raise ClaimError("also checks a direction on fresh runs: give a direction")
+    superseded = d.get("superseded")
+    if superseded is not None:
+        if not (isinstance(superseded, str) and SUPERSEDED_RE.fullmatch(superseded)):
+            raise ClaimError(f"superseded {superseded!r}: the date of the earlier recording, "
+                             "YYYY-MM-DD (its folder in assets/superseded/)")
+        if also or not mode_info(mode).on_gpu:
+            raise ClaimError("superseded states an earlier H200 recording: no also, mode cuda")
     tol = d.get("tolerance")
     if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < 1):
         raise ClaimError(f"tolerance {tol!r}: a fraction between 0 and 1")
     unknown = set(d) - {"id", "variant", "quantity", "value", "mode", "relative_to", "direction",
-                        "says", "tolerance", "also"}
+                        "says", "tolerance", "also", "superseded"}
     if unknown:
         raise ClaimError(f"unknown field(s) {', '.join(sorted(unknown))}")
     return Claim(id=d["id"], variant=d["variant"], quantity=d["quantity"], value=value, mode=mode,
                  relative_to=d.get("relative_to"), direction=direction, says=d.get("says"),
-                 tolerance=tol, also=also)
+                 tolerance=tol, also=also, superseded=superseded)
 
 
 __all__ = ["Claim", "ClaimError", "DIRECTIONS", "NOISE_WITHOUT_TIMING", "QUANTITIES", "Stated",

@@ -28,5 +28,9 @@ COURSE_ROOT = course_root()
 LESSONS_DIR = COURSE_ROOT / "lessons"
 ASSETS_DIR = COURSE_ROOT / "assets"
 REFERENCE_DIR = ASSETS_DIR / "reference"
+# earlier H200 recordings a lesson still cites (what a superseded method measured), one folder
+# per recording date beside reference/: superseded/<date>/<lesson-id>/<variant>.json
+SUPERSEDED_DIR = ASSETS_DIR / "superseded"
 
-__all__ = ["ASSETS_DIR", "COURSE_ROOT", "LESSONS_DIR", "REFERENCE_DIR", "course_root"]
+__all__ = ["ASSETS_DIR", "COURSE_ROOT", "LESSONS_DIR", "REFERENCE_DIR", "SUPERSEDED_DIR",
+           "course_root"]

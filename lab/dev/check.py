@@ -9,7 +9,8 @@ in its problems so an author knows what to fix:
   scales     seed and small, with the same parameters
   checks     each check's phase is a phase the experiment (or the workload layer) marks
   quiz       at least two questions, each explained; a predict-the-peak question
-  claims     every claim reads the same as the recording it names (lab/claims.py)
+  claims     every claim reads the same as the recording it names (lab/claims.py): the current
+             H200 recording, or a superseded one beside it (superseded/<date>/<lesson-id>/)
   markup     no {{…}} markup survives rendering in any field a learner reads (title, summary,
              objectives, variants, quiz, lesson.md)
   text       every {{placeholder}} names a claim, {{def:…}} or {{quote:…}}; no measured number
@@ -37,6 +38,7 @@ from lab.claims import verify
 from lab.curriculum import (PLACEHOLDER_RE, RESULTS_MARKER, Course, Lesson, leftover_markup,
                             load_course, predict_answer, split_markdown)
 from lab.measure.result import RunResult
+from lab.paths import SUPERSEDED_DIR
 from lab.reference import REFERENCE_DIR
 
 BEFORE_HEADINGS = ("## Why it matters", "## What to look for in the plot")
@@ -82,7 +84,7 @@ def check_lesson(lesson: Lesson, root: Path, extras: set[str] | None = None) -> 
     for rule in (_headings, _variants, _scales, _checks, _quiz, _markup, _text):
         out += rule(lesson)
     out += _reference(lesson, root, recordings)
-    out += _claims(lesson, recordings)
+    out += _claims(lesson, recordings, root.parent / SUPERSEDED_DIR.name)
     out += _reveals(lesson, root)
     out += _cite(lesson, root)
     if extras is not None:
@@ -292,11 +294,21 @@ def _reference(lesson: Lesson, root: Path, recs: dict) -> list[Problem]:
     return out
 
 
-def _claims(lesson: Lesson, recs: dict) -> list[Problem]:
+def _claims(lesson: Lesson, recs: dict, superseded_root: Path) -> list[Problem]:
     path = lesson.path / "lesson.toml"
     good = {k: v for k, v in recs.items() if isinstance(v, RunResult)}
+    earlier: dict[str, dict[str, RunResult]] = {}  # date -> that recording's variants
     out = []
     for c in lesson.claims:
+        if c.superseded:
+            if c.superseded not in earlier:
+                found = _recordings(lesson, superseded_root / c.superseded)
+                earlier[c.superseded] = {k: v for k, v in found.items() if isinstance(v, RunResult)}
+            problem = verify(c, earlier[c.superseded])
+            if problem:
+                out.append(Problem(path, "claims", f"{c.id}: (superseded recording {c.superseded}, "
+                                   f"{superseded_root.name}/{c.superseded}/{lesson.id}/) {problem}"))
+            continue
         if not mode_info(c.mode).on_gpu:
             out.append(Problem(path, "claims", f"{c.id}: only the H200 recordings (mode cuda) back "
                                "stated numbers; sim/cpu directions go in `also`"))

@@ -103,3 +103,22 @@ def test_toml_errors_are_one_line_and_name_the_field():
 def test_a_claim_renders_as_the_text_states_it():
     assert Claim("x", "b", "peak", value="-0.20 GB").rendered() == "−0.20 GB"
     assert Claim("x", "b", "peak", relative_to="a", direction="lower").rendered() == "lower"
+
+
+def test_a_spread_is_a_quantity_the_text_can_state():
+    # the slowest timed step minus the fastest: 0.1003 - 0.0995 s
+    runs = {"a": timed("a", [0.0995, 0.100, 0.1003, 0.100, 0.100])}
+    assert verify(Claim("x", "a", "step_spread", value="0.8 ms"), runs) is None
+    assert "reads 0.8 ms" in verify(Claim("x", "a", "step_spread", value="1.0 ms"), runs)
+    # a recording without `timing` has no spread to state
+    assert "has no step_spread" in verify(Claim("x", "bf16", "step_spread", value="1 ms"), RUNS)
+
+
+def test_a_superseded_claim_names_a_date_and_checks_no_fresh_runs():
+    base = {"id": "a", "variant": "b", "quantity": "step_time", "value": "206.6 ms"}
+    assert claim_from_toml({**base, "superseded": "2026-11-30"}).superseded == "2026-11-30"
+    with pytest.raises(ClaimError, match="superseded 'last week'"):
+        claim_from_toml({**base, "superseded": "last week"})
+    with pytest.raises(ClaimError, match="no also"):
+        claim_from_toml({**base, "superseded": "2026-11-30", "relative_to": "c",
+                         "direction": "higher", "also": ["sim"]})

@@ -186,3 +186,32 @@ def test_the_h200_block_lists_the_metrics_a_claim_cites_and_no_others(course_cop
     block = render(lesson, load_results(lesson, ref))
     assert "baseline cited_bytes = 1.500 GB" in block
     assert "uncited_bytes" not in block
+
+
+def test_a_superseded_claim_is_checked_against_its_own_recording(course_copy):
+    # Given an earlier recording of the baseline beside the reference folder (its step time
+    # 10 ms longer), then a claim naming it reads that recording, and only that one
+    import json
+
+    lessons, ref = course_copy
+    earlier = ref.parent / "superseded" / "2026-11-30" / "linear-baseline"
+    earlier.mkdir(parents=True)
+    d = json.loads((ref / "linear-baseline" / "baseline.json").read_text(encoding="utf-8"))
+    then = d["step_time_s"] + 0.010
+    d["step_time_s"] = then
+    (earlier / "baseline.json").write_text(json.dumps(d), encoding="utf-8")
+    claim = ('[[claims]]\nid = "then"\nvariant = "baseline"\nquantity = "step_time"\n'
+             f'value = "{then * 1e3:.1f} ms"\nsuperseded = "2026-11-30"\n\n[[claims]]')
+    edit(lessons / LESSON / "lesson.toml", "[[claims]]", claim)
+    assert problems(lessons, ref) == []
+    # the current recording's time does not back it
+    edit(lessons / LESSON / "lesson.toml", f'value = "{then * 1e3:.1f} ms"',
+         f'value = "{(then - 0.010) * 1e3:.1f} ms"')
+    found = problems(lessons, ref)
+    assert any("claims: then: (superseded recording 2026-11-30" in p and "reads" in p
+               for p in found), found
+    # nor does a date with no recording
+    edit(lessons / LESSON / "lesson.toml", 'superseded = "2026-11-30"', 'superseded = "2026-10-01"')
+    found = problems(lessons, ref)
+    assert any("claims: then:" in p and "no cuda recording of variant 'baseline'" in p
+               for p in found), found

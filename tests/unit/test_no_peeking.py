@@ -1,6 +1,7 @@
 """No peeking: the simulator and the workloads never read the H200 recordings (issue 10 item 4).
 
-The recordings (assets/reference) judge the simulator; if the simulator or the code it runs could
+The recordings (assets/reference, and the superseded ones in assets/superseded) judge the
+simulator; if the simulator or the code it runs could
 read them, it could copy the answer. Two checks that can fail:
 1. static: no module of lab.measure / lab.workloads and no lesson experiment
    names the reference folder or imports a module that reads it (lab.reference, lab.cite);
@@ -16,8 +17,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = (ROOT / "assets" / "reference").resolve()
+SUPERSEDED = (ROOT / "assets" / "superseded").resolve()
 SIMULATOR = ["lab/measure", "lab/workloads"]
-FORBIDDEN = re.compile(r"assets[\\/\"', ]+reference|\breference_dir\b|\bREFERENCE_DIR\b|"
+FORBIDDEN = re.compile(r"assets[\\/\"', ]+(?:reference|superseded)|\breference_dir\b|"
+                       r"\bREFERENCE_DIR\b|\bSUPERSEDED_DIR\b|"
                        r"(?:from|import)\s+lab(?:\.|\s+import\s+)(?:reference|cite)\b")
 
 
@@ -38,6 +41,7 @@ def test_the_static_check_can_fail():
     assert FORBIDDEN.search('REF = ROOT / "assets" / "reference"')
     assert FORBIDDEN.search("from lab.reference import load_reference")
     assert FORBIDDEN.search("from lab import cite")
+    assert FORBIDDEN.search("from lab.paths import SUPERSEDED_DIR")
 
 
 _opened: list[str] = []
@@ -50,7 +54,7 @@ def _audit(event, args):
             path = Path(args[0] if not isinstance(args[0], bytes) else args[0].decode()).resolve()
         except (OSError, ValueError):
             return
-        if path == REFERENCE or REFERENCE in path.parents:
+        if any(path == d or d in path.parents for d in (REFERENCE, SUPERSEDED)):
             _opened.append(str(path))
 
 
