@@ -17,7 +17,7 @@ CHALLENGES = chl.all_challenges(COURSE)
 def result(status="ok", peak=0, phases=(), metrics=None, error=None) -> RunResult:
     return RunResult(lesson="memory-budget", variant="challenge", mode="sim", scale="seed",
                      device=DeviceInfo("simulated", "sim"), status=status, error=error,
-                     peak=Peak(bytes=peak),
+                     peak=Peak(bytes=int(peak)),  # bytes are integers (the result schema)
                      phases=[PhaseStats(n, 0, d, d, d) for n, d in phases], metrics=metrics or {})
 
 

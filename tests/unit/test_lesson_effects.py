@@ -23,6 +23,7 @@ import functools
 import gc
 import importlib.util
 import json
+import os
 import re
 import textwrap
 
@@ -72,9 +73,21 @@ def measured(key: str, variant: str, mode: str):
         return SubprocessRunner().run(RunRequest(lesson_path=str(lesson.path), variant=variant,
                                                  mode=mode, scale=scale, timing=False,
                                                  ranks=ranks, timeout_s=lesson.timeout_s))
-    return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
-                           mode=mode, scale=scale, params=lesson.params(scale),
-                           checks=list(lesson.checks), timing=False)
+    # the variant's environment, as the worker sets it (sim's allocator model reads
+    # PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF when the run starts: lessons 17 and 23)
+    env = dict(lesson.variant(variant).env)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
+                               mode=mode, scale=scale, params=lesson.params(scale),
+                               checks=list(lesson.checks), timing=False)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _skip_if_unavailable(lesson, variant: str, mode: str) -> None:
