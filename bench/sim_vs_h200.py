@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,8 @@ KNOWN = {
     ("gradient-accumulation", "*"): "experiment: `if not run.simulated` keeps step 0's grads alive on "
                                     "the GPU only (issue 9; the lead re-records 07)",
     ("logits-peak", "fused"): "experiment: refused in sim (liger's Triton kernel is CUDA only)",
+    ("low-memory-optimizers", "adamw_8bit_compiled"):
+        "experiment: cuda only (torchao's compiled update; in sim it would be adamw_8bit)",
 }
 
 
@@ -51,9 +54,18 @@ def run_sim(lesson_filter: list[str] | None) -> list[dict]:
         params = lesson.params("seed")
         for v in lesson.variants:
             t0 = time.perf_counter()
-            r = measure_variant(getattr(module, v.name), lesson=lesson.id, variant=v.name,
-                                mode="sim", scale="seed", params=params,
-                                checks=list(lesson.checks), timing=False)
+            # the variant's environment, as the worker sets it (sim's allocator model reads
+            # PYTORCH_CUDA_ALLOC_CONF when the run starts: lessons 17 and 23)
+            env = dict(v.env)  # (name, value) pairs
+            saved = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                r = measure_variant(getattr(module, v.name), lesson=lesson.id, variant=v.name,
+                                    mode="sim", scale="seed", params=params,
+                                    checks=list(lesson.checks), timing=False)
+            finally:
+                for k, old in saved.items():
+                    os.environ.pop(k, None) if old is None else os.environ.__setitem__(k, old)
             row = {"lesson": lesson.id, "key": lesson.key, "variant": v.name,
                    "status": r.status, "peak": r.peak.bytes, "error": r.error,
                    "seconds": round(time.perf_counter() - t0, 2), "notes": r.notes}
