@@ -116,6 +116,15 @@ SUBSET: tuple[Entry | PlainEntry, ...] = (
     Entry("many-gpus", "fsdp",
           "FSDP2 on 2 simulated ranks: all-gather / reduce-scatter streams, each with its own "
           "free blocks"),
+    Entry("allocator-tuning", "max_split_size",
+          "max_split_size_mb:200 under a 3 GiB cap: large blocks kept whole; torch.cuda's "
+          "memory_stats() from the model"),
+    Entry("allocator-tuning", "growing_gc",
+          "garbage_collection_threshold:0.5: cached blocks freed before a new segment, no retries"),
+    Entry("allocator-tuning", "growing_roundup",
+          "roundup_power2_divisions:4: requests rounded to their interval's divisions"),
+    Entry("offloading", "save_on_cpu",
+          "torch.autograd.graph.save_on_cpu: saved tensors to pinned host memory and back"),
     PlainEntry("gpt2", "fp32", 8, 1024,
                "memlab fit's plain loop: no tracker on the GPU, so backward accumulates a "
                "tensor's two gradients in place; GPT-2's config has dropout 0.1 (the lessons' "
