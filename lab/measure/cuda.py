@@ -12,6 +12,7 @@ from typing import NamedTuple
 import torch
 
 from . import torch_compat
+from .snapshot_format import ACTIVE_ALLOCATED
 
 DEFAULT_MAX_ENTRIES = 200_000
 
@@ -83,7 +84,7 @@ def active_blocks(device: int = 0) -> dict[int, int]:
         if seg.get("device", device) != device:
             continue
         for block in seg["blocks"]:
-            if block["state"] == "active_allocated":
+            if block["state"] == ACTIVE_ALLOCATED:
                 out[block["address"]] = block["size"]
     return out
 

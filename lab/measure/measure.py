@@ -19,7 +19,7 @@ import torch
 from .backends import Backend, backend_for
 from .backends.base import Emit
 from .backends.cuda import HISTORY_INCOMPATIBLE  # noqa: F401  (re-exported for older callers)
-from .report import build_blocks, build_checks, build_peak, build_phases, build_timeline
+from .result_parts import build_blocks, build_checks, build_peak, build_phases, build_timeline
 from .result import CodePaths, DeviceInfo, RunResult
 from .session import Session
 from .sim.versions import transformers_version

@@ -15,10 +15,12 @@ from __future__ import annotations
 from .result import Timeline
 from .trace import ALLOC, FREE, Event, Trace
 
-ALLOC_ACTIONS = {"alloc"}
-FREE_ACTIONS = {"free_completed"}
-SEGMENT_UP = {"segment_alloc", "segment_map"}
-SEGMENT_DOWN = {"segment_free", "segment_unmap"}
+from . import snapshot_format as fmt
+
+ALLOC_ACTIONS = {fmt.ALLOC}
+FREE_ACTIONS = {fmt.FREE}
+SEGMENT_UP = set(fmt.SEGMENT_UP)
+SEGMENT_DOWN = set(fmt.SEGMENT_DOWN)
 
 
 def first_frame(frames: list[dict] | None) -> str:
@@ -68,7 +70,7 @@ def device_trace_to_trace(snapshot: dict, phase_us: list[tuple[str, int]] | None
 
 def device_trace_timelines(snapshot: dict, phase_us: list[tuple[str, int]], device: int = 0
                            ) -> tuple[Timeline | None, Timeline | None]:
-    from .report import build_timeline  # report imports result; keep this module light
+    from .result_parts import build_timeline  # report imports result; keep this module light
 
     trace, reserved = device_trace_to_trace(snapshot, phase_us, device)
     if not trace.events:
@@ -135,7 +137,7 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
 
     if trace.baseline_bytes > 0:  # bytes live before the first event: one block from t=0
         addr = place(trace.baseline_bytes)
-        seg("segment_alloc", addr, trace.baseline_bytes, 0)
+        seg(fmt.SEGMENT_ALLOC, addr, trace.baseline_bytes, 0)
         entries.append({"action": "alloc", "addr": addr, "size": trace.baseline_bytes,
                         "stream": 0, "time_us": 0, "frames": [], "category": "other",
                         "phase": "(before tracking)"})
@@ -150,7 +152,7 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
             addr = place(e.nbytes)
             frames = _frames_from_stack(e.stack, frame_cache)
             cat = trace.category(e.sid)
-            seg("segment_alloc", addr, e.nbytes, t_us)
+            seg(fmt.SEGMENT_ALLOC, addr, e.nbytes, t_us)
             entries.append({"action": "alloc", "addr": addr, "size": e.nbytes, "stream": 0,
                             "time_us": t_us, "frames": frames, "category": cat,
                             "phase": e.phase})
@@ -160,17 +162,17 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
             if got is None:
                 continue
             addr, size, frames, cat = got
-            for action in ("free_requested", "free_completed"):
+            for action in (fmt.FREE_REQUESTED, fmt.FREE):
                 entries.append({"action": action, "addr": addr, "size": size, "stream": 0,
                                 "time_us": t_us, "frames": frames, "category": cat})
-            seg("segment_free", addr, size, t_us)
+            seg(fmt.SEGMENT_FREE, addr, size, t_us)
     segments = [
         {"device": device, "address": addr, "total_size": size, "stream": 0,
          "segment_type": "large" if size > 1 << 20 else "small", "segment_pool_id": (0, 0),
          "allocated_size": size, "active_size": size, "requested_size": size,
          "is_expandable": False, "frames": frames,
          "blocks": [{"address": addr, "size": size, "requested_size": size,
-                     "state": "active_allocated", "frames": frames, "category": cat}]}
+                     "state": fmt.ACTIVE_ALLOCATED, "frames": frames, "category": cat}]}
         for addr, size, frames, cat in sorted(live.values())
     ]
     traces: list[list[dict]] = [[] for _ in range(device)] + [entries]

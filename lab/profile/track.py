@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from lab.measure.report import build_blocks, build_peak, build_phases, build_timeline
+from lab.measure.result_parts import build_blocks, build_peak, build_phases, build_timeline
 from lab.measure.result import AllocatorStats, DeviceInfo, RunResult
 from lab.measure.tracker import TensorTracker
 

@@ -31,7 +31,7 @@ from operator import itemgetter
 
 from . import frames as fr
 
-FREE = "free_completed"
+from lab.measure.snapshot_format import FREE
 SETUP_PHASES = ("model setup", "unknown")  # parameters: built first, or before recording
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lab.measure.snapshot_format import ACTIVE_ALLOCATED
+
 LIVE, FREE = "█", "░"
 LEGEND = f"{LIVE} live {FREE} free"
 
@@ -107,7 +109,7 @@ def segment_view(segments: list[dict], device: int | None = None) -> SegmentView
     for s in segments:
         if device is not None and s.get("device", device) != device:
             continue
-        blocks = tuple((int(b["size"]), b.get("state") == "active_allocated") for b in s["blocks"])
+        blocks = tuple((int(b["size"]), b.get("state") == ACTIVE_ALLOCATED) for b in s["blocks"])
         live = sum(n for n, is_live in blocks if is_live)
         rows.append(SegmentRow(int(s.get("address", 0)), int(s.get("total_size", sum(n for n, _ in blocks))),
                                live, blocks, bool(s.get("is_expandable"))))

@@ -38,10 +38,8 @@ from .lifetimes import Lifetimes
 from .series import downsample, max_buckets
 
 SCHEMA = 1
-ALLOC, FREE = "alloc", "free_completed"
-SEGMENT_UP = ("segment_alloc", "segment_map")
-SEGMENT_DOWN = ("segment_free", "segment_unmap")
-ACTIVE_STATES = ("active_allocated", "active_pending_free", "active_awaiting_free")
+from lab.measure.snapshot_format import (ACTIVE_STATES, ALLOC, FREE, OOM, SEGMENT_DOWN,
+                                         SEGMENT_UP)
 TOP_N = 20
 MAX_GROUPS = 30
 PHASE_SAMPLES = 600
@@ -339,7 +337,7 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
         elif a in SEGMENT_DOWN:
             seg -= entries[i].get("size", 0)
             seg_points.append((i, seg))
-        elif a == "oom":
+        elif a == OOM:
             oom_idx.append(i)
     s.actions = counts
     s.x_unit = "us" if has_time else "event"

@@ -325,7 +325,7 @@ def _tracked_trace():
 
 
 def test_trace_to_snapshot_round_trip_and_memory_viz_opcodes(tmp_path):
-    from lab.measure.report import build_peak
+    from lab.measure.result_parts import build_peak
     from lab.measure.snapshot import save_snapshot, trace_to_snapshot
 
     trace = _tracked_trace()

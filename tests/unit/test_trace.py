@@ -3,7 +3,7 @@
 import json
 import random
 
-from lab.measure.report import build_blocks, build_peak, build_timeline
+from lab.measure.result_parts import build_blocks, build_peak, build_timeline
 from lab.measure.result import SCHEMA, DeviceInfo, RunResult
 from lab.measure.trace import ALLOC, FREE, Event, Trace, pick_indices
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import snapshot_format as fmt
+
 from dataclasses import replace
 
 from .allocator import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel
@@ -210,19 +212,20 @@ def replay_cuda_trace(events: Iterable[tuple], *, cap: int | None = None,
     from itertools import chain, count
 
     events = list(events)
-    addrs = chain((addr for act, addr, _ in events if act == "segment_alloc"), count(1 << 50, 1 << 44))
+    addrs = chain((addr for act, addr, _ in events if act == fmt.SEGMENT_ALLOC),
+                  count(1 << 50, 1 << 44))
     r = Replay(cap=cap, next_address=(lambda: next(addrs)) if real_addresses else None,
                settings=settings)
     oom = False
     for act, addr, size in events:
         try:
-            if act == "alloc":
+            if act == fmt.ALLOC:
                 r.alloc(addr, size)
-            elif act == "free_completed":
+            elif act == fmt.FREE:
                 r.free(addr)
-            elif act == "segment_map" and not r.model.expandable_segments:
+            elif act == fmt.SEGMENT_MAP and not r.model.expandable_segments:
                 r.set_expandable(True)  # switched on at run time (lesson 17)
-            elif act == "oom":  # the request that failed on the GPU
+            elif act == fmt.OOM:  # the request that failed on the GPU
                 r.alloc("oom", size)
         except SimulatedOutOfMemory:
             oom = True

@@ -22,6 +22,7 @@ Peaks are the run's (the model keeps no separate reset_peak_memory_stats() windo
 
 from __future__ import annotations
 
+from .. import snapshot_format as fmt
 from .allocator import CachingAllocatorModel
 
 
@@ -78,11 +79,11 @@ def memory_snapshot(m: CachingAllocatorModel) -> list[dict]:
         while b is not None and b.mapped:
             blocks.append({"address": b.addr, "size": b.size,
                            "requested_size": b.requested if b.allocated else 0,
-                           "state": "active_allocated" if b.allocated else "inactive",
+                           "state": fmt.ACTIVE_ALLOCATED if b.allocated else fmt.INACTIVE,
                            "frames": []})
             b = b.next
         total = sum(x["size"] for x in blocks)
-        used = sum(x["size"] for x in blocks if x["state"] == "active_allocated")
+        used = sum(x["size"] for x in blocks if x["state"] == fmt.ACTIVE_ALLOCATED)
         out.append({"device": 0, "address": head.addr, "total_size": total,
                     "allocated_size": used, "active_size": used,
                     "requested_size": sum(x["requested_size"] for x in blocks),

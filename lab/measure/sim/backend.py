@@ -25,7 +25,7 @@ import torch
 from .. import torch_compat
 from ..backends.base import Backend
 from ..result import AllocatorStats, DeviceInfo, RunResult
-from ..report import series_timelines
+from ..result_parts import series_timelines
 from ..tracker import TensorTracker
 from .allocator_replay import Replay
 from .allocator_settings import AllocatorSettingsError, settings_from_env

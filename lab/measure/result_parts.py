@@ -1,4 +1,7 @@
-"""Trace + session -> the pieces of a `RunResult` (timeline, peak, phases, blocks, checks)."""
+"""Trace + session -> the pieces of a `RunResult` (timeline, peak, phases, blocks, checks).
+
+(Named for what it makes, apart from lab.report, the display layer, and lab.results_text.)
+"""
 
 from __future__ import annotations
 
