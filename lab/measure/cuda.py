@@ -7,39 +7,18 @@ settings, cuBLAS's workspaces) are feature-detected in lab.measure.torch_compat.
 from __future__ import annotations
 
 import gc
-from typing import NamedTuple
 
 import torch
 
 from . import torch_compat
+from .counters import AllocatorCounters
 from .snapshot_format import ACTIVE_ALLOCATED
 
 DEFAULT_MAX_ENTRIES = 200_000
 
 
-class MemoryStats(NamedTuple):
-    allocated: int
-    peak_allocated: int
-    reserved: int
-    peak_reserved: int
-    num_alloc_retries: int
-    num_ooms: int
-
-
-def memory_stats(device: int | torch.device = 0) -> MemoryStats:
-    s = torch.cuda.memory_stats(device)
-    return MemoryStats(
-        allocated=s.get("allocated_bytes.all.current", 0),
-        peak_allocated=s.get("allocated_bytes.all.peak", 0),
-        reserved=s.get("reserved_bytes.all.current", 0),
-        peak_reserved=s.get("reserved_bytes.all.peak", 0),
-        num_alloc_retries=s.get("num_alloc_retries", 0),
-        num_ooms=s.get("num_ooms", 0),
-    )
-
-
-def stats_dict(device: int | torch.device = 0) -> dict[str, int]:
-    return memory_stats(device)._asdict()
+def memory_stats(device: int | torch.device = 0) -> AllocatorCounters:
+    return AllocatorCounters.from_memory_stats(torch.cuda.memory_stats(device))
 
 
 def nvml_used_bytes(index: int = 0) -> int | None:

@@ -160,6 +160,14 @@ class AllocatorStats:
     # from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
     predicted: bool = False
 
+    @classmethod
+    def from_counters(cls, c, predicted: bool = False) -> AllocatorStats:
+        """From lab.measure.counters.AllocatorCounters (measured, or the model's)."""
+        return cls(peak_allocated_bytes=c.peak_allocated, peak_reserved_bytes=c.peak_reserved,
+                   end_allocated_bytes=c.allocated, end_reserved_bytes=c.reserved,
+                   num_alloc_retries=c.num_alloc_retries, num_ooms=c.num_ooms,
+                   predicted=predicted)
+
 
 @dataclass
 class RunResult:

@@ -119,10 +119,9 @@ class track:
             r.status = "oom" if isinstance(exc, torch.OutOfMemoryError) else "error"
             r.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if self.device == "cuda":
-            r.allocator = AllocatorStats(peak_allocated_bytes=torch.cuda.max_memory_allocated(),
-                                         peak_reserved_bytes=torch.cuda.max_memory_reserved(),
-                                         end_allocated_bytes=torch.cuda.memory_allocated(),
-                                         end_reserved_bytes=torch.cuda.memory_reserved())
+            from lab.measure.cuda import memory_stats
+
+            r.allocator = AllocatorStats.from_counters(memory_stats(torch.cuda.current_device()))
             r.allocator.untracked_peak_bytes = r.allocator.peak_allocated_bytes - r.peak.bytes
         r.wall_s = time.perf_counter() - self._t0
         if not self.objs:

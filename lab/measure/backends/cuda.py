@@ -122,18 +122,13 @@ class CudaBackend(Backend):
 
     def finish(self, result: RunResult, session: Session, snapshot: dict | None) -> None:
         stats = cuda_mod.memory_stats(self.device)
-        a = result.allocator = AllocatorStats(
-            # peaks are reset at every phase start, so the run's peak is the max over phases
-            peak_allocated_bytes=max([p.allocated_peak_bytes or 0 for p in result.phases]
-                                     + [stats.peak_allocated]),
-            peak_reserved_bytes=max([r.cuda.get("peak_reserved", 0) for r in session.phases]
-                                    + [stats.peak_reserved]),
-            end_allocated_bytes=stats.allocated,
-            end_reserved_bytes=stats.reserved,
-            nvml_used_bytes=cuda_mod.nvml_used_bytes(self.device.index or 0),
-            num_alloc_retries=stats.num_alloc_retries,
-            num_ooms=stats.num_ooms,
-        )
+        # peaks are reset at every phase start, so the run's peak is the max over phases
+        stats.peak_allocated = max([p.allocated_peak_bytes or 0 for p in result.phases]
+                                   + [stats.peak_allocated])
+        stats.peak_reserved = max([r.cuda.get("peak_reserved", 0) for r in session.phases]
+                                  + [stats.peak_reserved])
+        a = result.allocator = AllocatorStats.from_counters(stats)
+        a.nvml_used_bytes = cuda_mod.nvml_used_bytes(self.device.index or 0)
         a.untracked_peak_bytes = a.peak_allocated_bytes - result.peak.bytes
         if snapshot is not None:
             a.timeline, a.reserved_timeline = device_trace_timelines(

@@ -42,6 +42,7 @@ import bisect
 from dataclasses import dataclass, field
 from itertools import count
 
+from ..counters import AllocatorCounters
 from .allocator_expandable import ExpandableSegments
 from .allocator_release import ReleaseRules
 from .allocator_settings import (LARGE_BUFFER as _LARGE_BUFFER, UNLIMITED, AllocatorSettings,
@@ -138,13 +139,9 @@ class _Pool:
 
 
 @dataclass
-class Stats:
-    allocated: int = 0
-    reserved: int = 0
-    peak_allocated: int = 0
-    peak_reserved: int = 0
-    num_alloc_retries: int = 0
-    num_ooms: int = 0
+class Stats(AllocatorCounters):
+    """The allocator's counters (lab.measure.counters), and the model's own counts."""
+
     segments: int = 0
     num_device_alloc: int = 0  # cudaMalloc calls and expandable maps
     num_device_free: int = 0  # cudaFree calls and expandable unmaps

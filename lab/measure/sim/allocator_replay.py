@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import snapshot_format as fmt
+from ..counters import KEYS, AllocatorCounters
 
 from dataclasses import replace
 
@@ -58,13 +59,10 @@ class OomPoint:
 
 
 @dataclass
-class ReplayResult:
-    peak_allocated: int = 0
-    peak_reserved: int = 0
-    end_allocated: int = 0
-    end_reserved: int = 0
-    num_alloc_retries: int = 0
-    num_ooms: int = 0
+class ReplayResult(AllocatorCounters):
+    """The counters at the end of the replay (allocated / reserved: at the end; the peaks), where
+    it ran out of memory, and the allocated / reserved series."""
+
     oom: OomPoint | None = None
     # (event index, bytes) after every change, for timelines
     allocated_series: list[tuple[int, int]] = field(default_factory=list)
@@ -168,9 +166,8 @@ class Replay:
 
     def finish(self) -> ReplayResult:
         s, r = self.model.stats, self.result
-        r.peak_allocated, r.peak_reserved = s.peak_allocated, s.peak_reserved
-        r.end_allocated, r.end_reserved = s.allocated, s.reserved
-        r.num_alloc_retries, r.num_ooms = s.num_alloc_retries, s.num_ooms
+        for name in KEYS:  # the counters, as the model has them now
+            setattr(r, name, getattr(s, name))
         return r
 
 

@@ -177,11 +177,8 @@ class SimBackend(Backend):
             result.notes.append(f"GPU {self.gpu.name}: its row of data (SMs, workspaces, memory) "
                                 "is unvalidated; sim was validated on the H200.")
         r = self.allocator.finish()
-        a = result.allocator = AllocatorStats(
-            peak_allocated_bytes=r.peak_allocated, peak_reserved_bytes=r.peak_reserved,
-            end_allocated_bytes=r.end_allocated, end_reserved_bytes=r.end_reserved,
-            num_alloc_retries=r.num_alloc_retries, num_ooms=r.num_ooms,
-            untracked_peak_bytes=r.peak_allocated - result.peak.bytes, predicted=True)
+        a = result.allocator = AllocatorStats.from_counters(r, predicted=True)
+        a.untracked_peak_bytes = r.peak_allocated - result.peak.bytes
         a.timeline, a.reserved_timeline = series_timelines(r.allocated_series, r.reserved_series)
 
     # ---- the caching allocator's API: the model ----------------------------------------------------
