@@ -70,7 +70,7 @@ async def everything_on_screen(pilot) -> str:
 
 
 VERSION = re.compile(r"\b(?:torch|transformers|python|peft|torchao|accelerate|pytorch-lightning"
-                     r"|liger-kernel|CUDA)[ =]+v?\d+(?:\.\d+)+", re.IGNORECASE)
+                     r"|liger-kernel|CUDA)[\s(=\"#v]*\d+(?:\.\d+)+", re.IGNORECASE)
 
 
 def near(text: str, lesson) -> list[str]:
