@@ -26,6 +26,7 @@ from lab.measure.modes import ModeError, mode_info
 from lab.report.units import SIZE_HELP, parse_size
 from lab.runner.loop import run_all
 from lab.runner.protocol import RunRequest
+from lab.serve.policy import lesson_refusal
 
 from ..lesson_model import (Begin, CancelAsked, Finished, RunPlan, Streamed, VariantDone, Words,
                             live_heading, outcome_words, progress_words, run_order)
@@ -156,6 +157,10 @@ class LessonRunMixin:
                     runner)
 
     def _run_live(self) -> None:
+        refusal = lesson_refusal(self.lesson)  # a local-only lesson in a served lab
+        if refusal:
+            self.notify(refusal, title="Not in a served lab", severity="warning", timeout=12)
+            return
         controls = self.query_one(RunControls)
         variants = self._selected()
         if variants is None:
