@@ -158,8 +158,8 @@ def describe(app) -> dict:
         rows = lambda results: [{"variant": r.variant, "status": r.status, "mode": r.mode,  # noqa: E731
                                  "scale": r.scale, "peak_bytes": r.peak.bytes,
                                  "device": r.device.name} for r in results]
-        state["results"] = rows(screen.results)  # the main result (the H200's, without a GPU)
-        state["beside"] = rows(screen.beside.results)  # a run it yourself, beside it
+        state["results"] = rows(screen.results)  # what leads: after `y` the learner's own run
+        state["beside"] = rows(screen.beside.results)  # beside it: the H200 recording
     return state
 
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from ..conftest import ROOT
+from lab.measure.result import SCHEMA
 
 
 def memlab(*args, env=None, timeout=120):
@@ -57,7 +58,7 @@ def test_lesson_01_sim_seed_reports_the_seed_numbers_exactly():
     proc = memlab("run", "01", "--mode", "sim", "--scale", "seed", "--variant", "baseline", "--json")
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
-    assert res["schema"] == 1 and res["mode"] == "sim" and res["step_time_s"] is None
+    assert res["schema"] == SCHEMA and res["mode"] == "sim" and res["step_time_s"] is None
     checks = {c["name"]: c for c in res["checks"]}
     assert set(checks) == {"weights", "input", "output"}
     for c in checks.values():

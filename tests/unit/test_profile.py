@@ -34,7 +34,10 @@ def _line(path: Path, marker: str) -> int:
 def _cli(capsys, *argv):
     from lab.cli import main
 
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as e:  # argparse's own checks (a bad --timeout) exit from parse_args
+        code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -36,6 +36,7 @@ NOT_MECHANISMS = {
     "record": "memlab fit's entry point: runs the policy and the allocator, which are covered",
     "versions": "which versions sim was checked on, and the notes a result carries",
     "allocator_view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
+    "ports": "the table of upstream code the simulator follows (data)",
 }
 
 
