@@ -37,10 +37,9 @@ def refuse_if_served(what: str) -> None:
                       "files on the server outside your data folder")
 
 
-LOCAL_ONLY = ("This lesson runs a training script the way `memlab profile` does, and ends with "
-              "yours: it is off in a lab served to a browser, where no script runs on the "
-              "server. Run memlab on your own machine for this one; its text and quiz are "
-              "here.")
+LOCAL_ONLY = ("This lesson is off in a lab served to a browser: it profiles training scripts as "
+              "`memlab profile` does and ends with yours, which a served lab never runs on its "
+              "server. Run memlab on your own machine for it; the text and the quiz are here.")
 
 
 def lesson_refusal(lesson) -> str | None:

@@ -67,11 +67,22 @@ class LessonRunMixin:
         if self.class_variants() and not self.state.class_run_shown:  # a workshop
             self._ask_prediction(self.play_class_run)
             return
-        self._ask_prediction(self._play_recording if self.main_is_recording() else self._run_live)
+        if self.main_is_recording():
+            self._ask_prediction(self._play_recording)
+        elif not self._refused():
+            self._ask_prediction(self._run_live)
 
     def action_run_yourself(self) -> None:
-        if not self._busy():
+        if not self._busy() and not self._refused():
             self._ask_prediction(self._run_live)
+
+    def _refused(self) -> bool:
+        """A local-only lesson in a served lab: say why in one line, before the prediction is
+        asked for a run that will not come."""
+        refusal = lesson_refusal(self.lesson)
+        if refusal:
+            self.notify(refusal, title="Not in a served lab", severity="warning", timeout=12)
+        return refusal is not None
 
     def words(self, words: Words, variant: str | None = None) -> Text:  # noqa: D401
         """The model's words as Rich Text ("variant": the running variant's colour)."""
@@ -157,9 +168,7 @@ class LessonRunMixin:
                     runner)
 
     def _run_live(self) -> None:
-        refusal = lesson_refusal(self.lesson)  # a local-only lesson in a served lab
-        if refusal:
-            self.notify(refusal, title="Not in a served lab", severity="warning", timeout=12)
+        if self._refused():  # every way here asks first; this keeps any new one honest
             return
         controls = self.query_one(RunControls)
         variants = self._selected()
