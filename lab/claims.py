@@ -9,6 +9,10 @@ what that is:
     quantity = "peak"         # which number of its RunResult (QUANTITIES below)
     value = "12.24 GB"        # what the text states; checked against the recording by rounding
     # mode = "cuda"           # which recording backs it (default: the H200's, assets/reference)
+    # source = "ground_truth" # backed instead by the H200 ground truth (lab.ground_truth): the
+    #                         case the variant names (its `ground_truth`), which records only
+    #                         allocated, reserved and status; the lesson's own recording is not
+    #                         needed (a lesson that runs the same loop as a recorded case)
     # relative_to = "baseline"  value "−18 %" (change), "2.6×" (ratio) or "−2.70 GB" (difference)
     # direction = "lower"     lower | higher | same | equal, vs relative_to; renders as a word
     # says = "lowers"         the word(s) the text uses for the direction (checked for sense)
@@ -62,6 +66,9 @@ QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | ste
               "category:<name> | phase:<name>:delta | phase:<name>:peak | metric:<name> | check:<name>")
 _VALUE_RE = re.compile(r"^\s*([+\-−]?)\s*(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z%×]*)\s*$")
 SUPERSEDED_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+SOURCES = ("recording", "ground_truth")  # what backs a claim: the lesson's H200 recording, or
+# the ground-truth case its variant names (lab.ground_truth)
+GROUND_TRUTH_QUANTITIES = ("allocated", "reserved", "status")  # lab.ground_truth.QUANTITIES
 SAME_TOLERANCE = 0.005  # "about the same": within 0.5 %
 # without a recorded spread, a step-time difference below this fraction is not a finding: the same
 # GPT-2 training step read 176.4-180.8 ms (1.8 % apart) in the H200 recordings of lessons 08-13
@@ -85,6 +92,7 @@ class Claim:
     tolerance: float | None = None
     also: tuple[str, ...] = ()
     superseded: str | None = None  # the date of an earlier recording it states (see above)
+    source: str = "recording"  # or "ground_truth" (see above)
 
     def rendered(self) -> str:
         """What `{{id}}` becomes in the lesson text."""
@@ -181,16 +189,20 @@ def _reads_as(measured: float, stated: Stated, tolerance: float | None) -> bool:
     return round(measured, stated.decimals) == round(stated.number, stated.decimals)
 
 
+def _backing(claim: Claim) -> str:
+    return "ground truth" if claim.source == "ground_truth" else f"{claim.mode} recording"
+
+
 def verify(claim: Claim, results: dict[str, Any]) -> str | None:
     """None when the recordings back the claim, else a one-line reason."""
     run = results.get(claim.variant)
     if run is None:
-        return f"no {claim.mode} recording of variant {claim.variant!r}"
+        return f"no {_backing(claim)} of variant {claim.variant!r}"
     base = None
     if claim.relative_to:
         base = results.get(claim.relative_to)
         if base is None:
-            return f"no {claim.mode} recording of variant {claim.relative_to!r}"
+            return f"no {_backing(claim)} of variant {claim.relative_to!r}"
     mine = quantity(run, claim.quantity)
     if mine is None:
         return f"{claim.variant}: the recording has no {claim.quantity} (status {run.status})"
@@ -230,7 +242,7 @@ def _check_value(claim: Claim, stated: Stated, mine, theirs) -> str | None:
         return None
     shown = f"{measured:.{stated.decimals}f}{(' ' + stated.unit) if stated.unit else ''}"
     what = f"{claim.variant} vs {claim.relative_to}" if theirs is not None else claim.variant
-    return f"{what} {claim.quantity}: the {claim.mode} recording reads {shown}, the text says {stated.text!r}"
+    return f"{what} {claim.quantity}: the {_backing(claim)} reads {shown}, the text says {stated.text!r}"
 
 
 def _check_direction(claim: Claim, mine, theirs) -> str | None:
@@ -323,18 +335,29 @@ def claim_from_toml(d: dict[str, Any]) -> Claim:
                              "YYYY-MM-DD (its folder in assets/superseded/)")
         if also or not mode_info(mode).on_gpu:
             raise ClaimError("superseded states an earlier H200 recording: no also, mode cuda")
+    source = d.get("source", "recording")
+    if source not in SOURCES:
+        raise ClaimError(f"source {source!r}: use {', '.join(SOURCES)}")
+    if source == "ground_truth":
+        if d["quantity"] not in GROUND_TRUTH_QUANTITIES:
+            raise ClaimError(f"quantity {d['quantity']!r}: the ground truth records only "
+                             f"{', '.join(GROUND_TRUTH_QUANTITIES)}")
+        if superseded is not None or not mode_info(mode).on_gpu:
+            raise ClaimError("source ground_truth states the H200's ground truth: no superseded, "
+                             "mode cuda")
     tol = d.get("tolerance")
     if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < 1):
         raise ClaimError(f"tolerance {tol!r}: a fraction between 0 and 1")
     unknown = set(d) - {"id", "variant", "quantity", "value", "mode", "relative_to", "direction",
-                        "says", "tolerance", "also", "superseded"}
+                        "says", "tolerance", "also", "superseded", "source"}
     if unknown:
         raise ClaimError(f"unknown field(s) {', '.join(sorted(unknown))}")
     return Claim(id=d["id"], variant=d["variant"], quantity=d["quantity"], value=value, mode=mode,
                  relative_to=d.get("relative_to"), direction=direction, says=d.get("says"),
-                 tolerance=tol, also=also, superseded=superseded)
+                 tolerance=tol, also=also, superseded=superseded, source=source)
 
 
-__all__ = ["Claim", "ClaimError", "DIRECTIONS", "NOISE_WITHOUT_TIMING", "QUANTITIES", "Stated",
+__all__ = ["Claim", "ClaimError", "DIRECTIONS", "GROUND_TRUTH_QUANTITIES", "NOISE_WITHOUT_TIMING",
+           "QUANTITIES", "SOURCES", "Stated",
            "claim_from_toml", "direction_problem", "noise_margin_s", "parse_value", "quantity",
            "spread_s", "verify"]

@@ -9,12 +9,18 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
   modes = ["cuda", "cpu", "sim"]             which modes make sense (default: all three)
   timeout_s = 600                            per variant
   requires = ["pytorch_lightning"]           optional Python packages; missing -> lesson explains
+  local_only = true                          off in a lab served to a browser (the lesson runs a
+                                             training script as `memlab profile` does, and ends
+                                             with the learner's own: lab.serve.policy)
   gpu = "exclusive"                          cuda runs get a GPU of their own (the lesson reads
                                              whole-GPU numbers: NVML memory, utilisation)
   [[variants]] name, title, description      the first one is "baseline"
                env = { NAME = "value" }      optional: environment variables the worker sets
                                              before torch is imported (e.g.
                                              PYTORCH_CUDA_ALLOC_CONF, read once per process)
+               ground_truth = "hf/gpt2/fp32"  optional: the H200 ground-truth case that ran the
+                                             same loop (lab.ground_truth); claims with
+                                             source = "ground_truth" are checked against it
   [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools);
                                              `gpu_memory` (bytes), if set, is the virtual GPU
                                              the lesson runs on unless --gpu-memory is given;
@@ -118,6 +124,7 @@ class Variant:
     title: str
     description: str = ""
     env: tuple[tuple[str, str], ...] = ()  # (NAME, value) pairs the worker sets before torch
+    ground_truth: str = ""  # the ground-truth case of the same loop (lab.ground_truth), or ""
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,7 @@ class Lesson:
     requires: tuple[str, ...] = ()
     claims: tuple[Claim, ...] = ()
     pending: tuple[str, ...] = ()  # variants whose H200 recording is not made yet
+    local_only: bool = False  # off in a served lab (lab.serve.policy.lesson_refusal)
 
     @property
     def key(self) -> str:
@@ -335,6 +343,13 @@ def _number(data: dict, key: str, path: Path, default: float, **limits) -> float
         raise LessonError(path, key, str(e).split(": ", 1)[1]) from None
 
 
+def _bool(data: dict, key: str, path: Path) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise LessonError(path, key, f"{value!r}: use true or false")
+    return value
+
+
 def load_lesson(folder: Path) -> Lesson:
     """A lesson folder, or a LessonError naming the file and the field: a value of the wrong
     type anywhere (a table where a list belongs, text where a number does) is one line too,
@@ -386,8 +401,16 @@ def _load_lesson(folder: Path) -> Lesson:
                 isinstance(k, str) and re.fullmatch(r"[A-Z_][A-Z0-9_]*", k) and isinstance(x, str)
                 for k, x in env.items()):
             raise LessonError(path, where + "env", "a table of NAME = \"value\" strings")
+        ground_truth = v.get("ground_truth", "")
+        if ground_truth:
+            from lab.ground_truth import GroundTruthError, parse_ref
+
+            try:
+                parse_ref(ground_truth)
+            except GroundTruthError as e:
+                raise LessonError(path, where + "ground_truth", str(e).split(": ", 1)[1]) from None
         variants.append(Variant(_req(v, "name", str, path, where), _req(v, "title", str, path, where),
-                                str(v.get("description", "")), tuple(env.items())))
+                                str(v.get("description", "")), tuple(env.items()), ground_truth))
     names = [v.name for v in variants]
     if names[0] != "baseline":
         raise LessonError(path, "variants[0].name", f"the first variant must be 'baseline', got {names[0]!r}")
@@ -439,6 +462,10 @@ def _load_lesson(folder: Path) -> Lesson:
         for v in (claim.variant, claim.relative_to):
             if v is not None and v not in names:
                 raise LessonError(path, where + "variant", f"{v!r} is not a variant of this lesson")
+            if v is not None and claim.source == "ground_truth" and \
+                    not variants[names.index(v)].ground_truth:
+                raise LessonError(path, where + "source", f"variant {v!r} names no ground_truth "
+                                  "case to check this claim against")
         if claim.id in {c.id for c in claims}:
             raise LessonError(path, where + "id", f"{claim.id!r} is used twice")
         claims.append(claim)
@@ -494,7 +521,7 @@ def _load_lesson(folder: Path) -> Lesson:
 
     # every text a learner reads goes through the one renderer, here, once: the app's header,
     # the palette, the served app, `memlab list` and the exports never see raw {{…}} markup
-    variants = [Variant(v.name, rendered(v.title), rendered(v.description), v.env)
+    variants = [Variant(v.name, rendered(v.title), rendered(v.description), v.env, v.ground_truth)
                 for v in variants]
     return Lesson(
         number=int(m.group(1)), slug=folder.name, id=lesson_id, title=rendered(title),
@@ -504,7 +531,7 @@ def _load_lesson(folder: Path) -> Lesson:
         timeout_s=float(_number(data, "timeout_s", path, 600, lo=0, above=True, hi=MAX_TIMEOUT_S,
                                 unit="s")),
         requires=tuple(_strings(data, "requires", path)),
-        claims=tuple(claims), pending=pending,
+        claims=tuple(claims), pending=pending, local_only=_bool(data, "local_only", path),
     )
 
 
@@ -528,18 +555,27 @@ def _check_formula(expr, scales: dict, path: Path, where: str) -> None:
 
 def predicted_answer_gb(lesson: Lesson, q: Question, reference_root: Path | str | None = None) -> float:
     """The answer to a predict-the-peak question, in GB: the variant's recorded H200 peak
-    (tracked tensors); while that recording is pending, the question's formula."""
+    (tracked tensors); without a recording, the max allocated of the ground-truth case the
+    variant names (lab.ground_truth); else (pending) the question's formula."""
     return predict_answer(lesson, q, reference_root)[0]
 
 
 def predict_answer(lesson: Lesson, q: Question,
                    reference_root: Path | str | None = None) -> tuple[float, str]:
-    """(GB, where it came from): "recording" (the H200 run) or "formula" (pending)."""
+    """(GB, where it came from): "recording" (the H200 run), "ground truth" (the H200 case of
+    the same loop, seed scale) or "formula" (pending)."""
     from lab.reference import load_reference
 
     recorded = load_reference(lesson.id, reference_root).get(q.variant)
     if recorded is not None and recorded.peak.bytes and q.scale == recorded.scale:
         return recorded.peak.bytes / 1e9, "recording"
+    truth = lesson.variant(q.variant).ground_truth if q.scale == "seed" else ""
+    if truth:
+        from lab.ground_truth import lesson_runs
+
+        run = lesson_runs(lesson, reference_root).get(q.variant)
+        if run is not None and run.max_allocated:
+            return run.max_allocated / 1e9, "ground truth"
     if not q.answer_gb:
         raise LessonError(lesson.path / "lesson.toml", "quiz.variant",
                           f"no recording of {q.variant!r} and no answer_gb formula to fall back on")

@@ -10,15 +10,17 @@ in its problems so an author knows what to fix:
   checks     each check's phase is a phase the experiment (or the workload layer) marks
   quiz       at least two questions, each explained; a predict-the-peak question
   claims     every claim reads the same as the recording it names (lab/claims.py): the current
-             H200 recording, or a superseded one beside it (superseded/<date>/<lesson-id>/)
+             H200 recording, a superseded one beside it (superseded/<date>/<lesson-id>/), or
+             (source = "ground_truth") the H200 ground-truth case its variant names
   markup     no {{…}} markup survives rendering in any field a learner reads (title, summary,
              objectives, variants, quiz, lesson.md)
   text       every {{placeholder}} names a claim, {{def:…}} or {{quote:…}}; no measured number
              (B, kB, MB, GB, GiB, ms, s, %, ×) typed in lesson.md or the quiz outside them
   reveals    nothing shown before the run (text_before, quiz questions) is within 5 % of a
              predict-the-peak answer
-  reference  every variant has an H200 recording (cuda, seed) or is marked pending; no stray
-             recordings
+  reference  every variant has an H200 recording (cuda, seed), or names a ground-truth case of
+             the same loop that the ground truth holds (lab/ground_truth.py), or is marked
+             pending; no stray recordings
   cite       the <!-- h200 --> block is what `memlab dev cite` renders from the recordings
   requires   every optional package a lesson needs is an extra in pyproject.toml
 
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from lab.measure.modes import mode_info
 from lab.claims import verify
+from lab.ground_truth import GroundTruthError, find, ground_truth_file, lesson_runs, load_cases
 from lab.curriculum import (PLACEHOLDER_RE, RESULTS_MARKER, Course, Lesson, leftover_markup,
                             load_course, predict_answer, split_markdown)
 from lab.measure.result import RunResult
@@ -84,7 +87,8 @@ def check_lesson(lesson: Lesson, root: Path, extras: set[str] | None = None) -> 
     for rule in (_headings, _variants, _scales, _checks, _quiz, _markup, _text):
         out += rule(lesson)
     out += _reference(lesson, root, recordings)
-    out += _claims(lesson, recordings, root.parent / SUPERSEDED_DIR.name)
+    out += _claims(lesson, recordings, root.parent / SUPERSEDED_DIR.name,
+                   lesson_runs(lesson, root))
     out += _reveals(lesson, root)
     out += _cite(lesson, root)
     if extras is not None:
@@ -274,10 +278,21 @@ def _reference(lesson: Lesson, root: Path, recs: dict) -> list[Problem]:
     folder = root / lesson.id
     names = [v.name for v in lesson.variants]
     out = []
+    truth = ground_truth_file(root)
+    cases = load_cases(truth) if any(v.ground_truth for v in lesson.variants) else {}
     for name in names:
         r = recs.get(name)
+        ref = lesson.variant(name).ground_truth
+        if ref:  # the H200 ran the same loop as a ground-truth case: that backs it too
+            try:
+                find(ref, cases)
+            except GroundTruthError as e:
+                out.append(Problem(lesson.path / "lesson.toml", "reference",
+                                   f"{name}: {e} ({truth})"))
         if name in lesson.pending:
             out.append(Problem(folder, "reference", f"{name}: H200 recording pending", warning=True))
+            continue
+        if r is None and ref:
             continue
         if r is None:
             out.append(Problem(folder / f"{name}.json", "reference",
@@ -294,12 +309,18 @@ def _reference(lesson: Lesson, root: Path, recs: dict) -> list[Problem]:
     return out
 
 
-def _claims(lesson: Lesson, recs: dict, superseded_root: Path) -> list[Problem]:
+def _claims(lesson: Lesson, recs: dict, superseded_root: Path,
+            truth: dict | None = None) -> list[Problem]:
     path = lesson.path / "lesson.toml"
     good = {k: v for k, v in recs.items() if isinstance(v, RunResult)}
     earlier: dict[str, dict[str, RunResult]] = {}  # date -> that recording's variants
     out = []
     for c in lesson.claims:
+        if c.source == "ground_truth":  # the H200 case of the same loop; pending changes nothing
+            problem = verify(c, truth or {})
+            if problem:
+                out.append(Problem(path, "claims", f"{c.id}: {problem}"))
+            continue
         if c.superseded:
             if c.superseded not in earlier:
                 found = _recordings(lesson, superseded_root / c.superseded)
@@ -329,7 +350,7 @@ def _cite(lesson: Lesson, root: Path) -> list[Problem]:
     if m is None:
         return [Problem(lesson.path / "lesson.md", "cite", "no <!-- h200 --> … <!-- /h200 --> block "
                         f"after {RESULTS_MARKER}")]
-    if m.group(0) != render(lesson, load_results(lesson, root)):
+    if m.group(0) != render(lesson, load_results(lesson, root), lesson_runs(lesson, root)):
         return [Problem(lesson.path / "lesson.md", "cite",
                         "the H200 block differs from the recordings: run `memlab dev cite`",
                         _line_of(lesson.markdown, m.start()))]

@@ -97,9 +97,10 @@ def _run(p) -> None:
         runpy.run_path(path, run_name="__main__")
 
 
-def script(run) -> None:
-    """The variant the worker calls: the user's script under the tracker."""
-    p = run.p
+def script(run, p=None) -> None:
+    """The variant the worker calls: the user's script under the tracker (`p`: the parameters
+    above; default `run.p`, the request's)."""
+    p = run.p if p is None else p
     folder = os.path.dirname(os.path.abspath(p.target)) if not p.module else os.getcwd()
     saved = sys.argv[:], sys.path[:], sys.stdout, sys.stderr
     out = open(p.output_path, "a", buffering=1, encoding="utf-8") if p.output_path else None
@@ -169,6 +170,17 @@ def script(run) -> None:
                 run.note(note)
     if sim is not None and sim.facade.log.refused is not None:
         raise sim.facade.log.refused  # the script caught it and went on: still not supported
+
+
+def run_script(run, target: str | os.PathLike, args: list[str] = (), *, steps: int | None = None,
+               output_path: str | None = None) -> None:
+    """`python TARGET ARGS` as `memlab profile` runs it, from another experiment's variant
+    (lesson 26 profiles the training script it ships): the same tracker, phases, step limit
+    and, in sim, the same CUDA facade; what the run's notes say is what profile's would."""
+    from types import SimpleNamespace
+
+    script(run, SimpleNamespace(target=str(target), module=False, args=[str(a) for a in args],
+                                timeout_s=0, output_path=output_path, steps=steps, gpu=None))
 
 
 class _SimScript:

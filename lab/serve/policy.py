@@ -37,6 +37,17 @@ def refuse_if_served(what: str) -> None:
                       "files on the server outside your data folder")
 
 
+LOCAL_ONLY = ("This lesson is off in a lab served to a browser: it profiles training scripts as "
+              "`memlab profile` does and ends with yours, which a served lab never runs on its "
+              "server. Run memlab on your own machine for it; the text and the quiz are here.")
+
+
+def lesson_refusal(lesson) -> str | None:
+    """Why a lesson does not run here (one line for the screen), or None: a `local_only`
+    lesson (lesson.toml) in a served lab."""
+    return LOCAL_ONLY if served() and getattr(lesson, "local_only", False) else None
+
+
 def allowed_path(path: str | os.PathLike, what: str = "that file") -> Path:
     """`path` itself; in a served lab, only when it lies inside the learner's data folder."""
     p = Path(path).expanduser()
@@ -59,5 +70,6 @@ def learner() -> str | None:
     return os.environ.get(LEARNER_ENV) or None
 
 
-__all__ = ["CLASS_ENV", "CODE_ENV", "LEARNER_ENV", "Refused", "SERVED_ENV", "SERVER_PID_ENV",
-           "TEST_STATE_ENV", "allowed_path", "learner", "refuse_if_served", "served"]
+__all__ = ["CLASS_ENV", "CODE_ENV", "LEARNER_ENV", "LOCAL_ONLY", "Refused", "SERVED_ENV",
+           "SERVER_PID_ENV", "TEST_STATE_ENV", "allowed_path", "learner", "lesson_refusal",
+           "refuse_if_served", "served"]

@@ -122,3 +122,35 @@ def test_a_superseded_claim_names_a_date_and_checks_no_fresh_runs():
     with pytest.raises(ClaimError, match="no also"):
         claim_from_toml({**base, "superseded": "2026-11-30", "relative_to": "c",
                          "direction": "higher", "also": ["sim"]})
+
+
+def test_a_ground_truth_claim_states_what_the_ground_truth_records():
+    # Given the H200 ground truth, which keeps max allocated, max reserved and the status per
+    # case, then a claim backed by it may state those and nothing else
+    base = {"id": "a", "variant": "b", "quantity": "allocated", "value": "15.17 GB",
+            "source": "ground_truth"}
+    assert claim_from_toml(base).source == "ground_truth"
+    assert claim_from_toml({**base, "source": "recording"}).source == "recording"
+    with pytest.raises(ClaimError, match="records only allocated, reserved, status"):
+        claim_from_toml({**base, "quantity": "peak"})
+    with pytest.raises(ClaimError, match="source 'h200'"):
+        claim_from_toml({**base, "source": "h200"})
+    with pytest.raises(ClaimError, match="mode cuda"):
+        claim_from_toml({**base, "mode": "sim"})
+
+
+def test_a_ground_truth_claim_reads_the_case_as_recorded():
+    from lab.ground_truth import GroundTruthRun
+
+    def case(alloc):
+        return GroundTruthRun("hf/x/fp32", "hf_loop.py", (), "ok", alloc, alloc + 10**9,
+                              "NVIDIA H200", "2.11", "5.24", "2026-12-02")
+
+    runs = {"a": case(15_173_776_896), "b": case(4_972_428_800)}
+    gt = dict(quantity="allocated", source="ground_truth")
+    assert verify(Claim("x", "a", value="15.17 GB", **gt), runs) is None
+    assert verify(Claim("x", "b", value="-67 %", relative_to="a", direction="lower", **gt),
+                  runs) is None
+    problem = verify(Claim("x", "a", value="15.20 GB", **gt), runs)
+    assert "the ground truth reads 15.17 GB" in problem
+    assert "no ground truth of variant 'c'" in verify(Claim("x", "c", value="1 GB", **gt), runs)

@@ -42,6 +42,11 @@ def test_a_missing_file_names_the_file(tmp_path):
     (lambda t: t.replace("[scales.small]", "[scales.tiny]"), "scales.small"),
     (lambda t: t + '\n[[checks]]\nname = "x"\nphase = "model"\nexpected = 1\nmeasure = "volume"\n',
      "checks[3].measure"),
+    (lambda t: t.replace('name = "baseline"\n', 'name = "baseline"\nground_truth = "H200!"\n', 1),
+     "variants[0].ground_truth"),
+    (lambda t: t + '\n[[claims]]\nid = "gt"\nvariant = "baseline"\nquantity = "allocated"\n'
+                   'source = "ground_truth"\nvalue = "1 GB"\n', "claims[13].source"),
+    (lambda t: t.replace("timeout_s = 300", "timeout_s = 300\nlocal_only = 1"), "local_only"),
 ])
 def test_a_bad_field_is_named(tmp_path, edit, field):
     folder = copy_lesson(tmp_path)

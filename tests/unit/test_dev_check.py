@@ -215,3 +215,72 @@ def test_a_superseded_claim_is_checked_against_its_own_recording(course_copy):
     found = problems(lessons, ref)
     assert any("claims: then:" in p and "no cuda recording of variant 'baseline'" in p
                for p in found), found
+
+
+def _ground_truth(ref: Path, cases: dict) -> None:
+    """A ground-truth file beside the copy's recordings, as assets/ground_truth is beside
+    assets/reference."""
+    import json
+
+    folder = ref.parent / "ground_truth"
+    folder.mkdir(exist_ok=True)
+    (folder / "profile_h200.json").write_text(json.dumps({"schema": 1, "cases": cases}))
+
+
+GT_CASE = {"script": "bench/ground_truth/hf_loop.py", "args": ["--batch", "1"], "status": "ok",
+           "max_allocated": 4_404_019_200, "max_reserved": 4_404_019_712,
+           "gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "transformers": "5.24.0",
+           "recorded": "2026-12-02T01:14:42+00:00", "cap_gib": 16,
+           "probes": [{"batch": 2, "status": "ok", "max_allocated": 8_808_038_400,
+                       "max_reserved": 8_900_000_000, "num_alloc_retries": 0,
+                       "gpu": "NVIDIA H200", "torch": "2.11.0+cu130",
+                       "transformers": "5.24.0"}]}
+
+
+def test_a_ground_truth_claim_is_checked_against_the_case_its_variant_names(course_copy):
+    # Given lesson 01's variants naming ground-truth cases of the same loop (a case, and a fit
+    # case's probe), without recordings of their own, and claims on those cases' numbers
+    from lab.curriculum import load_lesson
+    from lab.dev.cite import update
+
+    lessons, ref = course_copy
+    _ground_truth(ref, {"hf/x/fp32": GT_CASE})
+    toml = lessons / LESSON / "lesson.toml"
+    edit(toml, 'name = "baseline"\n', 'name = "baseline"\nground_truth = "hf/x/fp32"\n')
+    edit(toml, 'name = "no_grad"\n', 'name = "no_grad"\nground_truth = "hf/x/fp32@2"\n')
+    edit(toml, "[[claims]]", '[[claims]]\nid = "gt-alloc"\nvariant = "baseline"\n'
+         'quantity = "allocated"\nsource = "ground_truth"\nvalue = "4.40 GB"\n\n'
+         '[[claims]]\nid = "gt-double"\nvariant = "no_grad"\nrelative_to = "baseline"\n'
+         'quantity = "allocated"\nsource = "ground_truth"\nvalue = "2.0×"\n'
+         'direction = "higher"\n\n[[claims]]')
+    for name in ("baseline", "no_grad"):
+        (ref / "linear-baseline" / f"{name}.json").unlink()
+    edit(toml, 'timeout_s = 300', 'timeout_s = 300\npending = true')  # lesson 01's own claims wait
+    update(load_lesson(lessons / LESSON), ref)
+    # then the check passes, and the rendered block shows the cases, the probe's cap, versions
+    assert problems(lessons, ref) == []
+    block = (lessons / LESSON / "lesson.md").read_text(encoding="utf-8")
+    assert "| baseline | hf/x/fp32 | ok | 4.404 GB |" in block
+    assert "--batch 2`, under its 16 GiB cap without a retry" in block
+    assert "torch 2.11.0+cu130, transformers 5.24.0" in block
+    # when a stated number moves, the claim fails though the lesson is pending
+    edit(toml, 'value = "4.40 GB"', 'value = "4.53 GB"')
+    found = problems(lessons, ref)
+    assert any("claims: gt-alloc" in p and "the ground truth reads 4.40 GB" in p
+               for p in found), found
+    # and a variant naming a case the ground truth does not hold fails under reference
+    edit(toml, 'value = "4.53 GB"', 'value = "4.40 GB"')
+    edit(toml, 'ground_truth = "hf/x/fp32@2"', 'ground_truth = "hf/x/fp32@3"')
+    found = problems(lessons, ref)
+    assert any("reference: no_grad:" in p and "no probe at batch 3" in p for p in found), found
+
+
+def test_a_fit_probe_the_cap_touched_is_not_a_ground_truth(course_copy):
+    from lab.ground_truth import GroundTruthError, find
+
+    retried = {**GT_CASE, "probes": [{**GT_CASE["probes"][0], "num_alloc_retries": 2}]}
+    assert find("hf/x/fp32@2", {"hf/x/fp32": GT_CASE}).max_allocated == 8_808_038_400
+    with pytest.raises(GroundTruthError, match="retried under the 16 GiB cap"):
+        find("hf/x/fp32@2", {"hf/x/fp32": retried})
+    with pytest.raises(GroundTruthError, match="no case"):
+        find("hf/y/fp32", {"hf/x/fp32": GT_CASE})

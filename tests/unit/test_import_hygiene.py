@@ -21,6 +21,7 @@ TORCH = ("torch", "transformers")
 # module (or a statement run after the imports) -> what it must not bring in
 TORCH_FREE = [
     "lab.report", "lab.paths", "lab.atomic", "lab.curriculum", "lab.reference", "lab.progress",
+    "lab.ground_truth",
     "lab.workloads", "lab.workloads.config", "lab.workloads.optim", "lab.workloads.registry",
     "lab.workloads.phases", "lab.workloads.fit", "lab.workloads.fit_sim",
     "lab.workloads.hf_config", "import lab.workloads.hf_config as h; h.shipped_models()",

@@ -26,6 +26,7 @@ from lab.measure.modes import ModeError, mode_info
 from lab.report.units import SIZE_HELP, parse_size
 from lab.runner.loop import run_all
 from lab.runner.protocol import RunRequest
+from lab.serve.policy import lesson_refusal
 
 from ..lesson_model import (Begin, CancelAsked, Finished, RunPlan, Streamed, VariantDone, Words,
                             live_heading, outcome_words, progress_words, run_order)
@@ -66,11 +67,22 @@ class LessonRunMixin:
         if self.class_variants() and not self.state.class_run_shown:  # a workshop
             self._ask_prediction(self.play_class_run)
             return
-        self._ask_prediction(self._play_recording if self.main_is_recording() else self._run_live)
+        if self.main_is_recording():
+            self._ask_prediction(self._play_recording)
+        elif not self._refused():
+            self._ask_prediction(self._run_live)
 
     def action_run_yourself(self) -> None:
-        if not self._busy():
+        if not self._busy() and not self._refused():
             self._ask_prediction(self._run_live)
+
+    def _refused(self) -> bool:
+        """A local-only lesson in a served lab: say why in one line, before the prediction is
+        asked for a run that will not come."""
+        refusal = lesson_refusal(self.lesson)
+        if refusal:
+            self.notify(refusal, title="Not in a served lab", severity="warning", timeout=12)
+        return refusal is not None
 
     def words(self, words: Words, variant: str | None = None) -> Text:  # noqa: D401
         """The model's words as Rich Text ("variant": the running variant's colour)."""
@@ -156,6 +168,8 @@ class LessonRunMixin:
                     runner)
 
     def _run_live(self) -> None:
+        if self._refused():  # every way here asks first; this keeps any new one honest
+            return
         controls = self.query_one(RunControls)
         variants = self._selected()
         if variants is None:
