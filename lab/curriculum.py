@@ -215,7 +215,10 @@ class Lesson:
         raise KeyError(name)
 
     def params(self, scale: str) -> dict[str, Any]:
-        return dict(self.scales[scale])
+        """The scale's parameters; a value "./NAME" names a file beside lesson.toml (a lesson's
+        own model config) and becomes that file's path, wherever the run starts."""
+        return {k: str(self.path / v[2:]) if isinstance(v, str) and v.startswith("./") else v
+                for k, v in self.scales[scale].items()}
 
     def ranks(self, scale: str, mode: str, overrides: dict[str, Any] | None = None) -> int:
         """How many workers a run of this lesson starts (`RunRequest.ranks`): its `world_size`

@@ -19,7 +19,7 @@ import sys
 from .admission import Admission
 from .paths import lock_path, pid_path, socket_path
 from .pool import PoolKey, WarmPool
-from .proc import PROJECT_ROOT
+from .proc import PROJECT_ROOT, code_stamp
 from .service import IDLE_ENV, PROTO, SPARES_ENV, Service, log
 
 
@@ -83,7 +83,7 @@ def _serve(args) -> int:
         signal.signal(sig, lambda *_: service.stopping.set())
     # ahead of need: sim/cpu runs, and cuda runs on each GPU
     for gpu in [None, *(g.visible for g in gpus)]:
-        service.pool.top_up(PoolKey(sys.executable, str(PROJECT_ROOT), gpu))
+        service.pool.top_up(PoolKey(sys.executable, str(PROJECT_ROOT), gpu, code_stamp()))
     try:
         service.serve(server)
     finally:

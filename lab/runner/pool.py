@@ -1,7 +1,9 @@
 """`WarmPool`: workers started and pre-imported ahead of need, each used once.
 
 A pool key is what a worker cannot change after it starts: the Python that runs it, the
-checkout its `lab` comes from, and its GPU (CUDA_VISIBLE_DEVICES, read once by the driver).
+checkout its `lab` comes from, the state of that code when it imported it (an edit or an upgrade
+makes a new key, and the spares of the old one stop), and its GPU (CUDA_VISIBLE_DEVICES, read
+once by the driver).
 For each key in use the pool keeps `spares` workers started (warming up or ready); `take()`
 hands out a ready one when there is one, else the one that started first, else a fresh one,
 and starts a replacement. Keys unused for a while are dropped with their spares.
@@ -22,6 +24,7 @@ class PoolKey:
     python: str
     root: str
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES of its workers; None: as the service's
+    code: str = ""  # proc.code_stamp() of the client: the lab code its workers must import
 
 
 class WarmPool:
@@ -47,6 +50,7 @@ class WarmPool:
     def take(self, key: PoolKey) -> WorkerProc:
         """A worker for one run on `key`: ready if possible. The caller sends its request."""
         with self._lock:
+            stale = self._drop_older_code(key)
             self._last_used[key] = time.monotonic()
             idle = self._idle.setdefault(key, [])
             self._prune(key, idle)
@@ -54,10 +58,22 @@ class WarmPool:
             w = ready[0] if ready else (idle[0] if idle else None)
             if w is not None:
                 idle.remove(w)
+        for old in stale:
+            old.kill()
         if w is None:
             w = self._spawn(key)
         self.top_up(key)
         return w
+
+    def _drop_older_code(self, key: PoolKey) -> list[WorkerProc]:
+        """Forget the keys of the same Python, checkout and GPU with another code stamp (under
+        the lock); their spares, for the caller to stop: they would run the code as it was."""
+        older = [k for k in self._idle if k != key and (k.python, k.root, k.gpu)
+                 == (key.python, key.root, key.gpu) and k.code != key.code]
+        for k in older:
+            self._last_used.pop(k, None)
+            self._failures.pop(k, None)
+        return [w for k in older for w in self._idle.pop(k, [])]
 
     def _prune(self, key: PoolKey, idle: list[WorkerProc]) -> None:
         """Drop spares that died while warming up (and count it: a broken install must not

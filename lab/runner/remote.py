@@ -23,7 +23,7 @@ from typing import Any, Callable
 from lab.measure.result import RunResult
 
 from .paths import lock_path, log_path, pid_path, socket_path, start_lock_path
-from .proc import PROJECT_ROOT, worker_env
+from .proc import PROJECT_ROOT, code_stamp, worker_env
 from .protocol import RunRequest
 from .service import PROTO
 from .stream import WorkerStream
@@ -198,7 +198,8 @@ class ServiceRunner:
             return self._direct(req, on_event, cancel)
         with sock:
             msg = {"op": "run", "proto": PROTO, "request": absolute(req).to_json_dict(),
-                   "python": self.python, "root": str(PROJECT_ROOT), "env": self._env(),
+                   "python": self.python, "root": str(PROJECT_ROOT), "code": code_stamp(),
+                   "env": self._env(),
                    "cwd": os.getcwd(), "client": f"pid:{os.getpid()}"}
             sock.sendall((json.dumps(msg) + "\n").encode())
             return self._follow(sock, req, on_event, cancel,

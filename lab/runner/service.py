@@ -5,8 +5,8 @@ owns the warm worker pool and the machine's admission (a fair queue per GPU, CPU
 cores). Torch-free: it never imports torch, never touches CUDA, and spawns workers with
 fork+exec only.
 
-One connection, one JSON line in: {"op": "run", "proto", "request", "python", "root", "env",
-"client"} | {"op": "ping"} | {"op": "state"} | {"op": "shutdown"}. For a run the service answers
+One connection, one JSON line in: {"op": "run", "proto", "request", "python", "root", "code",
+"env", "client"} | {"op": "ping"} | {"op": "state"} | {"op": "shutdown"}. For a run the service answers
 with events (its own "status" ones, then the worker's lines) and ends with
 {"type": "_end", "result": RunResult}; a line "cancel" from the client, or the client going
 away, cancels the run (waiting or running).
@@ -218,7 +218,7 @@ class Service:
         port = free_port() if req.ranks > 1 else 0
         for r in range(req.ranks):
             gpu = self.gpu_ids[ticket.gpus[r]] if req.mode_info.on_gpu else None
-            w = self.pool.take(PoolKey(python, root, gpu))
+            w = self.pool.take(PoolKey(python, root, gpu, str(msg.get("code") or "")))
             workers.append(w)
             where = f" on GPU {ticket.gpus[r]}" if gpu is not None else ""
             who = f"rank {r}: " if req.ranks > 1 else ""

@@ -83,3 +83,16 @@ def test_formulas_are_arithmetic_only():
     for bad in ["__import__('os').system('true')", "a.__class__", "[1][0]", "lambda: 1"]:
         with pytest.raises(FormulaError):
             evaluate(bad, {"a": 1})
+
+
+def test_a_scale_value_beside_the_lesson_becomes_its_path_wherever_the_run_starts(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from lab.curriculum import load_course
+
+    monkeypatch.chdir(tmp_path)  # the worker runs in the client's folder
+    lesson = next(l for l in load_course().lessons if l.id == "memory-budget")
+    model = Path(lesson.params("small")["model"])
+    assert lesson.scales["small"]["model"].startswith("./")
+    assert model.is_absolute() and model.is_file() and model.parent == lesson.path
+    assert lesson.params("seed")["model"] == "smollm2-360m"  # a shipped name stays a name
