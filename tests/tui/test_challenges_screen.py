@@ -42,6 +42,8 @@ async def test_start_then_check_a_challenge_and_the_map_counts_it(tmp_path, monk
         assert screen.grades["fragmentation"].passed and chl.passed(app.progress, ch)
         await pilot.pause()
         assert "✔ passed" in screen_text(app)
+        # the grade is in sight at 80x24, under the challenge's title, not below its brief
+        assert "PASSED" in screen_text(app) and "✔ metric:sizes_ok" in screen_text(app)
         await pilot.press("escape")
         await pilot.pause()
         row = app.screen.query_one("#lessons", DataTable).get_row("memory-budget")

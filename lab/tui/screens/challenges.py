@@ -120,7 +120,23 @@ class ChallengeScreen(Screen):
             return
         recorded = ch.solution_variant in load_reference(ch.lesson.id, self.app.reference_root)
         path = chl.copy_path(ch)
-        parts = [Text(ch.title, style="bold"), Text(""), Text(reflow(ch.brief)), Text("")]
+        # the learner's own grade first, under the title: at 80x24 the brief fills the pane, and
+        # a result below it would be out of sight
+        parts = [Text(ch.title, style="bold")]
+        if self.checking == ch.id:
+            parts.append(Text("Checking in sim…", style="yellow"))
+        g = self.grades.get(ch.id)
+        if g is not None:
+            parts.append(Text("PASSED" if g.passed else "not yet", style="bold green" if g.passed
+                              else "bold yellow"))
+            for line in g.lines:
+                parts.append(Text(f"{'✔' if line.ok else '✗'} {line.text}",
+                                  style="green" if line.ok else "red"))
+            if g.error and not g.passed:
+                parts.append(Text(g.error, style="dim"))
+        if ch.id in self.shown_hint and ch.hint:
+            parts.append(Text(f"Hint: {ch.hint}", style="italic"))
+        parts += [Text(""), Text(reflow(ch.brief)), Text("")]
         parts.append(Text(f"Your copy: {path}" if path.is_file() else
                           "Not started: s copies the starting code into your data folder.",
                           style="cyan" if path.is_file() else "dim"))
@@ -128,20 +144,6 @@ class ChallengeScreen(Screen):
                           f"{ch.lesson.key}, variant {ch.solution_variant})" if recorded else
                           f"Reference solution: lesson {ch.lesson.key}, variant "
                           f"{ch.solution_variant} (H200 recording pending)", style="dim"))
-        if ch.id in self.shown_hint and ch.hint:
-            parts.append(Text(f"Hint: {ch.hint}", style="italic"))
-        if self.checking == ch.id:
-            parts.append(Text("Checking in sim…", style="yellow"))
-        g = self.grades.get(ch.id)
-        if g is not None:
-            parts.append(Text(""))
-            for line in g.lines:
-                parts.append(Text(f"{'✔' if line.ok else '✗'} {line.text}",
-                                  style="green" if line.ok else "red"))
-            if g.error and not g.passed:
-                parts.append(Text(g.error, style="dim"))
-            parts.append(Text("PASSED" if g.passed else "not yet", style="bold green" if g.passed
-                              else "bold yellow"))
         self.query_one("#ch-text", Static).update(Text("\n").join(parts))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -185,6 +187,7 @@ class ChallengeScreen(Screen):
         if ch is not None:
             self.shown_hint.add(ch.id)
             self.show_detail()
+            self.query_one("#ch-detail").scroll_home(animate=False)
 
     def action_check(self) -> None:
         ch = self.current
@@ -214,6 +217,7 @@ class ChallengeScreen(Screen):
         else:
             self.notify(error or "the check failed", severity="error")
         self.refresh_view()
+        self.query_one("#ch-detail").scroll_home(animate=False)  # the grade is at the top
 
 
 __all__ = ["ChallengeScreen", "status_text"]

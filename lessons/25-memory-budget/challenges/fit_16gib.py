@@ -4,7 +4,8 @@ SmolLM2-360M (random weights), 8 sequences of 1,024 tokens, fp32, AdamW, 2 steps
 needs more than 16 GiB. Change the code below - not the batch - until `memlab challenge check
 fit-16gib` says it fits. The check runs it in sim on a GPU capped at 16 GiB (the allocator model
 raises out-of-memory where a real 16 GiB GPU would) and checks that the batch is the one given:
-run.p.batch x run.p.seq tokens in, x and y.
+run.p.batch x run.p.seq token ids in (x and y are one tensor: transformers shifts the
+labels itself).
 
 What you may use is the course: precision (lesson 08), checkpointing (09), accumulation (10),
 optimizers (13, 14), anything you can read in lab/workloads/train.py.
