@@ -7,6 +7,17 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_runs_folder(tmp_path_factory):
+    """Under xdist, a folder every worker of this session shares (tests/shared_runs.py): the
+    parent of the workers' own temp folders, which pytest removes with old sessions."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        from .shared_runs import SHARED_ENV
+
+        os.environ[SHARED_ENV] = str(tmp_path_factory.getbasetemp().parent / "shared-runs")
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path, monkeypatch):
     """Progress and history go to a temp folder, never the developer's own data dir.

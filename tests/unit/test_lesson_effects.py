@@ -35,6 +35,8 @@ from lab.measure.measure import measure_variant
 from lab.reference import REFERENCE_DIR
 from lab.runner.worker import load_experiment
 
+from ..shared_runs import shared
+
 COURSE = load_course()
 LESSONS = {l.key: l for l in COURSE.lessons}
 SCALE = {"sim": "seed", "cpu": "small"}
@@ -62,6 +64,12 @@ def _warm_up():
 
 @functools.lru_cache(maxsize=None)
 def measured(key: str, variant: str, mode: str):
+    """The variant's result in `mode` at its scale, run once per session (tests/shared_runs.py:
+    the suite's workers share it; test_many_gpus reads lesson 22's from here too)."""
+    return shared(("lesson", key, variant, mode), lambda: _measure(key, variant, mode))
+
+
+def _measure(key: str, variant: str, mode: str):
     _warm_up()
     lesson = LESSONS[key]
     scale = SCALE[mode]

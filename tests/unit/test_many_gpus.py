@@ -24,6 +24,9 @@ from lab.runner.worker import load_experiment
 from lab.workloads import TrainConfig, parse_combo
 from lab.workloads.config import ComboError
 
+from ..shared_runs import shared
+from .test_lesson_effects import measured
+
 LESSON = next(l for l in load_course().lessons if l.id == "many-gpus")
 EXPERIMENT = load_experiment(str(LESSON.experiment_path))
 VARIANTS = [v.name for v in LESSON.variants]
@@ -31,8 +34,17 @@ PARALLEL = {"baseline": "ddp", "zero1": "zero1", "fsdp": "fsdp", "fsdp_bf16": "f
             "fsdp_ckpt": "fsdp"}
 
 
-@functools.lru_cache(maxsize=None)  # the seed-scale runs serve the formula and the H200 tests
+@functools.lru_cache(maxsize=None)
 def sim(variant: str, world_size: int, scale: str = "small", sim_rank: int = 0):
+    """The variant in sim as rank `sim_rank` of `world_size`, once per session (several tests
+    compare the same run: the formulas, each H200 rank, the gloo ranks)."""
+    if (scale, world_size, sim_rank) == ("seed", LESSON.params("seed")["world_size"], 0):
+        return measured(LESSON.key, variant, "sim")  # the lesson as it is: test_lesson_effects' run
+    return shared(("many-gpus", variant, world_size, scale, sim_rank),
+                  lambda: _sim(variant, world_size, scale, sim_rank))
+
+
+def _sim(variant: str, world_size: int, scale: str, sim_rank: int):
     params = {**LESSON.params(scale), "world_size": world_size, "sim_rank": sim_rank}
     return measure_variant(getattr(EXPERIMENT, variant), lesson=LESSON.id, variant=variant,
                            mode="sim", scale=scale, params=params, checks=list(LESSON.checks),
@@ -172,13 +184,10 @@ def test_two_gloo_ranks_hold_what_the_sim_says():
     # variant trains at small scale, then both ranks finish, each with its own timeline, and
     # their model states equal the simulation's byte for byte (the same code path: the fake
     # process group instead of gloo). Activations may differ: CPU attention vs CUDA's in sim.
-    from lab.runner.client import SubprocessRunner
-    from lab.runner.protocol import RunRequest
-
-    runner = SubprocessRunner()
+    assert LESSON.params("small")["world_size"] == 2
     for variant in VARIANTS:
-        res = runner.run(RunRequest(lesson_path=str(LESSON.path), variant=variant, mode="cpu",
-                                    scale="small", timing=False, ranks=2, timeout_s=120))
+        # test_lesson_effects' run of the variant (the same request, made once per session)
+        res = measured(LESSON.key, variant, "cpu")
         assert res.status == "ok", (variant, res.error)
         assert [r.metrics["rank"] for r in res.ranks] == [0.0, 1.0]
         expected = sim(variant, 2)
