@@ -49,9 +49,10 @@ SIM_NOTES = (
 
 @contextmanager
 def fake_mode() -> Iterator[torch_compat.FakeTensorMode]:
-    """FakeTensorMode alone (tests and tools that only need shapes)."""
+    """FakeTensorMode alone (tests and tools that only need shapes), with its dispatch cache's
+    key built the fast way (torch_compat.SimFakeTensorMode: the same key, in less time)."""
     # allow_non_fake_inputs: module-level constants and tensors made before the mode still work
-    with torch_compat.FakeTensorMode(allow_non_fake_inputs=True) as mode:
+    with torch_compat.SimFakeTensorMode(allow_non_fake_inputs=True) as mode:
         yield mode
 
 
