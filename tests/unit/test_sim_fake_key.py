@@ -61,7 +61,7 @@ def fake_tensors(draw):
     elif how == "grad" and t.is_floating_point():
         t = t.requires_grad_()
     elif how == "permute" and t.dim() >= 3:
-        t = t.permute(2, 0, 1)
+        t = t.permute(*reversed(range(t.dim())))
     return t
 
 
