@@ -77,24 +77,12 @@ def _decoder(tp) -> Callable[[Any, str], Any]:
     thousands of blocks and timeline points: inspecting the type each time costs seconds)."""
     if tp is Any:
         return lambda v, where: v
-    if tp is int:
-        def dec_int(v, where):
-            if type(v) is int:
+    if tp in (int, str, bool):  # exactly that type: a bool is not an int here, nor 1.0
+        def dec_exact(v, where):
+            if type(v) is tp:
                 return v
-            raise _fail(where, int, v)
-        return dec_int
-    if tp is str:
-        def dec_str(v, where):
-            if type(v) is str:
-                return v
-            raise _fail(where, str, v)
-        return dec_str
-    if tp is bool:
-        def dec_bool(v, where):
-            if type(v) is bool:
-                return v
-            raise _fail(where, bool, v)
-        return dec_bool
+            raise _fail(where, tp, v)
+        return dec_exact
     if tp is float:
         def dec_float(v, where):
             if type(v) is float:

@@ -23,7 +23,6 @@ import functools
 import gc
 import importlib.util
 import json
-import os
 import re
 import textwrap
 
@@ -31,6 +30,7 @@ import pytest
 
 from lab.claims import direction_problem, quantity
 from lab.curriculum import load_course
+from lab.dev.goldens import environment
 from lab.measure.measure import measure_variant
 from lab.reference import REFERENCE_DIR
 from lab.runner.worker import load_experiment
@@ -83,19 +83,10 @@ def _measure(key: str, variant: str, mode: str):
                                                  ranks=ranks, timeout_s=lesson.timeout_s))
     # the variant's environment, as the worker sets it (sim's allocator model reads
     # PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF when the run starts: lessons 17 and 23)
-    env = dict(lesson.variant(variant).env)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(dict(lesson.variant(variant).env)):
         return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
                                mode=mode, scale=scale, params=lesson.params(scale),
                                checks=list(lesson.checks), timing=False)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _skip_if_unavailable(lesson, variant: str, mode: str) -> None:

@@ -27,6 +27,8 @@ from collections import Counter
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 
+from .patches import Swaps
+
 _TRANSFORMERS = "transformers.modeling_utils"
 
 
@@ -91,13 +93,13 @@ class CudaOffload:
     def __init__(self):
         self.host = PinnedHostModel()
         self.cls = sim_save_on_cpu(self.host)
-        self._saved: list[tuple[object, str, object]] = []
+        self._swaps = Swaps()
         self._transformers = False
 
     def install(self) -> None:
-        self._set(torch.autograd.graph, "save_on_cpu", self.cls)
+        self._swaps.replace(torch.autograd.graph, "save_on_cpu", self.cls)
         for owner in (torch.cuda, torch.cuda.memory):
-            self._set(owner, "host_memory_stats", lambda: self.host.stats())
+            self._swaps.replace(owner, "host_memory_stats", lambda: self.host.stats())
         self.maybe_patch()
 
     def maybe_patch(self) -> None:
@@ -105,17 +107,10 @@ class CudaOffload:
         if self._transformers or _TRANSFORMERS not in sys.modules:
             return
         self._transformers = True
-        self._set(sys.modules[_TRANSFORMERS], "save_on_cpu", self.cls)
-
-    def _set(self, owner, name: str, value) -> None:
-        if hasattr(owner, name):
-            self._saved.append((owner, name, getattr(owner, name)))
-            setattr(owner, name, value)
+        self._swaps.replace(sys.modules[_TRANSFORMERS], "save_on_cpu", self.cls)
 
     def uninstall(self) -> None:
-        for owner, name, value in reversed(self._saved):
-            setattr(owner, name, value)
-        self._saved.clear()
+        self._swaps.restore()
         self._transformers = False
 
 

@@ -26,6 +26,7 @@ import sys
 
 import torch
 from ..torch_compat import FakeTensor, disable_current_modes
+from .patches import Swaps
 
 _MODULE = "transformers.masking_utils"
 
@@ -36,7 +37,7 @@ def _fake(t) -> bool:
 
 class ValueAssumptions:
     def __init__(self):
-        self._saved: list[tuple[object, str, object]] = []
+        self._swaps = Swaps()
         self.active = False
 
     def maybe_patch(self) -> None:
@@ -55,20 +56,14 @@ class ValueAssumptions:
                     (out[:, -1] == 0).all()
                 return None
 
-            self._set(mu, "find_packed_sequence_indices", find_packed)
+            self._swaps.replace(mu, "find_packed_sequence_indices", find_packed)
         for name in ("_ignore_causal_mask_sdpa", "_ignore_bidirectional_mask_sdpa"):
             orig = getattr(mu, name, None)
             if orig is not None:
-                self._set(mu, name, _no_fake_padding(orig))
-
-    def _set(self, mod, name: str, fn) -> None:
-        self._saved.append((mod, name, getattr(mod, name)))
-        setattr(mod, name, fn)
+                self._swaps.replace(mu, name, _no_fake_padding(orig))
 
     def restore(self) -> None:
-        for mod, name, fn in reversed(self._saved):
-            setattr(mod, name, fn)
-        self._saved.clear()
+        self._swaps.restore()
         self.active = False
 
 

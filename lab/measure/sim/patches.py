@@ -26,31 +26,53 @@ class Patch:
         return f"{mod}.{self.name}"
 
 
+class Swaps:
+    """Attributes replaced one at a time (some only once their module is imported) and put back,
+    in reverse order, by `restore()`. `Patches` installs its table through one; sim's offload
+    and fake-value hooks, which patch transformers when it appears, use one directly."""
+
+    def __init__(self):
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._saved)
+
+    def replace(self, owner: Any, name: str, value: Any) -> bool:
+        """`owner.name = value`, the original kept; False (nothing done) when there is no such
+        attribute on this version."""
+        if not hasattr(owner, name):
+            return False
+        self._saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, value)
+        return True
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+
 class Patches:
     """A context manager installing `patches` (rows whose attribute does not exist on this torch
     are skipped, and said in `skipped`) and restoring them in reverse order."""
 
     def __init__(self, patches: list[Patch]):
         self.patches = list(patches)
-        self._saved: list[tuple[Any, str, Any]] = []
+        self._swaps = Swaps()
         self.skipped: list[str] = []
 
     def __enter__(self) -> Patches:
-        if self._saved:
+        if self._swaps:
             raise RuntimeError("Patches entered twice")
         for p in self.patches:
             if not hasattr(p.owner, p.name):
                 self.skipped.append(p.where)
                 continue
-            original = getattr(p.owner, p.name)
-            self._saved.append((p.owner, p.name, original))
-            setattr(p.owner, p.name, p.make(original))
+            self._swaps.replace(p.owner, p.name, p.make(getattr(p.owner, p.name)))
         return self
 
     def __exit__(self, *exc) -> None:
-        for owner, name, original in reversed(self._saved):
-            setattr(owner, name, original)
-        self._saved.clear()
+        self._swaps.restore()
 
 
-__all__ = ["Patch", "Patches"]
+__all__ = ["Patch", "Patches", "Swaps"]
