@@ -129,6 +129,10 @@ def all_cases() -> list[Case]:
             out.append(Case(f"hf/{config}/{combo}", config, f"{HERE}/hf_loop.py",
                             _hf_args(config, layers, combo, batch, seq), _tiny_hf(config, combo),
                             info={"layers": layers}))
+    # lesson 26's keep_grads: the same gpt2 fp32 loop with zero_grad(set_to_none=False)
+    out.append(Case("hf/gpt2/fp32-keep-grads", "gpt2", f"{HERE}/hf_loop.py",
+                    _hf_args("gpt2", None, "fp32", 8, 1024) + ["--no-set-to-none"],
+                    _tiny_hf("gpt2", "fp32") + ["--no-set-to-none"]))
     tgpt2 = ["--config", "assets/models/gpt2.json", "--batch", "8", "--seq", "1024", "--steps", "3"]
     tiny_t = ["--config", "assets/models/gpt2.json", "--batch", "2", "--seq", "32", "--steps", "2",
               "--tiny", "--device", "cpu"]

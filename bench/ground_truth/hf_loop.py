@@ -7,6 +7,7 @@
         with torch.autocast("cuda", dtype=torch.bfloat16):  # bf16 combos only
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)   # AdamW defaults
+                                                   # (--no-set-to-none: False)
 
 and prints one JSON line: `torch.cuda.max_memory_allocated()` / `max_memory_reserved()` with the
 torch and transformers versions it ran on. `--layers N` keeps a published layout but fewer
@@ -81,6 +82,8 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=None, help="fewer blocks than published")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="every width shrunk (a dry run)")
+    ap.add_argument("--no-set-to-none", dest="set_to_none", action="store_false",
+                    help="opt.zero_grad(set_to_none=False): gradients stay allocated, zeroed")
     args = ap.parse_args()
 
     import transformers
@@ -102,7 +105,7 @@ def main() -> int:
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
-        opt.zero_grad(set_to_none=True)
+        opt.zero_grad(set_to_none=args.set_to_none)
     on_gpu = device.type == "cuda"
     if on_gpu:
         torch.cuda.synchronize()
