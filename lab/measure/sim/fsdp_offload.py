@@ -11,7 +11,8 @@ three places:
   and freed;
 - `foreach_reduce` (_fsdp_collectives.py): each reduce-scattered gradient shard is copied to the
   host (`.to(torch.device("cpu"), non_blocking=...)`: pinned when non_blocking, as ATen's
-  `_to_copy` pins a non-blocking device-to-host copy), and the device buffer is freed.
+  `_to_copy` pins a non-blocking device-to-host copy: `pin_out` in
+  aten/src/ATen/native/TensorConversions.cpp), and the device buffer is freed.
 The optimizer then steps on the host: its state and its temporaries never touch the GPU.
 
 Sim's fake tensors live on the CPU (lab/measure/sim/backend.py says why), so there `.cpu()` is a
