@@ -55,3 +55,7 @@ def fsdp_bf16(run):  # FSDP2 + MixedPrecisionPolicy(param_dtype=bfloat16, reduce
 
 def fsdp_ckpt(run):  # FSDP2 + activation checkpointing per block
     run_with(run, "fsdp", checkpointing="blocks")
+
+
+def fsdp_offload(run):  # FSDP2 + CPUOffloadPolicy(): shards, gradients, AdamW state on the host
+    run_with(run, "fsdp", offload="cpu")
