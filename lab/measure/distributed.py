@@ -86,9 +86,9 @@ def join(run) -> Iterator[Ranks]:
         if note:
             run.note(f"sim: {note}.")
         try:
-            from .sim.fsdp_offload import fsdp_offload
+            from .sim.fsdp_offload import FsdpOffload
 
-            with _ddp_in_sim(), _fsdp_in_sim(), fsdp_offload(getattr(run.backend, "pinned_host", None)):
+            with _ddp_in_sim(), _fsdp_in_sim(), FsdpOffload(getattr(run.backend, "pinned_host", None)):
                 yield Ranks(rank, n, True, device_type)
         finally:
             with disable_current_modes():

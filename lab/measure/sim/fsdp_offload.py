@@ -44,8 +44,7 @@ without pinning), and the time the copies take.
 from __future__ import annotations
 
 import weakref
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -84,9 +83,8 @@ class HostMoves(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is _CPU and not _on_host(args[0]):
             return _host_copy(args[0], False, self.host)
-        if func is _PIN:
-            t = args[0]
-            return _host_copy(t, True, self.host)  # a new pinned copy of a host tensor
+        if func is _PIN:  # a new pinned copy (FSDP2 pins the host copy `.cpu()` made)
+            return _host_copy(args[0], True, self.host)
         if func is _TO and not _on_host(args[0]):
             device, dtype, non_blocking = torch_compat.parse_to(*args[1:], **kwargs)
             if device is not None and torch.device(device).type == "cpu" and dtype in (None, args[0].dtype):
@@ -152,10 +150,4 @@ class FsdpOffload:
         self._swaps.restore()
 
 
-@contextmanager
-def fsdp_offload(host: PinnedHostModel | None) -> Iterator[FsdpOffload]:
-    with FsdpOffload(host) as installed:
-        yield installed
-
-
-__all__ = ["FsdpOffload", "HostMoves", "fsdp_offload"]
+__all__ = ["FsdpOffload", "HostMoves"]
