@@ -342,7 +342,8 @@ def fsdp_offload_targets() -> tuple[Any, Any, Any] | None:
 
 
 def parse_to(*args, **kwargs) -> tuple:
-    """(device, dtype, non_blocking) of `Tensor.to(*args, **kwargs)` (the C parser's first three)."""
+    """(device, dtype, non_blocking) of `Tensor.to(*args, **kwargs)`: the first three of what
+    the C parser returns."""
     return tuple(torch._C._nn._parse_to(*args, **kwargs))[:3]
 
 

@@ -87,7 +87,8 @@ class HostMoves(TorchFunctionMode):
             return _host_copy(args[0], True, self.host)
         if func is _TO and not _on_host(args[0]):
             device, dtype, non_blocking = torch_compat.parse_to(*args[1:], **kwargs)
-            if device is not None and torch.device(device).type == "cpu" and dtype in (None, args[0].dtype):
+            to_host = device is not None and torch.device(device).type == "cpu"
+            if to_host and dtype in (None, args[0].dtype):
                 return _host_copy(args[0], bool(non_blocking), self.host)
         return func(*args, **kwargs)
 
@@ -99,7 +100,7 @@ class FsdpOffload:
 
     def __init__(self, host: PinnedHostModel | None):
         self.host = host
-        self.moved: weakref.WeakSet = weakref.WeakSet()  # FSDPParams whose shard sim put on the host
+        self.moved: weakref.WeakSet = weakref.WeakSet()  # FSDPParams sim put on the host
         self._swaps = Swaps()
 
     def __enter__(self) -> FsdpOffload:
