@@ -18,6 +18,12 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                env = { NAME = "value" }      optional: environment variables the worker sets
                                              before torch is imported (e.g.
                                              PYTORCH_CUDA_ALLOC_CONF, read once per process)
+               modes = ["sim"]               optional: the modes this variant runs in (default:
+                                             the lesson's); one without the cuda of its
+                                             lesson is simulated only, with no H200
+                                             recording (`Variant.recorded`): dev check expects
+                                             none, the app and `memlab run` say it is simulated
+                                             and skip it in the other modes
                ground_truth = "hf/gpt2/fp32"  optional: the H200 ground-truth case that ran the
                                              same loop (lab.ground_truth); claims with
                                              source = "ground_truth" are checked against it
@@ -50,7 +56,7 @@ import ast
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +131,18 @@ class Variant:
     description: str = ""
     env: tuple[tuple[str, str], ...] = ()  # (NAME, value) pairs the worker sets before torch
     ground_truth: str = ""  # the ground-truth case of the same loop (lab.ground_truth), or ""
+    modes: tuple[str, ...] = MODES  # the modes it runs in (lesson.toml's, else the lesson's)
+    # False: its own `modes` leave out the GPU the lesson runs on: simulated only, no H200
+    # recording (the lab had no GPUs to record it on, e.g. two H200s); dev check expects none
+    recorded: bool = True
+
+    def runs_in(self, mode: str) -> bool:
+        return mode in self.modes
+
+    def not_run_in(self, mode: str) -> str:
+        """One line: why this variant does not run in `mode`."""
+        simulated = "" if self.recorded else " (simulated, not recorded on the H200)"
+        return f"{self.name} runs in {', '.join(self.modes)} only{simulated}, not in {mode}"
 
 
 @dataclass(frozen=True)
@@ -317,10 +335,10 @@ def _req(data: dict, key: str, typ, path: Path, where: str = ""):
     return value
 
 
-def _strings(data: dict, key: str, path: Path, default=()) -> list[str]:
+def _strings(data: dict, key: str, path: Path, default=(), where: str | None = None) -> list[str]:
     value = data.get(key, default)
     if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
-        raise LessonError(path, key, "must be a list of strings")
+        raise LessonError(path, where or key, "must be a list of strings")
     return list(value)
 
 
@@ -412,8 +430,17 @@ def _load_lesson(folder: Path) -> Lesson:
                 parse_ref(ground_truth)
             except GroundTruthError as e:
                 raise LessonError(path, where + "ground_truth", str(e).split(": ", 1)[1]) from None
+        variant_modes = tuple(_strings(v, "modes", path, modes, where + "modes"))
+        for mode in variant_modes:
+            if mode not in modes:
+                raise LessonError(path, where + "modes",
+                                  f"{mode!r} is not one of the lesson's modes ({', '.join(modes)})")
+        if not variant_modes:
+            raise LessonError(path, where + "modes", "needs at least one mode")
         variants.append(Variant(_req(v, "name", str, path, where), _req(v, "title", str, path, where),
-                                str(v.get("description", "")), tuple(env.items()), ground_truth))
+                                str(v.get("description", "")), tuple(env.items()), ground_truth,
+                                variant_modes, recorded=any(mode_info(m).on_gpu for m in variant_modes)
+                                or not any(mode_info(m).on_gpu for m in modes)))
     names = [v.name for v in variants]
     if names[0] != "baseline":
         raise LessonError(path, "variants[0].name", f"the first variant must be 'baseline', got {names[0]!r}")
@@ -524,7 +551,7 @@ def _load_lesson(folder: Path) -> Lesson:
 
     # every text a learner reads goes through the one renderer, here, once: the app's header,
     # the palette, the served app, `memlab list` and the exports never see raw {{…}} markup
-    variants = [Variant(v.name, rendered(v.title), rendered(v.description), v.env, v.ground_truth)
+    variants = [replace(v, title=rendered(v.title), description=rendered(v.description))
                 for v in variants]
     return Lesson(
         number=int(m.group(1)), slug=folder.name, id=lesson_id, title=rendered(title),

@@ -212,6 +212,12 @@ def main(args) -> int:
         overrides = ({"world_size": ranks_asked}
                      if ranks_asked is not None and "world_size" in lesson.params(scale) else {})
         for variant in variants:
+            if not lesson.variant(variant).runs_in(mode):
+                why = lesson.variant(variant).not_run_in(mode)
+                if args.variant and variant in args.variant:
+                    raise UsageError(f"lesson {lesson.key}: {why}")
+                live.note(f"· {lesson.key} {variant}: skipped ({why})")
+                continue
             profile = (snapshot_path(snapshot, lesson.id, variant, len(variants) > 1, len(plan) > 1)
                        if snapshot else None)
             tasks.append((lesson, RunRequest(

@@ -20,7 +20,8 @@ in its problems so an author knows what to fix:
              predict-the-peak answer
   reference  every variant has an H200 recording (cuda, seed), or names a ground-truth case of
              the same loop that the ground truth holds (lab/ground_truth.py), or is marked
-             pending; no stray recordings
+             pending, or runs only in modes without a GPU (`modes = ["sim"]`: simulated, so
+             no recording, and no claim, may name it); no stray recordings
   cite       the <!-- h200 --> block is what `memlab dev cite` renders from the recordings
   requires   every optional package a lesson needs is an extra in pyproject.toml
 
@@ -289,6 +290,12 @@ def _reference(lesson: Lesson, root: Path, recs: dict) -> list[Problem]:
             except GroundTruthError as e:
                 out.append(Problem(lesson.path / "lesson.toml", "reference",
                                    f"{name}: {e} ({truth})"))
+        if not lesson.variant(name).recorded:  # simulated only: nothing to record it on
+            if r is not None:
+                out.append(Problem(folder / f"{name}.json", "reference",
+                                   f"{name} runs in {', '.join(lesson.variant(name).modes)} only: "
+                                   "a recording of it would never be read"))
+            continue
         if name in lesson.pending:
             out.append(Problem(folder, "reference", f"{name}: H200 recording pending", warning=True))
             continue
@@ -333,6 +340,12 @@ def _claims(lesson: Lesson, recs: dict, superseded_root: Path,
         if not mode_info(c.mode).on_gpu:
             out.append(Problem(path, "claims", f"{c.id}: only the H200 recordings (mode cuda) back "
                                "stated numbers; sim/cpu directions go in `also`"))
+            continue
+        simulated = [v for v in (c.variant, c.relative_to)
+                     if v in {x.name for x in lesson.variants} and not lesson.variant(v).recorded]
+        if simulated:
+            out.append(Problem(path, "claims", f"{c.id}: {', '.join(simulated)} is simulated only "
+                               "(no H200 recording): the lab states no number of it"))
             continue
         if {c.variant, c.relative_to} & set(lesson.pending):
             out.append(Problem(path, "claims", f"{c.id}: not checked, recording pending", warning=True))

@@ -20,7 +20,10 @@ named here and nowhere else:
   rebuilt layout, so its segments match too (lab.measure.ddp);
 - FSDP2 splits every parameter into N chunks to keep two of them (its rank's and the first,
   padded one): sim makes only the chunks asked for — the same tensors, without N fake ops per
-  parameter (at N = 1024 those took minutes).
+  parameter (at N = 1024 those took minutes);
+- FSDP2's CPUOffloadPolicy: the shards, their gradients and the optimizer state leave the device
+  (host tensors are meta tensors, pinned bytes go to the pinned-host model), and each block's
+  shards are copied back to the device before its all-gather (lab.measure.sim.fsdp_offload).
 Above the rank counts the lab has measured on real GPUs (`VALIDATED_RANKS`), a simulated result
 is rank 0 extrapolated: it leaves out NCCL's own buffers and the CUDA context (neither is in
 PyTorch's allocator), and ranks that hold different shards (ZeRO-1) may differ from rank 0.
@@ -83,7 +86,9 @@ def join(run) -> Iterator[Ranks]:
         if note:
             run.note(f"sim: {note}.")
         try:
-            with _ddp_in_sim(), _fsdp_in_sim():
+            from .sim.fsdp_offload import FsdpOffload
+
+            with _ddp_in_sim(), _fsdp_in_sim(), FsdpOffload(getattr(run.backend, "pinned_host", None)):
                 yield Ranks(rank, n, True, device_type)
         finally:
             with disable_current_modes():

@@ -86,6 +86,11 @@ CHECKED: list[PrivateApi] = [
                "lab/measure/ddp.py's wrapper answers it)", "DDP's rebuilt buckets are labelled"),
     PrivateApi("fsdp_chunk_target", "torch.distributed.fsdp._fully_shard._fsdp_param."
                "_chunk_with_empty", "sim: FSDP2's chunks made lazily"),
+    PrivateApi("fsdp_offload_targets", "torch.distributed.fsdp._fully_shard: "
+               "FSDPParam._init_sharded_param, _fsdp_param_group.foreach_reduce, "
+               "FSDPParamGroup._validate_no_meta_params / _validate_cpu_offload_params",
+               "sim: FSDP2's CPUOffloadPolicy moves shards and gradients to the host"),
+    PrivateApi("parse_to", "torch._C._nn._parse_to", "sim: the device a Tensor.to call names"),
     PrivateApi("cpu_current_stream / cpu_default_stream",
                "torch.cpu._current_stream, torch.cpu._default_cpu_stream",
                "sim: the stream FSDP2 selected (torch.cpu streams stand for CUDA's)"),
@@ -318,6 +323,30 @@ def fsdp_chunk_target() -> tuple[Any, str] | None:
     return (_fsdp_param, "_chunk_with_empty") if hasattr(_fsdp_param, "_chunk_with_empty") else None
 
 
+def fsdp_offload_targets() -> tuple[Any, Any, Any] | None:
+    """(FSDPParam, the _fsdp_param_group module, FSDPParamGroup) when FSDP2 has every name sim's
+    CPU offload wraps (lab/measure/sim/fsdp_offload.py; read in torch 2.13), else None."""
+    try:
+        from torch.distributed.fsdp._fully_shard import _fsdp_param, _fsdp_param_group
+    except ImportError:
+        return None
+    param_cls = getattr(_fsdp_param, "FSDPParam", None)
+    group_cls = getattr(_fsdp_param_group, "FSDPParamGroup", None)
+    if (param_cls is None or group_cls is None
+            or not hasattr(param_cls, "_init_sharded_param")
+            or not hasattr(_fsdp_param_group, "foreach_reduce")
+            or not all(hasattr(group_cls, n) for n in ("_validate_no_meta_params",
+                                                      "_validate_cpu_offload_params"))):
+        return None
+    return param_cls, _fsdp_param_group, group_cls
+
+
+def parse_to(*args, **kwargs) -> tuple:
+    """(device, dtype, non_blocking) of `Tensor.to(*args, **kwargs)`: the first three of what
+    the C parser returns."""
+    return tuple(torch._C._nn._parse_to(*args, **kwargs))[:3]
+
+
 def ddp_param_shape_check() -> tuple[Any, str]:
     """(module, name) of DDP's constructor check of parameter shapes across ranks."""
     import torch.nn.parallel.distributed as ddp_module
@@ -495,6 +524,7 @@ def single_process_dataloader_iter():
 
 __all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_modes",
            "exclude_autocast_cpu", "ddp_bucket_sizes", "ddp_param_shape_check", "fake_store", "fsdp_chunk_target",
+           "fsdp_offload_targets", "parse_to",
            "optimizer_foreach_defaults", "rebuild_buckets", "has_kernel_for",
            "is_traceable_wrapper_subclass_type", "op_schema", "storage_use_count",
            "tensor_use_count", "FakeTensor", "FakeTensorMode", "PrivateApi", "SimFakeTensorMode",

@@ -36,6 +36,7 @@ TECHNIQUES: tuple[tuple[str, Any, str, tuple[str, ...], tuple[str, ...]], ...] =
     ("optimizer", lambda v: True, "optim.py", ("optimizer_spec",), ("impl", "foreach", "fused")),
     ("parallel", {"ddp", "zero1", "fsdp"}, "parallel.py", ("wrap",),
      ("DistributedDataParallel", "ZeroRedundancyOptimizer", "fully_shard")),
+    ("offload", {"cpu"}, "parallel.py", ("wrap",), ("CPUOffloadPolicy", "offload_policy")),
 )
 
 

@@ -76,6 +76,10 @@ TOKENS: tuple[Token, ...] = (
     Token("fsdp", "parallel", "FSDP2: fully_shard(block) per transformer block, then "
           "fully_shard(model): parameters, gradients and optimizer state split 1/N across the "
           "--gpus N ranks, each block all-gathered just before it runs"),
+    Token("offload", "offload", "with fsdp: fully_shard(..., offload_policy=CPUOffloadPolicy()): "
+          "the shards and their gradients in pinned host memory, the optimizer state on the "
+          "host, the optimizer step on the CPU; each block's shards are copied to the GPU "
+          "before its all-gather (sim or GPUs; not recorded on GPUs yet)"),
 )
 KINDS = tuple(dict.fromkeys(t.kind for t in TOKENS if t.kind))  # what Workload.supports names
 _BY_NAME = {t.name: t for t in TOKENS}
@@ -86,6 +90,7 @@ CHECKPOINTING = ("none", "blocks", "hf")
 OPTIMIZERS = ("adamw", "adam", "sgd", "momentum")
 IMPLS = ("foreach", "fused", "forloop")
 PARALLEL = ("none", "ddp", "zero1", "fsdp")
+OFFLOAD = ("none", "cpu")
 
 
 def tokens_help(width: int = 12) -> str:
@@ -116,14 +121,17 @@ class TrainConfig:
     set_to_none: bool = True  # zero_grad(set_to_none=...): free the gradients, or zero them
     eval: bool = False  # forward only, under torch.no_grad()
     parallel: str = "none"  # ddp | zero1 | fsdp: data parallel on world_size ranks
+    offload: str = "none"  # cpu: FSDP2's CPUOffloadPolicy (pinned host memory); fsdp only
 
     def __post_init__(self):
         for name, allowed in (("precision", PRECISIONS), ("checkpointing", CHECKPOINTING),
                               ("optimizer", OPTIMIZERS), ("impl", IMPLS),
-                              ("parallel", PARALLEL)):
+                              ("parallel", PARALLEL), ("offload", OFFLOAD)):
             if getattr(self, name) not in allowed:
                 raise ComboError(f"TrainConfig.{name}={getattr(self, name)!r}; use one of "
                                  f"{', '.join(allowed)}")
+        if self.offload != "none" and self.parallel != "fsdp":
+            raise ComboError("offload is FSDP2's CPUOffloadPolicy: use it with fsdp")
         if not isinstance(self.micro_batches, int) or not 1 <= self.micro_batches <= 1024:
             raise ComboError(f"TrainConfig.micro_batches must be 1..1024, not {self.micro_batches!r}")
 
@@ -133,6 +141,8 @@ class TrainConfig:
         parts: list[str] = []
         if self.parallel != "none":
             parts.append(self.parallel)
+        if self.offload != "none":
+            parts.append("offload")
         if self.eval:
             parts.append("eval")
         if self.precision != "fp32":
@@ -158,7 +168,8 @@ class TrainConfig:
                                         ("checkpointing", "checkpointing"),
                                         ("accum", "micro_batches"), ("optimizer", "optimizer"),
                                         ("impl", "impl"), ("set_to_none", "set_to_none"),
-                                        ("eval", "eval"), ("parallel", "parallel"))
+                                        ("eval", "eval"), ("parallel", "parallel"),
+                                        ("offload", "offload"))
                 if getattr(self, name) != getattr(default, name)}
         return used
 
@@ -205,6 +216,11 @@ def parse_combo(text: str) -> TrainConfig:
             cfg = replace(cfg, eval=True)
         elif token.kind == "parallel":
             cfg = replace(cfg, parallel=tok)
+    if "offload" in seen:  # after the loop: the tokens come in any order
+        if cfg.parallel != "fsdp":
+            raise ComboError(f"{text!r}: offload is FSDP2's CPUOffloadPolicy: use it with fsdp "
+                             "(fsdp+offload)")
+        cfg = replace(cfg, offload="cpu")
     if cfg.eval and cfg.kinds() - {"eval", "precision"}:
         raise ComboError(f"{text!r}: eval runs no backward and no optimizer; combine it only "
                          "with bf16, fp16 or pure-bf16")
@@ -226,6 +242,6 @@ def parse_combos(texts: list[str]) -> list[TrainConfig]:
     return combos
 
 
-__all__ = ["CHECKPOINTING", "ComboError", "IMPLS", "KINDS", "OPTIMIZERS", "PARALLEL", "PRECISIONS", "TOKENS",
+__all__ = ["CHECKPOINTING", "ComboError", "IMPLS", "KINDS", "OFFLOAD", "OPTIMIZERS", "PARALLEL", "PRECISIONS", "TOKENS",
            "Token", "TrainConfig", "parse_combo", "parse_combos", "tokens_help",
            "tokens_markdown"]

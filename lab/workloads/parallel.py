@@ -18,6 +18,9 @@ what a rank holds is what the strategy (`TrainConfig.parallel`) shards:
             are all-gathered in bf16 and compute in bf16; the shards, the gradients and the
             optimizer state stay fp32 (ddp/zero1 + bf16: autocast, as everywhere)
     + ckpt  activation checkpointing per block (torch.utils.checkpoint, use_reentrant=False)
+    fsdp + offload  CPUOffloadPolicy() (pin_memory=True): shards, gradients and optimizer state in
+            pinned host memory, the optimizer steps on the CPU; each block's shards are copied to
+            the GPU before its all-gather (sim models it: lab/measure/sim/fsdp_offload.py)
 
 Phases as in lab/workloads/train.py: model, data i, forward i, backward i, step i, zero_grad i.
 The ranks are real (one process each, started by the runner) or simulated in one process
@@ -61,14 +64,19 @@ def wrap(run, model, cfg: TrainConfig, ranks: distributed.Ranks):
         return model, ZeroRedundancyOptimizer(model.parameters(), optimizer_class=cls,
                                               **spec.kwargs())
 
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 
     mesh = distributed.device_mesh(ranks)
     mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
           if cfg.precision == "bf16" else MixedPrecisionPolicy())
+    if cfg.offload == "cpu" and not (run.simulated or run.is_cuda):
+        raise ValueError("fsdp+offload moves the shards from the GPU to the host; on cpu the host "
+                         "is the device: run it in sim (--mode sim)")
+    # offload: PyTorch's default CPUOffloadPolicy (pin_memory=True)
+    off = CPUOffloadPolicy() if cfg.offload == "cpu" else OffloadPolicy()
     for block in blocks(model):
-        fully_shard(block, mesh=mesh, mp_policy=mp)
-    fully_shard(model, mesh=mesh, mp_policy=mp)  # the rest: embeddings, final norm, LM head
+        fully_shard(block, mesh=mesh, mp_policy=mp, offload_policy=off)
+    fully_shard(model, mesh=mesh, mp_policy=mp, offload_policy=off)  # the rest: embeddings, final norm, LM head
     run.watch(model)  # FSDP2 sets its sharded parameters without nn.Module's hooks
     return model, make_optimizer(model, cfg)
 
@@ -96,6 +104,10 @@ def train_parallel(run, task: Task, cfg: TrainConfig, steps: int) -> list:
             if i == 0 and cfg.parallel == "fsdp":
                 run.metric("fsdp_unsharded_block_bytes", distributed.fsdp_unsharded(run, model))
             del x, y
+        if cfg.offload != "none" and hasattr(torch.cuda, "host_memory_stats"):
+            # what the pinned host allocator holds (CUDA's counters; in sim its model's): every
+            # block it owns, handed out or cached (the shards, the gradients' blocks)
+            run.metric("pinned_held", torch.cuda.host_memory_stats().get("allocated_bytes.current", 0))
         if not run.simulated:
             run.metric("loss_first", run.item(losses[0]))
             run.metric("loss_last", run.item(losses[-1]))

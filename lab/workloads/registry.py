@@ -124,14 +124,14 @@ register(Workload(
     title="one big nn.Linear trained with MSE (lesson 01's layer)",
     sizes={"small": {"batch": 256, "d_in": 512, "d_out": 2048},
            "seed": {"batch": 5000, "d_in": 10_000, "d_out": 50_000}},
-    supports=frozenset(KINDS) - {"checkpointing", "parallel"},  # one layer: nothing to recompute
+    supports=frozenset(KINDS) - {"checkpointing", "parallel", "offload"},  # one layer: nothing to recompute
 ))
 register(Workload(
     name="mlp", family="mlp", unit="tokens",
     title="a residual MLP stack on (batch, seq, d_model): a transformer's feed-forward halves",
     sizes={"small": {"batch": 4, "seq": 64, "d_model": 128, "hidden_mult": 4, "layers": 4},
            "seed": {"batch": 16, "seq": 1024, "d_model": 2048, "hidden_mult": 4, "layers": 24}},
-    supports=frozenset(KINDS) - {"parallel"},  # ddp/zero1/fsdp: the language models
+    supports=frozenset(KINDS) - {"parallel", "offload"},  # ddp/zero1/fsdp: the language models
 ))
 register(Workload(
     name="gpt2-tiny", family="lm", unit="tokens",

@@ -14,6 +14,8 @@ its own batch of `batch` sequences; what a rank holds depends on the strategy
                  fully_shard(block, mesh=mesh)              # + mp_policy=MixedPrecisionPolicy(...)
              fully_shard(model, mesh=mesh)
              opt = torch.optim.AdamW(model.parameters(), ...)   # over the shards (DTensors)
+    + offload    fully_shard(..., offload_policy=CPUOffloadPolicy())   # shards in pinned host
+                 memory, the optimizer on the CPU (simulated only: not recorded on GPUs)
 
 then the usual loop: loss = model(x); loss.backward(); opt.step(); opt.zero_grad().
 """
@@ -55,3 +57,7 @@ def fsdp_bf16(run):  # FSDP2 + MixedPrecisionPolicy(param_dtype=bfloat16, reduce
 
 def fsdp_ckpt(run):  # FSDP2 + activation checkpointing per block
     run_with(run, "fsdp", checkpointing="blocks")
+
+
+def fsdp_offload(run):  # FSDP2 + CPUOffloadPolicy(): shards, gradients, AdamW state on the host
+    run_with(run, "fsdp", offload="cpu")

@@ -201,3 +201,10 @@ def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
     assert rows[0].split()[1:3] == ["baseline", "ok"] and "(baseline)" in rows[0]
     assert out.count("torch 2.13; the recording 2.11") == 1
     assert "numbers: simulated (full scale, torch 2.13)" in out
+
+
+def test_a_simulated_only_variant_asked_for_in_another_mode_is_refused_in_one_line(capsys):
+    # lesson 22's fsdp_offload runs in sim only (lesson.toml: modes = ["sim"])
+    code, out, err = _cli(capsys, "run", "22", "--mode", "cpu", "--variant", "fsdp_offload")
+    assert code == 2 and len(err.strip().splitlines()) == 2  # the mode line, then the error
+    assert "fsdp_offload runs in sim only (simulated, not recorded on the H200), not in cpu" in err

@@ -42,7 +42,7 @@ def test_duplicate_combos_refused():
 
 @pytest.mark.parametrize("token", [t.name for t in TOKENS])
 def test_every_token_parses_and_is_in_the_help(token):
-    text = "accum4" if token == "accumN" else token
+    text = {"accumN": "accum4", "offload": "fsdp+offload"}.get(token, token)  # offload: fsdp's
     cfg = parse_combo(text)
     assert parse_combo(cfg.label) == cfg
     assert f"  {token} " in tokens_help()

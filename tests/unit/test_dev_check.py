@@ -284,3 +284,25 @@ def test_a_fit_probe_the_cap_touched_is_not_a_ground_truth(course_copy):
         find("hf/x/fp32@2", {"hf/x/fp32": retried})
     with pytest.raises(GroundTruthError, match="no case"):
         find("hf/y/fp32", {"hf/x/fp32": GT_CASE})
+
+
+def test_a_simulated_only_variant_has_no_recording_and_no_claims(course_copy):
+    # Given a variant whose own modes leave out the GPU (`modes = ["sim"]`: lesson 22's
+    # fsdp_offload, which the lab has had no GPUs to record), then a recording of it is stray,
+    # a claim naming it is refused, and without them nothing is missing
+    lessons, ref = course_copy
+    toml = lessons / LESSON / "lesson.toml"
+    edit(toml, 'as soon as nothing names it."', 'as soon as nothing names it."\nmodes = ["sim"]')
+    from lab.curriculum import load_lesson
+
+    v = load_lesson(lessons / LESSON).variant("no_grad")
+    assert (v.modes, v.recorded, v.runs_in("cpu")) == (("sim",), False, False)
+    assert "simulated, not recorded on the H200" in v.not_run_in("cpu")
+    found = problems(lessons, ref)
+    assert any("no_grad.json" in p and "reference:" in p and "never be read" in p for p in found), found
+    assert any("claims:" in p and "no_grad is simulated only" in p for p in found), found
+    (ref / "linear-baseline" / "no_grad.json").unlink()
+    assert not any("reference:" in p for p in problems(lessons, ref))
+    edit(toml, 'modes = ["sim"]', 'modes = ["tpu"]')
+    found = problems(lessons, ref)
+    assert any("variants[1].modes" in p and "'tpu'" in p for p in found), found

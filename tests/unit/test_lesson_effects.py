@@ -92,6 +92,8 @@ def _measure(key: str, variant: str, mode: str):
 def _skip_if_unavailable(lesson, variant: str, mode: str) -> None:
     if mode not in lesson.modes:
         pytest.skip(f"lesson {lesson.key} does not run in {mode} mode")
+    if not lesson.variant(variant).runs_in(mode):
+        pytest.skip(lesson.variant(variant).not_run_in(mode))
     missing = missing_requirements(lesson)
     if missing and variant != "baseline":
         pytest.skip(f"needs the optional package(s) {', '.join(missing)}")
@@ -107,6 +109,8 @@ def test_variant_runs_and_its_checks_hold(key, variant, mode):
     lesson = LESSONS[key]
     if mode not in lesson.modes:
         pytest.skip(f"lesson {key} does not run in {mode} mode")
+    if not lesson.variant(variant).runs_in(mode):
+        pytest.skip(lesson.variant(variant).not_run_in(mode))
     res = measured(key, variant, mode)
     if res.status == "error" and res.error.startswith("NotImplementedError"):
         pytest.skip(f"the variant says it does not run in {mode} mode: {res.error}")

@@ -37,6 +37,9 @@ NOT_MECHANISMS = {
     "versions": "which versions sim was checked on, and the notes a result carries",
     "allocator_view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
     "ports": "the table of upstream code the simulator follows (data)",
+    "fsdp_offload": "FSDP2's CPUOffloadPolicy: simulated only (lesson 22's fsdp_offload has no "
+                    "H200 recording for a golden's bars); tests/unit/test_sim_fsdp_offload.py "
+                    "holds its bytes, and lesson 22's check its per-rank peak",
 }
 
 

@@ -198,6 +198,12 @@ class SimBackend(Backend):
         return {"allocated": stats.allocated, "reserved": stats.reserved}
 
     @property
+    def pinned_host(self):
+        """The model of the pinned host allocator (lab.measure.sim.cuda_offload.PinnedHostModel)
+        that offloading counts in and `torch.cuda.host_memory_stats()` answers from."""
+        return self.policy.offload.host
+
+    @property
     def allocator_model(self) -> Replay:
         return self.allocator
 

@@ -52,6 +52,16 @@ PORTS: tuple[Port, ...] = (
     Port("cuda_sdpa_math", "aten/src/ATen/native/transformers/attention.cpp",
          "_scaled_dot_product_attention_math (CUDA's branches), convert_boolean_attn_mask, "
          "_safe_softmax", "torch 2.11"),
+    Port("fsdp_offload", "torch/distributed/fsdp/_fully_shard/_fsdp_param.py",
+         "CPUOffloadPolicy: FSDPParam._init_sharded_param (.cpu(), .pin_memory()), "
+         "all_gather_inputs (.to(device) before the all-gather), reset_sharded_param, "
+         "FSDPParamGroup's lazy-init checks", "torch 2.13"),
+    Port("fsdp_offload", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+         "foreach_reduce: the reduce-scattered gradient copied to the host "
+         "(non_blocking with pin_memory)", "torch 2.13"),
+    Port("fsdp_offload", "aten/src/ATen/native/TensorConversions.cpp",
+         "_to_copy's pin_out: a non-blocking copy from the device to the host is pinned",
+         "torch 2.13 (stored copies of torch 2.x agree)"),
     Port("gpus", "aten/src/ATen/cuda/CublasHandlePool.cpp",
          "getChosenWorkspaceSize (cuBLAS's default workspace by compute capability)",
          "torch 2.11"),

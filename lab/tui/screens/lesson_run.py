@@ -156,10 +156,14 @@ class LessonRunMixin:
             return
         recorded = self.recorded_variants()
         variants = tuple(v for v in selected if v in recorded)
-        missing = [v for v in selected if v not in recorded]
+        missing = [v for v in selected if v not in recorded and self.lesson.variant(v).recorded]
+        simulated = [v for v in selected if not self.lesson.variant(v).recorded]
         if missing:
             self.notify(f"No H200 recording of {', '.join(missing)}: y runs it yourself.",
                         severity="warning")
+        if simulated:
+            self.notify(f"{', '.join(simulated)}: simulated, not recorded on the H200 "
+                        "(y runs it in sim).", severity="information")
         if not variants:
             return
         first = self.deps.recordings(self.lesson.id)[variants[0]]  # as it was recorded
@@ -186,6 +190,13 @@ class LessonRunMixin:
             except ValueError:
                 self.notify(f"Virtual GPU size {controls.gpu_memory_text!r} is not {SIZE_HELP}.",
                             severity="error")
+                return
+        skipped = [v for v in variants if not self.lesson.variant(v).runs_in(choice.mode)]
+        if skipped:  # a variant of some modes only (simulated, not recorded on the H200)
+            self.notify("; ".join(self.lesson.variant(v).not_run_in(choice.mode) for v in skipped)
+                        + ".", severity="warning")
+            variants = tuple(v for v in variants if v not in skipped)
+            if not variants:
                 return
         plan = RunPlan(variants, choice.mode, choice.scale, gpu_memory, controls.mode)
         if choice.warning:  # cpu at seed scale: minutes; asked over the screen, not instead of it

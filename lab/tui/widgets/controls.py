@@ -71,7 +71,8 @@ class RunControls(Vertical):
         lesson = self.lesson
         with Grid(id="variant-row"):
             for i, v in enumerate(lesson.variants):
-                yield Checkbox(f"[{variant_color(i)}]■[/] {v.name}", True, compact=True,
+                only = "" if v.recorded else f" ({'/'.join(v.modes)})"  # simulated, not recorded
+                yield Checkbox(f"[{variant_color(i)}]■[/] {v.name}{only}", True, compact=True,
                                id=f"v-{v.name}", tooltip=f"{v.title}. {v.description}")
         with Vertical(id="mode-rows"):
             with Horizontal(id="mode-row"):

@@ -31,7 +31,7 @@ from ..result_set import ResultSet
 from .category_bars import CategoryBars
 from .fit import Fit
 from .tables import (check_notes, checks_table, color, diff_tables, failure_box, history_table,
-                     summary_table, variant_index, versus_table)
+                     recorded_variant, summary_table, variant_index, versus_table)
 from .timeline import Series, TimelinePlot
 
 # a number as a note writes it, with its unit: "35,969,216 B", "+683,200 B", "32.00 MiB"
@@ -247,6 +247,10 @@ class ResultsView(VerticalScroll):
             b = beside.source
             note = Text.assemble(("Beside it: ", "bold"), b.long[0].upper() + b.long[1:],
                                  "." if not b.recorded else " — not run on this machine.")
+            unrecorded = [r.variant for r in lead.results if not recorded_variant(lesson, r.variant)]
+            if beside.is_recording and unrecorded:  # a variant of sim only (lesson.toml: modes = ["sim"])
+                note.append(f" {', '.join(unrecorded)}: simulated, not recorded on the H200.",
+                            style="dim")
             self.query_one("#beside", TimelinePlot).set_series(
                 series_of(lesson, beside), plot_title(beside), capacity_of(beside.results))
         self._set("#beside-note", note)

@@ -228,6 +228,15 @@ def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
                  cat_rows))
 
 
+def recorded_variant(lesson: Lesson, name: str) -> bool:
+    """False for a lesson variant that runs in sim only (lesson.toml `modes = ["sim"]`): no H200
+    recording of it exists, and the tables say so instead of a bare dash."""
+    try:
+        return lesson.variant(name).recorded
+    except (KeyError, AttributeError):
+        return True
+
+
 def versus_table(lesson: Lesson, mine: ResultSet, theirs: ResultSet) -> FitTable:
     """One origin against another, variant by variant, with the difference (mine − theirs)."""
     cols = [Col("variant", key=True), Col(mine.source.short, "right", numeric=True),
@@ -236,7 +245,10 @@ def versus_table(lesson: Lesson, mine: ResultSet, theirs: ResultSet) -> FitTable
     rows = []
     for r in mine.results:
         other = theirs.get(r.variant)
-        if other is None:
+        unrecorded = other is None and theirs.is_recording and not recorded_variant(lesson, r.variant)
+        if unrecorded:  # simulated only: the recording cannot have it
+            diff = Text("simulated only", style="dim")
+        elif other is None:
             diff = Text("—", style="dim")
         elif r.scale != other.scale:
             diff = Text(f"{r.scale} vs {other.scale} scale: compare shapes", style="dim")
@@ -246,7 +258,8 @@ def versus_table(lesson: Lesson, mine: ResultSet, theirs: ResultSet) -> FitTable
             d = r.peak.bytes - other.peak.bytes
             diff = Text(f"{size_delta(d)} ({percent(d / other.peak.bytes)})")
         rows.append([Text(r.variant, style=color(lesson, r.variant)), peak_text(r),
-                     peak_text(other) if other else Text("—", style="dim"), diff])
+                     peak_text(other) if other else Text("not recorded" if unrecorded else "—",
+                                                         style="dim"), diff])
     return FitTable(f"{mine.source.short} vs {theirs.source.short}: the peaks", cols, rows)
 
 
