@@ -41,8 +41,8 @@ def add_parser(sub) -> None:
                    help="auto: cuda when a GPU is present, else sim; cpu: a real run on this "
                         "CPU; sim: your CUDA script predicted on a GPU (--gpu), no GPU needed")
     p.add_argument("--gpu", metavar="CARD",
-                   help=f"sim: the card to predict for: {', '.join(GPUS)} (default h200, the one "
-                        "sim is validated on; others are marked unvalidated); with --gpu-memory, "
+                   help=f"sim: the card to predict for: {', '.join(GPUS)} (default h200; sim is "
+                        "validated on h200 and h100, others are marked unvalidated); with --gpu-memory, "
                         "that card capped")
     p.add_argument("--steps", type=int, default=None, metavar="N",
                    help="stop after N optimizer steps (a clean stop; default: 3 in sim, no "

@@ -176,7 +176,7 @@ class SimBackend(Backend):
         result.notes.extend(f"not modelled: {what}" for what in sorted(self.policy.unmodelled))
         if not self.gpu.validated:
             result.notes.append(f"GPU {self.gpu.name}: its row of data (SMs, workspaces, memory) "
-                                "is unvalidated; sim was validated on the H200.")
+                                "is unvalidated; sim was validated on the H200 and the H100.")
         r = self.allocator.finish()
         a = result.allocator = AllocatorStats.from_counters(r, predicted=True)
         a.untracked_peak_bytes = r.peak_allocated - result.peak.bytes

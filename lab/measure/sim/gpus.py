@@ -1,9 +1,11 @@
 """GPUs as data: one row per card (memory, SMs, cuBLAS workspaces, compute capability), and
 what PyTorch's caching allocator may reserve on it: `--gpu-memory SIZE` or `--gpu CARD`.
 
-Sim stands for one of these rows. Only the H200 row is validated (every lesson recorded on it,
-the simulator checked against those recordings); the others are read from published specs and
-the rules of PyTorch's code, and a result made with one says "unvalidated". What a row feeds:
+Sim stands for one of these rows. The H200 row is validated (every lesson recorded on it, the
+simulator checked against those recordings), and so is the H100's: 52 lesson variants recorded on
+an H100 80GB HBM3 hold the H200's memory to the byte (same SMs, same workspaces; its total is
+measured too). The others are read from published specs and the rules of PyTorch's code, and a
+result made with one says "unvalidated". What a row feeds:
 `sms` and `max_threads_per_sm` (CUDA reductions' launch configuration, lab.measure.sim.
 cuda_reduce), the cuBLAS / cuBLASLt workspaces each thread that runs a matmul takes
 (lab.measure.sim.policy), `total_bytes` (the allocator model's device), `capability` (what
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 
 MiB = 2**20
 H200_TOTAL = 150_109_880_320  # measured: torch.cuda.get_device_properties(0).total_memory
+H100_TOTAL = 85_017_493_504  # measured likewise, on an H100 80GB HBM3 (nvidia-smi: 81559 MiB)
 # NVML used - max reserved on the H200 (lesson 17's runs and bench/h200_ground_truth.py's
 # session): 1.20-1.29 GB; the upper end is what every preset keeps
 CONTEXT_BYTES = 1_290_000_000
@@ -97,8 +100,11 @@ GPUS: dict[str, Gpu] = {g.key: g for g in (
         "NVIDIA A100-SXM4-40GB"),
     Gpu("a100-80gb", "NVIDIA A100 80 GB", 81049 * MiB, "CUDA: 81049 MiB, PCIe card",
         108, 2048, (8, 0), "NVIDIA A100 80GB PCIe"),
-    Gpu("h100", "NVIDIA H100 80 GB", _smi(81559), "nvidia-smi 81559 MiB minus 871 MiB",
-        132, 2048, (9, 0), "NVIDIA H100 80GB HBM3"),
+    # measured: total_memory of an H100 80GB HBM3 (torch 2.11, the device tool's), and the memory
+    # of 52 lesson variants recorded on it equal to the H200's to the byte (every allocator
+    # counter; NVML's used bytes 0.14 GB lower): assets/ground_truth/h100_lessons.json
+    Gpu("h100", "NVIDIA H100 80 GB", H100_TOTAL, "measured on an H100 80GB HBM3",
+        132, 2048, (9, 0), "NVIDIA H100 80GB HBM3", validated=True),
     Gpu("h200", "NVIDIA H200 141 GB", H200_TOTAL, "measured on the lab's H200",
         132, 2048, (9, 0), "NVIDIA H200", validated=True),
 )}
