@@ -7,9 +7,14 @@ are not part of a step. `StepClock` synchronizes where a step begins and where s
 interrupts it, never inside a step, so the GPU's queue runs as it would in a training loop; a
 step's time is the sum of its stretches between those points.
 
-Step 0 is left out (fresh cudaMallocs, the first optimizer state, kernels loaded). When the
+Step 0 is left out (fresh cudaMallocs, the first optimizer state, kernels loaded). So is the
+last step when nothing but the experiment's end closes it: its stretch runs on to the end of the
+function, so whatever the experiment does after its loop is in it (lesson 19 measures GPU busy %
+for ~3 s there, Lightning tears its Trainer down, lesson 04 dumps a snapshot: last steps of 3-4 s,
+1.7 s and 0.9 s against 0.03-0.5 s for the others, in the H200 and H100 recordings of 2026-12).
+A step the next step's start or a setup phase closes ends at a synchronize of its own. When the
 experiment's own steps give fewer than `TIMED_STEPS` timed ones and it takes a `steps`
-parameter, a second untracked pass runs `warmup + TIMED_STEPS` steps for the times (the first
+parameter, a second untracked pass runs `warmup + TIMED_STEPS + 1` steps for the times (the first
 pass's metrics stay: some depend on the number of steps). An experiment with fewer
 step-numbered phases gives fewer timed steps, and its result's `timing` says how many.
 """
@@ -26,6 +31,7 @@ TIMED_STEPS = 5
 WARMUP_STEPS = 1
 METHOD = ("untracked pass; step 0 left out as warm-up; one synchronize where a step begins or "
           "setup work interrupts it")
+LAST_LEFT_OUT = "; the last step, which ran on to the experiment's end, left out"
 _STEP = re.compile(r"\s(\d+)(?:\.\d+)?$")
 
 
@@ -39,7 +45,7 @@ def timed_params(params: dict[str, Any]) -> dict[str, Any]:
     """The parameters of the timed pass: enough steps for warm-up + TIMED_STEPS timed ones."""
     out = dict(params)
     if isinstance(out.get("steps"), int):
-        out["steps"] = max(out["steps"], WARMUP_STEPS + TIMED_STEPS)
+        out["steps"] = max(out["steps"], WARMUP_STEPS + TIMED_STEPS + 1)  # + the open-ended last
     return out
 
 
@@ -50,6 +56,7 @@ class StepClock:
         self.sync, self.now = sync, now
         self.totals: dict[int, float] = {}  # step -> seconds
         self._running: tuple[int, float] | None = None  # (step, since)
+        self._open_ended: int | None = None  # the step `stop` closed: it holds what ran after it
 
     def phase_start(self, name: str, setup: bool) -> None:
         if setup:
@@ -66,6 +73,10 @@ class StepClock:
         """Nothing: the next step's start, a setup phase or `stop` closes the stretch."""
 
     def stop(self) -> None:
+        """The experiment returned: the step still running ends here, with everything the
+        experiment did after that step's last phase in it."""
+        if self._running is not None:
+            self._open_ended = self._running[0]
         self._close()
 
     def _close(self, synced: bool = False) -> None:
@@ -83,10 +94,16 @@ class StepClock:
             return None
         steps = sorted(self.totals)
         warm = [s for s in steps if s < WARMUP_STEPS]
-        timed = [self.totals[s] for s in steps if s >= WARMUP_STEPS]
-        if not timed:  # a single-step experiment: its one step, said by warmup_steps = 0
+        after_warmup = [s for s in steps if s >= WARMUP_STEPS]
+        closed = [s for s in after_warmup if s != self._open_ended]
+        if not after_warmup:  # a single-step experiment: its one step, said by warmup_steps = 0
             return Timing(steps_s=[self.totals[s] for s in steps], warmup_steps=0, method=METHOD)
-        return Timing(steps_s=timed, warmup_steps=len(warm), method=METHOD)
+        if not closed:  # one step after the warm-up: its time, however it ended
+            return Timing(steps_s=[self.totals[s] for s in after_warmup], warmup_steps=len(warm),
+                          method=METHOD)
+        left_out = LAST_LEFT_OUT if len(closed) < len(after_warmup) else ""
+        return Timing(steps_s=[self.totals[s] for s in closed], warmup_steps=len(warm),
+                      method=METHOD + left_out)
 
 
 __all__ = ["METHOD", "StepClock", "TIMED_STEPS", "WARMUP_STEPS", "step_of", "timed_params"]
