@@ -274,9 +274,20 @@ def _lean_output(mode, entry, func, args):
     """The output tensor of cache entry `entry` (a _DispatchCacheEntryOutputInfo), made as
     FakeTensorMode._get_output_tensor_from_cache_entry makes it; None where the stock way must
     (symbolic sizes, another layout or device, in-place and constant outputs, debug mode)."""
-    md = entry.metadata
-    if md is None or entry.inplace_idx is not None or md.layout is not torch.strided \
-            or md.device.type != "cpu" or md.is_conj or md.is_neg:
+    if entry.metadata is None or entry.inplace_idx is not None:
+        return None
+    view_arg = None
+    if isinstance(func, torch._ops.OpOverload) and func.is_view:
+        view_arg = args[entry.view_idx]
+        if type(view_arg) is not FakeTensor:
+            return None
+    return _lean_tensor(mode, entry.metadata, view_arg)
+
+
+def _lean_tensor(mode, md, view_arg=None):
+    """A fresh fake tensor of `mode` with metadata `md` (a TensorMetadata), on the storage of
+    `view_arg` if given; None where the stock way must make it."""
+    if md.layout is not torch.strided or md.device.type != "cpu" or md.is_conj or md.is_neg:
         return None
     shape, stride, offset = md.shape, md.stride, md.storage_offset
     if type(offset) is not int or not all(type(v) is int for v in shape) \
@@ -285,12 +296,7 @@ def _lean_output(mode, entry, func, args):
     prev = mode.in_kernel_invocation
     if prev or _C._meta_in_tls_dispatch_include() or FakeTensorConfig.debug:
         return None  # the stock way (and its checks)
-    storage = None
-    if isinstance(func, torch._ops.OpOverload) and func.is_view:
-        view_arg = args[entry.view_idx]
-        if type(view_arg) is not FakeTensor:
-            return None
-        storage = view_arg.untyped_storage()
+    storage = view_arg.untyped_storage() if view_arg is not None else None
     with _C._DisableTorchDispatch():
         mode.in_kernel_invocation = True
         with _C._PreserveDispatchKeyGuard():
@@ -319,7 +325,7 @@ def _describe(t) -> tuple:
     Python attributes, and which storage it uses."""
     return (type(t), t.shape, t.stride(), t.storage_offset(), t.dtype, t.device, t.requires_grad,
             t.is_leaf, t.untyped_storage().nbytes(), _C._dispatch_keys(t), sorted(vars(t).items(),
-            key=lambda kv: kv[0]), t.is_inference())
+            key=lambda kv: kv[0]), t.is_inference(), t._is_view())
 
 
 def _lean_samples(x, w):
