@@ -21,6 +21,7 @@ import torch
 import torch._C as _C
 import torch.utils._python_dispatch as _python_dispatch
 import torch.utils._pytree as _pytree
+from torch.utils._mode_utils import no_dispatch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig, FakeTensorMode
 
 # The versions every entry below was read in and run on: the H200 runs torch 2.11 (cu130), this
@@ -221,6 +222,18 @@ class SimFakeTensorMode(FakeTensorMode):
                 return out
         return super()._get_output_tensor_from_cache_entry(state, entry, key, func, args)
 
+    def _cached_dispatch_impl(self, func, types, args, kwargs):
+        if func is _LOCAL_SCALAR and self.fast_key and not kwargs and len(args) == 1:
+            t = args[0]
+            if type(t) is FakeTensor and t.fake_mode is self and t.constant is not None \
+                    and not t._has_symbolic_sizes_strides:
+                # `.item()` of a constant (Adam's step counts: one per parameter and step): what
+                # _dispatch_impl answers for an op whose inputs are all constants, without the
+                # stock key (a constant is a bypass) and the trip through _dispatch_impl
+                with no_dispatch():
+                    return func(t.constant)
+        return super()._cached_dispatch_impl(func, types, args, kwargs)
+
     def _prep_args_for_hash(self, result, args, state, id_hashed_objects):
         if self.fast_key:
             start = len(result)
@@ -246,6 +259,9 @@ def _key_samples() -> list:
         (x, 1, 2.5, True, None, "mean"), (x, [0, 1], (x.t(), [x, 2])), (torch.Size([3, 4]),),
         (x, torch.float16, torch.device("cpu"), torch.strided, torch.contiguous_format),
         {"dim": [1], "keepdim": False, "dtype": torch.float32, "out": x}]
+
+
+_LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
 
 
 # ---- fake tensors: a cache hit's output --------------------------------------------------------

@@ -105,3 +105,28 @@ def test_an_ops_output_tensors_are_tree_flattens(out):
     expected = [t for t in tc.tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
     got = output_tensors(out)
     assert len(got) == len(expected) and all(a is b for a, b in zip(got, expected))
+
+
+@pytest.mark.parametrize("value", [0.0, 3.0, 1e-8, -2.5, 7, True, False])
+@pytest.mark.parametrize("dtype", [None, torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_item_of_a_constant_is_the_stock_answer(mode, value, dtype):
+    # Adam's step counts are constants (torch.tensor(0.0) under the mode): .item() of one
+    # skips the stock key and _dispatch_impl, and must answer what they answer
+    with mode:
+        t = torch.tensor(value, dtype=dtype)
+        assert t.constant is not None
+        fast = t.item()
+    with mode:
+        mode.fast_key = False
+        try:
+            stock = t.item()
+        finally:
+            mode.fast_key = True
+    assert type(fast) is type(stock) and fast == stock
+
+
+def test_item_of_a_tensor_without_a_value_still_fails(mode):
+    with mode:
+        t = torch.empty(())
+        with pytest.raises(tc.fake_exceptions()[0]):
+            t.item()
