@@ -213,7 +213,7 @@ class SimFakeTensorMode(FakeTensorMode):
         # checked here, before the mode is entered (the checks make fake tensors of their own)
         self.fast_key = self.shape_env is None and fast_key_agrees()
         self._lean_attrs: dict = {}  # device -> the Python attributes of its fresh fake tensors
-        self.lean_output = self.fast_key and lean_output_agrees(self)
+        self.lean_output = self.fast_key and lean_output_agrees()
 
     def _get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
         if self.lean_output:
@@ -354,10 +354,23 @@ def _lean_samples(x, w):
             lambda: x.max(dim=1)]
 
 
-def lean_output_agrees(mode) -> bool:
+_LEAN_AGREES: list[bool] = []
+
+
+def lean_output_agrees() -> bool:
     """Does `_lean_output` make the tensor the stock way makes, for the sample ops (this torch)?
-    Each sample runs twice with the lean way off (a miss, then a stock hit) and once with it on
-    (a lean hit); the two hits must be alike, down to which outputs share an input's storage."""
+    Checked once per process, on a mode of its own."""
+    if not _LEAN_AGREES:
+        _LEAN_AGREES.append(False)  # while checking, and if the check fails: the stock way
+        if fast_key_agrees():
+            _LEAN_AGREES[0] = _lean_check(SimFakeTensorMode(allow_non_fake_inputs=True))
+    return _LEAN_AGREES[0]
+
+
+def _lean_check(mode) -> bool:
+    """Each sample op runs twice with the lean way off (a miss, then a stock hit) and once with
+    it on (a lean hit); the two hits must be alike, down to which outputs share an input's
+    storage."""
     try:
         with _python_dispatch._disable_current_modes():
             saved = FakeTensorMode.cache
