@@ -21,7 +21,8 @@ import torch
 import torch._C as _C
 import torch.utils._python_dispatch as _python_dispatch
 import torch.utils._pytree as _pytree
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._mode_utils import no_dispatch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig, FakeTensorMode
 
 # The versions every entry below was read in and run on: the H200 runs torch 2.11 (cu130), this
 # lab's CPU machines torch 2.13 (cpu). An entry that needs another range says so.
@@ -50,6 +51,13 @@ CHECKED: list[PrivateApi] = [
                "torch._subclasses._fake_tensor_utils._CacheKeyState",
                "sim: the dispatch cache's key of plain fake tensors built without the "
                "TensorMetadata dataclass (the same key, self-checked; ~40 % of a sim run)"),
+    PrivateApi("SimFakeTensorMode (a cache hit's output)",
+               "FakeTensorMode._get_output_tensor_from_cache_entry, FakeTensor.__new__ "
+               "(Tensor._make_subclass(dispatch_device=True), its attributes), "
+               "torch._C._DisableTorchDispatch, _PreserveDispatchKeyGuard, "
+               "_set_meta_in_tls_dispatch_include, _set_throw_on_mutable_data_ptr",
+               "sim: a cache hit's output tensor made in line, as FakeTensorMode makes it "
+               "(self-checked; ~17 % of a sim run)"),
     PrivateApi("current_graph_task_id", "torch._C._current_graph_task_id",
                "inside backward: autograd's device thread takes its own cuBLAS workspace"),
     PrivateApi("storage_key", "UntypedStorage._cdata", "one id per storage, views included"),
@@ -202,12 +210,34 @@ def _fast_key(result: list, args, mode) -> None:
 
 
 class SimFakeTensorMode(FakeTensorMode):
-    """FakeTensorMode with the dispatch cache's key built the fast way where it agrees."""
+    """FakeTensorMode with the dispatch cache's key built the fast way where it agrees, and a
+    cache hit's output tensor made the lean way where that agrees (`_lean_output`)."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        # checked here, before the mode is entered (the check makes fake tensors of its own)
+        # checked here, before the mode is entered (the checks make fake tensors of their own)
         self.fast_key = self.shape_env is None and fast_key_agrees()
+        self._lean_attrs: dict = {}  # device -> the Python attributes of its fresh fake tensors
+        self.lean_output = self.fast_key and lean_output_agrees()
+
+    def _get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
+        if self.lean_output:
+            out = _lean_output(self, entry, func, args)
+            if out is not None:
+                return out
+        return super()._get_output_tensor_from_cache_entry(state, entry, key, func, args)
+
+    def _cached_dispatch_impl(self, func, types, args, kwargs):
+        if func is _LOCAL_SCALAR and self.fast_key and not kwargs and len(args) == 1:
+            t = args[0]
+            if type(t) is FakeTensor and t.fake_mode is self and t.constant is not None \
+                    and not t._has_symbolic_sizes_strides:
+                # `.item()` of a constant (Adam's step counts: one per parameter and step): what
+                # _dispatch_impl answers for an op whose inputs are all constants, without the
+                # stock key (a constant is a bypass) and the trip through _dispatch_impl
+                with no_dispatch():
+                    return func(t.constant)
+        return super()._cached_dispatch_impl(func, types, args, kwargs)
 
     def _prep_args_for_hash(self, result, args, state, id_hashed_objects):
         if self.fast_key:
@@ -234,6 +264,150 @@ def _key_samples() -> list:
         (x, 1, 2.5, True, None, "mean"), (x, [0, 1], (x.t(), [x, 2])), (torch.Size([3, 4]),),
         (x, torch.float16, torch.device("cpu"), torch.strided, torch.contiguous_format),
         {"dim": [1], "keepdim": False, "dtype": torch.float32, "out": x}]
+
+
+_LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
+
+
+# ---- fake tensors: a cache hit's output --------------------------------------------------------
+# On a hit, FakeTensorMode makes the output from the cached metadata: an empty meta tensor under
+# `in_kernel_invocation_manager` (a generator context manager), then `FakeTensor(mode, empty,
+# device)`, whose __new__ checks its arguments, normalises the device and sets a dozen Python
+# attributes one by one (the memo descriptors). ~20 % of a sim run. For the outputs sim makes
+# (strided, concrete sizes, CPU device, no conj/neg bit) `_lean_output` does the same steps in
+# line: the same guards, the same `empty_strided` (and `set_` onto the input's storage for a view
+# op), the same `Tensor._make_subclass` call, and the attributes a stock FakeTensor of that
+# device carries copied in one go. `lean_output_agrees` compares both ways on sample ops before
+# the lean way is used.
+def _lean_attrs(mode, device) -> dict:
+    """The Python attributes FakeTensor.__new__ gives a fresh fake tensor of `mode` on `device`
+    (its device, its mode, no constant, the memos empty), read off one made the stock way."""
+    attrs = mode._lean_attrs.get(device)
+    if attrs is None:
+        with _C._DisableTorchDispatch():
+            elem = torch.empty(0, device="meta")
+        attrs = dict(vars(FakeTensor(mode, elem, device)))
+        mode._lean_attrs[device] = attrs
+    return attrs
+
+
+def _lean_output(mode, entry, func, args):
+    """The output tensor of cache entry `entry` (a _DispatchCacheEntryOutputInfo), made as
+    FakeTensorMode._get_output_tensor_from_cache_entry makes it; None where the stock way must
+    (symbolic sizes, another layout or device, in-place and constant outputs, debug mode)."""
+    if entry.metadata is None or entry.inplace_idx is not None:
+        return None
+    view_arg = None
+    if isinstance(func, torch._ops.OpOverload) and func.is_view:
+        view_arg = args[entry.view_idx]
+        if type(view_arg) is not FakeTensor:
+            return None
+    return _lean_tensor(mode, entry.metadata, view_arg)
+
+
+def _lean_tensor(mode, md, view_arg=None):
+    """A fresh fake tensor of `mode` with metadata `md` (a TensorMetadata), on the storage of
+    `view_arg` if given; None where the stock way must make it."""
+    if md.layout is not torch.strided or md.device.type != "cpu" or md.is_conj or md.is_neg:
+        return None
+    shape, stride, offset = md.shape, md.stride, md.storage_offset
+    if type(offset) is not int or not all(type(v) is int for v in shape) \
+            or not all(type(v) is int for v in stride):
+        return None
+    prev = mode.in_kernel_invocation
+    if prev or _C._meta_in_tls_dispatch_include() or FakeTensorConfig.debug:
+        return None  # the stock way (and its checks)
+    storage = view_arg.untyped_storage() if view_arg is not None else None
+    with _C._DisableTorchDispatch():
+        mode.in_kernel_invocation = True
+        with _C._PreserveDispatchKeyGuard():
+            _C._set_meta_in_tls_dispatch_include(True)
+            try:
+                empty = torch.empty_strided(shape, stride, dtype=md.dtype, layout=md.layout,
+                                            device="meta", requires_grad=md.requires_grad)
+                if storage is not None:
+                    empty.set_(storage, offset, shape, stride)
+            finally:
+                mode.in_kernel_invocation = prev
+    attrs = _lean_attrs(mode, md.device)
+    out = torch.Tensor._make_subclass(FakeTensor, empty, empty.requires_grad,
+                                      dispatch_device=True,
+                                      device_for_backend_keys=attrs["_fake_device"])
+    if not mode._allow_unsafe_data_ptr_access:
+        _C._set_throw_on_mutable_data_ptr(out)
+    else:
+        _C._set_warn_deprecated_on_mutable_data_ptr(out)
+    out.__dict__.update(attrs)
+    return out
+
+
+def _describe(t) -> tuple:
+    """What a fake tensor is, for `lean_output_agrees`: its metadata, its dispatch keys, its
+    Python attributes, and which storage it uses."""
+    return (type(t), t.shape, t.stride(), t.storage_offset(), t.dtype, t.device, t.requires_grad,
+            t.is_leaf, t.untyped_storage().nbytes(), _C._dispatch_keys(t), sorted(vars(t).items(),
+            key=lambda kv: kv[0]), t.is_inference(), t._is_view())
+
+
+def _lean_samples(x, w):
+    """Ops of the kinds sim runs: new tensors, views (their storage is the input's), tuples of
+    outputs, outputs that require grad, other dtypes."""
+    return [lambda: x + 1, lambda: x.t(), lambda: x[1:], lambda: x.view(12),
+            lambda: x.unsqueeze(0).expand(2, 3, 4), lambda: torch.mm(x, x.t()),
+            lambda: x.sum(0), lambda: x.chunk(2, dim=1), lambda: x.to(torch.bfloat16),
+            lambda: w * 2, lambda: w.t(), lambda: torch.empty_strided((2, 3), (1, 2)),
+            lambda: x.max(dim=1)]
+
+
+_LEAN_AGREES: list[bool] = []
+
+
+def lean_output_agrees() -> bool:
+    """Does `_lean_output` make the tensor the stock way makes, for the sample ops (this torch)?
+    Checked once per process, on a mode of its own."""
+    if not _LEAN_AGREES:
+        _LEAN_AGREES.append(False)  # while checking, and if the check fails: the stock way
+        if fast_key_agrees():
+            _LEAN_AGREES[0] = _lean_check(SimFakeTensorMode(allow_non_fake_inputs=True))
+    return _LEAN_AGREES[0]
+
+
+def _lean_check(mode) -> bool:
+    """Each sample op runs twice with the lean way off (a miss, then a stock hit) and once with
+    it on (a lean hit); the two hits must be alike, down to which outputs share an input's
+    storage."""
+    try:
+        with _python_dispatch._disable_current_modes():
+            saved = FakeTensorMode.cache
+            FakeTensorMode.cache = {}  # a private cache: the samples' entries are not sim's
+            try:
+                mode.lean_output = False
+                with mode:
+                    x = torch.empty(3, 4)
+                    w = torch.empty(3, 4, requires_grad=True)
+                    inputs = {x.untyped_storage()._cdata: "x", w.untyped_storage()._cdata: "w"}
+
+                    def described(fn):
+                        out = fn()
+                        outs = out if isinstance(out, tuple) else (out,)
+                        return [(_describe(o), inputs.get(o.untyped_storage()._cdata))
+                                for o in outs]
+
+                    for fn in _lean_samples(x, w):
+                        described(fn)  # a miss: fills the cache
+                        stock = described(fn)
+                        mode.lean_output = True
+                        try:
+                            lean = described(fn)
+                        finally:
+                            mode.lean_output = False
+                        if lean != stock:
+                            return False
+            finally:
+                FakeTensorMode.cache = saved
+        return True
+    except Exception:  # a torch without these internals: the stock way
+        return False
 
 
 _AGREES: list[bool] = []

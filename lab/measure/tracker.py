@@ -119,6 +119,24 @@ def _path_of(func) -> tuple[str, str] | None:
     return hit
 
 
+def output_tensors(out) -> list:
+    """The tensors among an op's outputs, in tree_flatten's order: a tensor, or a tuple or list
+    of tensors and Nones (nearly every op), without building the pytree; anything else (nested
+    containers) through tree_flatten."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if type(out) is tuple or type(out) is list:
+        tensors = []
+        for t in out:
+            if isinstance(t, torch.Tensor):
+                tensors.append(t)
+            elif t is not None:
+                break
+        else:
+            return tensors
+    return [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+
+
 def _is_composite(func) -> bool:
     """An aten op implemented by other ops (CompositeImplicitAutograd), cached per overload."""
     hit = _COMPOSITE.get(func)
@@ -478,8 +496,8 @@ class TensorTracker(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         # outputs CUDA's kernel leaves undefined, which the op's fake kernel still makes (sim)
         unmade = policy.unmade_outputs(func, args, kwargs or {}, out) if policy is not None else ()
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and not any(t is u for u in unmade):
+        for t in output_tensors(out):
+            if not any(t is u for u in unmade):
                 self._see(t)
         if policy is not None:
             policy.after(func, args, kwargs or {}, out, self)
