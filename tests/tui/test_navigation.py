@@ -99,7 +99,9 @@ async def test_command_palette_lists_the_lab_actions():
             assert wanted in titles
 
 
-@pytest.mark.parametrize("query, number", [("18", 18), ("out of memory", 18), ("checkpoint", 9)])
+@pytest.mark.parametrize("query, number", [  # by words: the full suite's (~3 s each)
+    ("18", 18), pytest.param("out of memory", 18, marks=pytest.mark.slow),
+    pytest.param("checkpoint", 9, marks=pytest.mark.slow)])
 async def test_the_command_palette_opens_a_lesson_by_number_or_words(query, number):
     from textual.command import CommandPalette
 

@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from lab.runner.gpu_turns import TURNS_ENV, GpuTurns, turns_path
 from lab.runner.group import drive
 from lab.runner.protocol import RunRequest
@@ -186,6 +188,7 @@ class _ScriptedWorker:
         pass
 
 
+@pytest.mark.slow  # waits through a turn (~4 s): the full suite's
 def test_waiting_for_a_turn_does_not_count_against_the_timeout():
     from lab.measure.result import DeviceInfo, RunResult
 

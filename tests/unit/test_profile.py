@@ -107,6 +107,7 @@ def test_a_script_that_stops_early_is_a_result(how, status, error, note):
     assert r.peak.by_category.get("optimizer_state", 0) >= 2 * 128 * 128 * 4
 
 
+@pytest.mark.slow  # waits for the timeout (~3.7 s): the full suite's
 def test_timeout_stops_a_hang_even_when_the_script_swallows_exceptions():
     r = _measure("hang", timeout_s=3.0)
     assert r.status == "timeout" and "--timeout 3 s" in r.error
