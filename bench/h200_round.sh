@@ -24,6 +24,19 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export MEMLAB_HOME=${MEMLAB_HOME:-$DIR/home}
 LAB_PATH="$ROOT:/tmp/extras"
 say() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$DIR/logs/session.txt"; }
+
+# The recordings are the H200's: the device tool may hand out an H100 for an H200 (it did on
+# 2026-12-06; the memory matched the H200's to the byte, the step times did not), so refuse any
+# other card before a minute is spent. ALLOW_CARD=1 records anyway (to compare cards:
+# bench/card_vs_card.py).
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+case "$card" in
+  *H200*) ;;
+  *) if [ "${ALLOW_CARD:-0}" != 1 ]; then
+       echo "h200_round: this GPU is '${card:-none}', not an H200: nothing recorded (ALLOW_CARD=1 to record anyway)" >&2
+       exit 3
+     fi ;;
+esac
 memlab() { PYTHONPATH=$LAB_PATH python3 -m lab.cli "$@"; }
 
 lesson_id() {
