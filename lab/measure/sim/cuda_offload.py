@@ -59,6 +59,10 @@ class PinnedHostModel:
         self.active -= size
         self.cached[size] += 1
 
+    def pin(self, copy: torch.Tensor) -> None:
+        """`copy` (a host tensor: meta in sim) is held in a pinned block for as long as it lives."""
+        weakref.finalize(copy, self.release, self.alloc(copy.numel() * copy.element_size()))
+
     def stats(self) -> dict[str, int]:
         return {"allocated_bytes.current": self.owned, "allocated_bytes.peak": self.owned_peak,
                 "active_bytes.current": self.active, "active_bytes.peak": self.active_peak,
@@ -73,8 +77,7 @@ def sim_save_on_cpu(host: PinnedHostModel):
             def pack(t: torch.Tensor):
                 copy = torch.empty(t.size(), dtype=t.dtype, layout=t.layout, device="meta")
                 if pin_memory:
-                    size = host.alloc(t.numel() * t.element_size())
-                    weakref.finalize(copy, host.release, size)  # freed with the autograd graph
+                    host.pin(copy)  # freed with the autograd graph
                 return t.device, copy
 
             def unpack(packed):

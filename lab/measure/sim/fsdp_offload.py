@@ -61,8 +61,7 @@ def _host_copy(t: torch.Tensor, pinned: bool, host: PinnedHostModel | None) -> t
     bytes pinned in `host` for as long as it lives when `pinned`."""
     copy = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device="meta")
     if pinned and host is not None:
-        size = host.alloc(t.numel() * t.element_size())
-        weakref.finalize(copy, host.release, size)
+        host.pin(copy)
     return copy
 
 
