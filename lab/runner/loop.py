@@ -16,10 +16,12 @@ returned (in order).
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
+from lab.measure.modes import mode_info
 from lab.measure.result import RunResult
 
 from .protocol import RunRequest
@@ -28,6 +30,21 @@ from .stream import WorkerStream
 OnEvent = Callable[[int, dict], None]
 ORDER_WAIT_S = 2.0  # long enough for the runner service to start on demand
 OnResult = Callable[[int, RunResult], None]
+
+
+SIDE_BY_SIDE_MAX = 4  # a lesson's sim variants at once: each worker holds ~0.5-2 GB
+
+
+def side_by_side(mode: str, cores: int | None = None) -> int:
+    """How many of a lesson's variants the app runs at once. Untimed runs (sim) take one core
+    each and measure no time, so they run one per core (a lesson's `y` on 2 cores: about half
+    the wait); timed runs (cpu, cuda) one at a time, since a step time is a measurement and two
+    runs would share the machine."""
+    if mode_info(mode).timed:
+        return 1
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, SIDE_BY_SIDE_MAX))
 
 
 def run_one(runner, req: RunRequest, on_event=None, cancel=None) -> RunResult:

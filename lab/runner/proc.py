@@ -67,8 +67,57 @@ def kill_group(proc: subprocess.Popen) -> None:
             continue
 
 
-class WorkerProc:
-    """A worker and two pump threads: protocol lines go to `lines`, stderr to a short tail."""
+class WorkerStreams:
+    """A worker's pipes and two pump threads: protocol lines go to `lines`, stderr to a short
+    tail. `WorkerProc` (a process we started) and `ForkedWorker` (forked by a zygote,
+    lab.runner.zygote) add how the process is watched and stopped."""
+
+    warm = True
+    pid: int
+
+    def __init__(self, stdin, stdout, stderr):
+        self.stdin, self._stdout, self._stderr = stdin, stdout, stderr
+        self.lines: queue.Queue = queue.Queue()  # str lines, then None at EOF
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self.ready = threading.Event()  # warm: imports done, waiting for its request
+        self.used = not self.warm
+        self._err = threading.Thread(target=self._pump_stderr, daemon=True)
+        threading.Thread(target=self._pump_stdout, daemon=True).start()
+        self._err.start()
+
+    def _pump_stdout(self) -> None:
+        for line in self._stdout:
+            if not self.ready.is_set() and line.startswith('{"type":"ready"'):
+                self.ready.set()
+                continue
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _pump_stderr(self) -> None:
+        for line in self._stderr:
+            self.stderr_tail.append(line.rstrip())
+
+    def send(self, request: dict, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        """Give a warm worker its one request (its environment: rank variables, the client's
+        settings; the client's working directory)."""
+        self.used = True
+        try:
+            msg = {"request": request, "env": env or {}, "cwd": cwd}
+            self.stdin.write(json.dumps(msg) + "\n")
+            self.stdin.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # it died while warming up: its stdout ends without a result, and that is reported
+
+    def close_stdin(self) -> None:
+        try:  # the pump threads close stdout and stderr when they reach EOF
+            if self.stdin is not None:
+                self.stdin.close()
+        except OSError:
+            pass
+
+
+class WorkerProc(WorkerStreams):
+    """A worker process we started (fork+exec)."""
 
     def __init__(self, python: str = sys.executable, root: str | Path = PROJECT_ROOT,
                  env: dict[str, str] | None = None, request: dict | None = None):
@@ -80,39 +129,10 @@ class WorkerProc:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             env=worker_env(root, env), text=True, encoding="utf-8", errors="replace")
         self.pid = self.proc.pid
-        self.lines: queue.Queue = queue.Queue()  # str lines, then None at EOF
-        self.stderr_tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
-        self.ready = threading.Event()  # warm: imports done, waiting for its request
-        self.used = not self.warm
-        self._err = threading.Thread(target=self._pump_stderr, daemon=True)
-        threading.Thread(target=self._pump_stdout, daemon=True).start()
-        self._err.start()
-
-    def _pump_stdout(self) -> None:
-        for line in self.proc.stdout:
-            if not self.ready.is_set() and line.startswith('{"type":"ready"'):
-                self.ready.set()
-                continue
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def _pump_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self.stderr_tail.append(line.rstrip())
+        super().__init__(self.proc.stdin, self.proc.stdout, self.proc.stderr)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
-
-    def send(self, request: dict, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
-        """Give a warm worker its one request (its environment: rank variables, the client's
-        settings; the client's working directory)."""
-        self.used = True
-        try:
-            msg = {"request": request, "env": env or {}, "cwd": cwd}
-            self.proc.stdin.write(json.dumps(msg) + "\n")
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError, ValueError):
-            pass  # it died while warming up: its stdout ends without a result, and that is reported
 
     def finish(self, timeout: float = 2.0) -> int | None:
         """After its stdout ended: the exit code (killing it if it lingers), stderr drained."""
@@ -126,8 +146,4 @@ class WorkerProc:
 
     def kill(self) -> None:
         kill_group(self.proc)
-        try:  # the pump threads close stdout and stderr when they reach EOF
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        except OSError:
-            pass
+        self.close_stdin()

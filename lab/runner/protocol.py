@@ -47,6 +47,9 @@ class RunRequest:
     # cuda: alone on its GPU(s), whatever its expected peak (whole-GPU readings such as NVML's
     # used memory or utilisation, clean step times); a lesson says so with gpu = "exclusive"
     exclusive: bool = False
+    # untimed runs behind the one the learner waits for (the app runs a lesson's sim variants
+    # side by side): the worker lowers its CPU priority, so on a busy machine the first comes first
+    background: bool = False
 
     @property
     def mode_info(self) -> ModeInfo:

@@ -218,13 +218,14 @@ class Service:
         port = free_port() if req.ranks > 1 else 0
         for r in range(req.ranks):
             gpu = self.gpu_ids[ticket.gpus[r]] if req.mode_info.on_gpu else None
-            w = self.pool.take(PoolKey(python, root, gpu, str(msg.get("code") or "")))
-            workers.append(w)
+            key = PoolKey(python, root, gpu, str(msg.get("code") or ""))
             where = f" on GPU {ticket.gpus[r]}" if gpu is not None else ""
             who = f"rank {r}: " if req.ranks > 1 else ""
-            warm = w.ready.is_set()
+            warm = self.pool.ready_for(key)  # said before take(), which may wait for the imports
             out.send(status("starting", f"{who}worker ready{where}" if warm else
                             f"{who}starting a worker{where} (importing torch)", warm=warm))
+            w = self.pool.take(key)
+            workers.append(w)
             w.send(req.to_json_dict(), {**env, **(rank_env(r, req.ranks, port) if req.ranks > 1 else {}),
                                         **self._turns_env(req, ticket, r)}, msg.get("cwd"))
 

@@ -16,6 +16,9 @@ import sys
 import threading
 
 
+BACKGROUND_NICE = 10  # RunRequest.background: below the run the learner waits for
+
+
 def _open_protocol_stream():
     """Keep the real stdout for protocol lines; send fd 1 (prints, C++ logs) to stderr."""
     fd = os.dup(1)
@@ -143,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         emit({"type": "error", "error": f"bad request: {e}"})
         return 2
 
+    if req.background and not req.mode_info.timed and hasattr(os, "nice"):
+        os.nice(BACKGROUND_NICE)
     emit({"type": "started", "pid": os.getpid(), "lesson": lesson_id, "variant": req.variant,
           "mode": req.mode, "scale": req.scale,
           **({"rank": int(os.environ["RANK"])} if "RANK" in os.environ else {})})

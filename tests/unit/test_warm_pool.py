@@ -1,8 +1,9 @@
-"""The warm pool never hands a run to a worker that imported older code (an edit, an upgrade).
+"""The warm pool: workers forked from a key's zygote, and never one that imported older code.
 
-A warm worker imports `lab` when it starts, ahead of need; the pool key carries the client's
-code stamp (lab.runner.proc.code_stamp), so a worker started before the code changed is stopped,
-not used. Fake workers: no process starts here.
+A warm worker (or the zygote it is forked from) imports `lab` ahead of need; the pool key carries
+the client's code stamp (lab.runner.proc.code_stamp), so a worker or zygote started before the
+code changed is stopped, not used. Fake workers and zygotes: no process starts here
+(tests/unit/test_zygote.py runs real ones).
 """
 
 from __future__ import annotations
@@ -28,9 +29,37 @@ class FakeWorker:
         self.killed = True
 
 
-def fake_pool(monkeypatch) -> WarmPool:
+class FakeZygote:
+    def __init__(self, key, ready=True):
+        self.key, self.killed, self.dead, self.forked = key, False, False, []
+        self.ready = threading.Event()
+        if ready:
+            self.ready.set()
+
+    def alive(self):
+        return not (self.killed or self.dead)
+
+    def fork(self):
+        w = FakeWorker(self.key)
+        self.forked.append(w)
+        return w
+
+    def kill(self):
+        self.killed = True
+
+
+def fake_pool(monkeypatch, zygotes=False, **zygote) -> WarmPool:
     monkeypatch.setattr(WarmPool, "_spawn", lambda self, key: FakeWorker(key))
-    return WarmPool(spares=2)
+    made = []
+
+    def start(self, key):
+        made.append(FakeZygote(key, **zygote))
+        return made[-1]
+
+    monkeypatch.setattr(WarmPool, "_start_zygote", start)
+    pool = WarmPool(spares=2, zygotes=zygotes)
+    pool.made = made
+    return pool
 
 
 def test_a_new_code_stamp_stops_the_old_spares_and_never_uses_them(monkeypatch):
@@ -76,3 +105,41 @@ def test_the_stamp_moves_when_a_module_changes(tmp_path):
     os.utime(pkg / "c.py", ns=(0, 0))
     assert code_stamp(tmp_path) != second
     assert pool_mod.PoolKey("p", "r").code == ""  # an old client's runs: a key of their own
+
+
+def test_runs_are_forked_from_one_zygote_per_key_and_no_spare_imports(monkeypatch):
+    pool = fake_pool(monkeypatch, zygotes=True)
+    key = PoolKey("py", "/root", None, "1:10")
+    pool.top_up(key)
+    assert len(pool.made) == 1 and not pool._idle[key]  # one import, no spares of their own
+    a, b = pool.take(key), pool.take(key)
+    z = pool.made[0]
+    assert z.forked == [a, b] and len(pool.made) == 1
+    assert pool.ready_for(key)
+    assert pool.count()["keys"]["cpu"]["zygote"] == "ready"
+
+
+def test_a_new_code_stamp_stops_the_old_zygote(monkeypatch):
+    pool = fake_pool(monkeypatch, zygotes=True)
+    old, new = PoolKey("py", "/root", None, "1:10"), PoolKey("py", "/root", None, "2:10")
+    pool.top_up(old)
+    w = pool.take(new)
+    assert pool.made[0].killed and pool.made[0].key == old
+    assert w.key == new and pool.made[1].forked == [w]
+
+
+def test_a_zygote_that_keeps_dying_while_importing_gives_way_to_cold_workers(monkeypatch):
+    pool = fake_pool(monkeypatch, zygotes=True, ready=False)
+    monkeypatch.setattr(FakeZygote, "alive", lambda self: False)  # dies before it is ready
+    key = PoolKey("py", "/root", None, "1:10")
+    workers = [pool.take(key) for _ in range(WarmPool.FAILURES_BEFORE_PAUSE + 1)]
+    assert len(pool.made) == WarmPool.FAILURES_BEFORE_PAUSE  # then no more zygotes
+    assert all(isinstance(w, FakeWorker) and not w.killed for w in workers)
+    assert not any(z.forked for z in pool.made)
+
+
+def test_closing_the_pool_stops_zygotes_and_spares(monkeypatch):
+    pool = fake_pool(monkeypatch, zygotes=True)
+    pool.top_up(PoolKey("py", "/root", None, "1:10"))
+    pool.close()
+    assert pool.made[0].killed and pool.count()["keys"] == {}

@@ -1,0 +1,119 @@
+"""Workers forked from a zygote (lab.runner.zygote) are workers like the cold ones: the same
+numbers, their exit codes, a kill that stops what they started, and a life past the zygote's.
+
+Slow tier: the zygote imports torch and transformers once (~5 s of a core), as in the service.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from lab.runner.group import drive
+from lab.runner.proc import WorkerProc
+from lab.runner.protocol import RunRequest
+from lab.runner.zygote import Zygote
+
+from ..conftest import FIXTURES, ROOT
+from .test_runner import alive
+
+pytestmark = pytest.mark.slow
+MISBEHAVE = str(FIXTURES / "lessons" / "90-misbehave")
+TIMES = {"created", "wall_s", "t", "duration_s", "step_time_s", "timing"}
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote()
+    assert z.ready.wait(300), "the zygote never finished its imports"
+    yield z
+    z.kill()
+
+
+def run(worker, req: RunRequest, **kw):
+    worker.send(req.to_json_dict(), {}, None)
+    return drive([worker], req, **kw)
+
+
+def numbers(value):
+    """A result as the learner reads it, less times and dates."""
+    if isinstance(value, dict):
+        return {k: numbers(v) for k, v in value.items() if k not in TIMES}
+    if isinstance(value, list):
+        return [numbers(v) for v in value]
+    return value
+
+
+def test_a_forked_worker_measures_what_a_cold_worker_measures(zygote):
+    req = RunRequest(lesson_path=str(ROOT / "lessons" / "08-mixed-precision"), variant="bf16",
+                     mode="sim", scale="seed")
+    forked = zygote.fork()
+    assert forked.pid != zygote.pid
+    mine = run(forked, req)
+    cold = run(WorkerProc(), req)
+    assert mine.status == cold.status == "ok", (mine.error, cold.error)
+    assert mine.peak.bytes > 0
+    assert numbers(mine.to_dict()) == numbers(cold.to_dict())
+
+
+def test_exit_codes_come_through_the_zygote(zygote):
+    crash = RunRequest(lesson_path=MISBEHAVE, variant="crash", mode="cpu", scale="small")
+    res = run(zygote.fork(), crash)
+    assert res.status == "error" and "exited with code 7" in res.error
+    bad = RunRequest(lesson_path=MISBEHAVE, variant="no_such_variant", mode="cpu", scale="small")
+    w = zygote.fork()
+    res = run(w, bad)
+    assert res.status == "error" and w.returncode == 2
+
+
+def test_a_kill_stops_the_worker_and_what_it_started(zygote, tmp_path, monkeypatch):
+    pid_file = tmp_path / "pids"
+    monkeypatch.setenv("MEMLAB_TEST_PIDFILE", str(pid_file))
+    hang = RunRequest(lesson_path=MISBEHAVE, variant="hang", mode="cpu", scale="small",
+                      timeout_s=60)
+    w = zygote.fork()
+    w.send(hang.to_json_dict(), {"MEMLAB_TEST_PIDFILE": str(pid_file)}, None)
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker_pid, grandchild = map(int, pid_file.read_text().split())
+    assert worker_pid == w.pid and w.alive()
+    w.kill()
+    assert not w.alive() and w.returncode is not None
+    deadline = time.monotonic() + 5
+    while alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(grandchild), "the worker's own child survived the kill"
+
+
+def test_workers_outlive_their_zygote():
+    z = Zygote()
+    assert z.ready.wait(300)
+    w = z.fork()
+    assert w.ready.wait(30)
+    z.kill()
+    assert not z.alive() and w.alive()  # the zygote's group is itself alone
+    req = RunRequest(lesson_path=MISBEHAVE, variant="baseline", mode="cpu", scale="small")
+    res = run(w, req)
+    assert res.status == "ok" and res.metrics["sum"] == 2000.0
+    deadline = time.monotonic() + 5
+    while w.alive() and time.monotonic() < deadline:  # orphaned: watched by its pid
+        time.sleep(0.05)
+    assert not w.alive() and not alive(w.pid)
+    assert os.getpid() != w.pid
+
+
+def test_a_background_sim_run_gives_way_and_a_timed_run_never_does(zygote):
+    def nice(mode, background):
+        req = RunRequest(lesson_path=MISBEHAVE, variant="niceness", mode=mode, scale="small",
+                         background=background)
+        res = run(zygote.fork(), req)
+        assert res.status == "ok", res.error
+        return res.metrics["nice"]
+
+    base = os.nice(0)
+    assert nice("sim", False) == base
+    assert nice("sim", True) > base  # behind the variant the learner waits for
+    assert nice("cpu", True) == base  # a step time is a measurement: never slowed on purpose
