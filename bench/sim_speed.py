@@ -199,8 +199,14 @@ def cmd_lessons(args) -> None:
     from lab.runner.protocol import RunRequest
     from lab.runner.remote import ServiceRunner
 
-    print(f"# `y` in sim at seed scale, through the runner service, one variant at a time "
-          f"({os.cpu_count()} cores, {load()}; MEMLAB_HOME {os.environ['MEMLAB_HOME']})")
+    from lab.runner import loop
+
+    jobs = args.jobs or (loop.side_by_side("sim") if hasattr(loop, "side_by_side") else 1)
+    bare = bare_import_s()
+    print(f"# `y` in sim at seed scale, through the runner service, {jobs} variant(s) at a time "
+          f"({os.cpu_count()} cores, {load()}; MEMLAB_HOME {os.environ['MEMLAB_HOME']})\n"
+          f"# the yardstick (issue 25's): a bare `import torch, transformers` + the GPT-2 class, "
+          f"median of 3 fresh processes: {bare:.2f} s")
     service = ServiceRunner(fallback=SubprocessRunner())
     summary, digests = [], {}
     from lab.curriculum import load_course
@@ -210,11 +216,13 @@ def cmd_lessons(args) -> None:
         for lesson in chosen:
             remote.stop_service()
             _ready_service()
+            side = {"background": True} if jobs > 1 and "background" in RunRequest.__dataclass_fields__ else {}
             reqs = [RunRequest(str(lesson.path), v.name, mode="sim", scale="seed",
-                               timeout_s=lesson.timeout_s, ranks=lesson.ranks("seed", "sim"))
-                    for v in lesson.variants]
+                               timeout_s=lesson.timeout_s, ranks=lesson.ranks("seed", "sim"),
+                               **(side if i else {}))
+                    for i, v in enumerate(lesson.variants)]
             before, t0, done = load(), time.perf_counter(), []
-            run_all(service, reqs, jobs=1, announce=True,
+            run_all(service, reqs, jobs=jobs, announce=True,
                     on_result=lambda i, r: done.append((time.perf_counter() - t0, r)))
             total = time.perf_counter() - t0
             first = done[0][0] if done else float("nan")
@@ -234,10 +242,21 @@ def cmd_lessons(args) -> None:
     if service.fallbacks:
         print(f"WARNING: {service.fallbacks} runs did not reach the service: "
               f"{service.fallback_reason}")
-    print(f"\n{'lesson':8} {'first s':>8} {'all s':>8}")
+    print(f"\n{'lesson':8} {'first s':>8} {'all s':>8} {'all / bare import':>18}")
     for key, first, total in summary:
-        print(f"{key:8} {first:8.2f} {total:8.2f}")
+        print(f"{key:8} {first:8.2f} {total:8.2f} {total / bare:17.1f}x")
     print(load())
+
+
+def bare_import_s(n: int = 3) -> float:
+    """Wall seconds of a fresh `import torch, transformers` + the GPT-2 class (the median of n)."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch, transformers; "
+                        "transformers.GPT2LMHeadModel"], check=True, capture_output=True)
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[n // 2]
 
 
 def _ready_service(timeout_s: float = 300.0) -> None:
@@ -251,8 +270,8 @@ def _ready_service(timeout_s: float = 300.0) -> None:
         cpu = state["keys"].get("cpu", {})
         if cpu.get("ready", 0) >= state["per_key"]:
             return
-        if not cpu:  # no key in use yet: spares start with the first run
-            return
+        if not cpu and time.monotonic() > deadline - timeout_s + 5:
+            return  # no key in use after a while: spares start with the first run
         time.sleep(0.2)
 
 
@@ -264,7 +283,10 @@ def cmd_fit(args) -> None:
                          capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, child_cpu() - before_cpu
     print(out.stdout.strip().split("\n\n")[-2] if out.returncode == 0 else out.stderr[-2000:])
+    bare = bare_import_s()
     print(f"\nwall {wall:6.2f} s   CPU {cpu:6.2f} s (its forked children included)   {load()}")
+    print(f"wall / a bare `import torch, transformers` + the GPT-2 class ({bare:.2f} s): "
+          f"{wall / bare:.1f}x")
     if args.split:
         res = _child(["fit"])
         print(f"\nsplit of the same command in one process (CPU of the main thread; the second "
@@ -391,6 +413,9 @@ def main() -> None:
     p.add_argument("--lesson", action="append")
     p.add_argument("--all", action="store_true", help="every lesson of the course")
     p.add_argument("--fingerprint", metavar="FILE", help="also write the results' digests here")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="variants at once (default: as the app runs them, "
+                        "lab.runner.loop.side_by_side; 1 where that does not exist)")
     p = sub.add_parser("fit")
     p.add_argument("--split", action="store_true")
     p = sub.add_parser("fingerprint")

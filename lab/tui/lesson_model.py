@@ -84,8 +84,9 @@ class LessonRun:
     plan: RunPlan | None = None
     finished: tuple[RunResult, ...] = ()  # this run's variants done so far
     live: tuple[tuple[str, Live], ...] = ()  # variant -> its timeline so far, while it runs
-    current: str | None = None  # the variant running now
+    current: str | None = None  # the variant the status line follows (the first one running)
     position: int = 0
+    running_now: tuple[tuple[int, str], ...] = ()  # (position, variant) of every one in flight
     total: int = 0
     phase: str | None = None  # the running variant's phase and live bytes
     live_bytes: int | None = None
@@ -174,7 +175,8 @@ def fold(state: LessonRun, ev: Any) -> LessonRun:
                        beside=ev.beside.in_order(state.variants), restored=ev.label)
     if isinstance(ev, Begin):
         return replace(state, stage=RUNNING, plan=ev.plan, finished=(), live=(), current=None,
-                       position=0, total=len(ev.plan.variants), phase=None, live_bytes=None,
+                       position=0, running_now=(), total=len(ev.plan.variants), phase=None,
+                       live_bytes=None,
                        spark=(), service="", waiting=False, outcome=None,
                        class_run_shown=state.class_run_shown or ev.plan.how == CLASS)
     if not state.running:
@@ -185,20 +187,38 @@ def fold(state: LessonRun, ev: Any) -> LessonRun:
         return _streamed(state, ev)
     if isinstance(ev, VariantDone):
         live = tuple((k, v) for k, v in state.live if k != ev.result.variant)
-        return replace(state, finished=state.finished + (ev.result,), live=live)
+        running = tuple(r for r in state.running_now if r[1] != ev.result.variant)
+        return _follow(replace(state, finished=state.finished + (ev.result,), live=live,
+                               running_now=running))
     if isinstance(ev, Finished):
         return _finished(state, ev)
     raise TypeError(f"not a lesson-run event: {ev!r}")
 
 
+def _follow(state: LessonRun) -> LessonRun:
+    """The status line follows the first variant in flight (the one the learner looks at runs
+    first); when that one ends it moves on, with nothing of the last one's phase or bytes."""
+    if not state.running_now or state.running_now[0][1] == state.current:
+        return state
+    position, name = state.running_now[0]
+    return replace(state, current=name, position=position, phase=None, live_bytes=None,
+                   spark=(), service="", waiting=False)
+
+
 def _streamed(state: LessonRun, ev: Streamed) -> LessonRun:
     e, kind, name = ev.event, ev.event.get("type"), ev.variant
-    changes: dict[str, Any] = {"current": name, "position": ev.position, "total": ev.total}
+    if kind == "queued" and (ev.position, name) not in state.running_now:
+        state = _follow(replace(state, running_now=tuple(sorted(
+            state.running_now + ((ev.position, name),)))))
+    followed = name == state.current or state.current is None
+    changes: dict[str, Any] = {"total": ev.total}
+    if followed:
+        changes.update(current=name, position=ev.position)
     live = dict(state.live)
     lv = live.get(name, Live())
-    if kind == "queued":  # a new variant: its own phase, bytes and sparkline
+    if kind == "queued" and followed:  # a new variant: its own phase, bytes and sparkline
         changes.update(phase=None, live_bytes=None, spark=(), service="", waiting=False)
-    if kind == "status" and e.get("text"):
+    if kind == "status" and e.get("text") and followed:
         changes.update(service=str(e["text"]), waiting=e.get("stage") == "waiting")
     if kind == "phase":  # it starts at the next sample's event count (phases carry none)
         lv = replace(lv, pending=lv.pending + (str(e.get("name") or ""),))
@@ -206,7 +226,7 @@ def _streamed(state: LessonRun, ev: Streamed) -> LessonRun:
         at = max(int(e["events"]), lv.x[-1] if lv.x else 0)
         lv = Live(lv.x + (at,), lv.y + (int(e.get("live_bytes") or 0),),
                   lv.phases + tuple((p, at) for p in lv.pending), ())
-    if kind in ("phase", "sample"):
+    if kind in ("phase", "sample") and followed:
         changes["phase"] = e.get("phase") or e.get("name")
         changes["live_bytes"] = e.get("live_bytes")
         if e.get("live_bytes") is not None:
@@ -261,8 +281,12 @@ def progress_words(state: LessonRun, size) -> Words:
         return (("Starting…", "bold"),)
     verb = ("▶ instructor's run: " if plan.how == CLASS else
             "▶ H200 recording: " if plan.recorded else "▶ ")
-    words = [(verb, "bold"), (state.current, "variant"),
-             (f" ({state.position + 1}/{state.total})", "")]
+    words = [(verb, "bold"), (state.current, "variant")]
+    others = [name for _, name in state.running_now if name != state.current]
+    if others:  # side by side (sim: one per core); the others' names would push the phase out
+        words.append((f" ({len(state.finished)}/{state.total} done, +{len(others)} beside it)", ""))
+    else:
+        words.append((f" ({state.position + 1}/{state.total})", ""))
     if state.phase is None and state.live_bytes is None and not state.service:
         words.append((" · loading…" if plan.recorded else " · starting worker…", "dim"))
     if state.service:

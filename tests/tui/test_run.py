@@ -7,6 +7,7 @@ import pytest
 from textual.widgets import TabbedContent
 
 from lab.progress import Progress
+from lab.runner.loop import side_by_side
 from lab.runner.replay import ReplayRunner
 from lab.tui.app import GPU
 from lab.tui.screens import HomeScreen, LessonScreen
@@ -134,9 +135,12 @@ async def test_cancel_stops_the_run_and_the_app_keeps_working():
         await pilot.press("escape")
         await app.workers.wait_for_complete()
         await wait_until(pilot, lambda: not screen.running)
-        # the first variant is cancelled and the second never started
-        assert [(r.variant, r.status) for r in screen.results] == [("baseline", "cancelled")]
-        assert len(runner.requests) == 1
+        # the variants in flight are cancelled (sim runs them side by side, one per core:
+        # lab.runner.loop.side_by_side) and no other starts
+        in_flight = min(side_by_side(runner.requests[0].mode), 2)
+        assert [(r.variant, r.status) for r in screen.results] == [
+            ("baseline", "cancelled"), ("no_grad", "cancelled")][:in_flight]
+        assert len(runner.requests) == in_flight
         assert "Cancelled" in text_of(screen, "#status-text")
         title = screen.query_one("#timeline").title
         assert "stopped before a peak was measured" in title and "peak 0" not in title

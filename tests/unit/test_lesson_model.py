@@ -140,3 +140,25 @@ def test_the_version_line_follows_the_code_paths_taken():
     assert "transformers" not in line[0]  # 5.24 on both sides
     rec[0].torch_version = "2.13.1"
     assert code_path_line(mine, rec) is None
+
+
+def test_side_by_side_the_status_line_follows_the_first_and_each_keeps_its_timeline():
+    plan = RunPlan(("baseline", "bf16", "fp16"), "sim", "seed")
+    state = fold(LessonRun.empty(VARIANTS), Begin(plan))
+    for name, pos in (("baseline", 0), ("bf16", 1)):
+        state = fold(state, Streamed(name, pos, 3, {"type": "queued"}))
+    state = fold(state, Streamed("bf16", 1, 3, {"type": "sample", "events": 5, "live_bytes": 70,
+                                                "phase": "forward 0"}))
+    state = fold(state, Streamed("baseline", 0, 3, {"type": "sample", "events": 2,
+                                                    "live_bytes": 40, "phase": "model"}))
+    assert state.current == "baseline" and state.phase == "model" and state.live_bytes == 40
+    assert state.spark == (40.0,)  # bf16's bytes are its own, not the status line's
+    assert state.live_of("bf16").y == (70,) and state.live_of("baseline").y == (40,)
+    words = "".join(t for t, _ in progress_words(state, str))
+    assert words.startswith("▶ baseline (0/3 done, +1 beside it)")
+    state = fold(state, VariantDone(result("baseline"), 0, 3))
+    assert state.current == "bf16" and state.position == 1 and state.phase is None
+    state = fold(state, Streamed("bf16", 1, 3, {"type": "sample", "events": 9, "live_bytes": 90,
+                                                "phase": "backward 0"}))
+    assert state.phase == "backward 0" and state.live_bytes == 90
+    assert "".join(t for t, _ in progress_words(state, str)).startswith("▶ bf16 (2/3)")

@@ -114,3 +114,12 @@ def test_runs_are_handed_over_in_request_order_even_when_many_are_in_flight(monk
         g.set()
     run_all(runner, requests(6))
     assert runner.started == [f"v{i}" for i in range(6)]
+
+
+def test_untimed_runs_go_side_by_side_one_per_core_and_timed_ones_alone():
+    from lab.runner.loop import SIDE_BY_SIDE_MAX, side_by_side
+
+    assert side_by_side("sim", cores=2) == 2
+    assert side_by_side("sim", cores=1) == 1
+    assert side_by_side("sim", cores=64) == SIDE_BY_SIDE_MAX
+    assert side_by_side("cpu", cores=64) == 1 and side_by_side("cuda", cores=64) == 1

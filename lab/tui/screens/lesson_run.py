@@ -24,7 +24,7 @@ from textual.worker import get_current_worker
 
 from lab.measure.modes import ModeError, mode_info
 from lab.report.units import SIZE_HELP, parse_size
-from lab.runner.loop import run_all
+from lab.runner.loop import run_all, side_by_side
 from lab.runner.protocol import RunRequest
 from lab.serve.policy import lesson_refusal
 
@@ -226,12 +226,16 @@ class LessonRunMixin:
         worker = get_current_worker()
         self.post_message(RunStarted(plan))
         cancel, total = self._cancel, len(plan.variants)
+        jobs = 1 if plan.recorded else side_by_side(plan.mode)  # sim: one variant per core
+        # side by side, the first variant (the one the learner looks at) keeps the CPU first
         reqs = [RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=plan.mode,
                            scale=plan.scale, gpu_memory=plan.gpu_memory,
                            timeout_s=self.lesson.timeout_s,
-                           ranks=self.lesson.ranks(plan.scale, plan.mode)) for variant in plan.variants]
+                           ranks=self.lesson.ranks(plan.scale, plan.mode),
+                           background=jobs > 1 and i > 0)
+                for i, variant in enumerate(plan.variants)]
         results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
-            runner, reqs, jobs=1, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
+            runner, reqs, jobs=jobs, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
             on_event=lambda pos, msg: self.post_message(
                 RunProgress(plan.variants[pos], pos, total, msg)),
             on_result=lambda pos, result: self.post_message(VariantFinished(result, pos, total)))
