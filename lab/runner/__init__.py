@@ -6,8 +6,9 @@
     stream                    the one reader of those lines (live workers and replays)
     proc, group               a worker process; one run's worker(s) to one result (ranks)
     worker                    `python -m lab.runner.worker` (cold, or `--warm`: imports first)
+    zygote                    imports once, forks a fresh warm worker per run (the pool's)
     service, daemon, remote   the runner service (one per user and machine), its process, its client
-    pool, admission, peaks, gpus  warm spares; the fair queue per GPU; what a run needs; GPUs seen
+    pool, admission, peaks, gpus  zygotes and warm spares; the fair queue per GPU; what a run needs; GPUs seen
     replay                    ReplayRunner: recorded lines played back (tests, demos)
 
 Nothing here imports torch except the worker (and, through it, lab.measure).

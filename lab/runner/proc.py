@@ -6,7 +6,8 @@ ahead of need with `--warm`, it imports torch, transformers and the lab's measur
 worker is a fresh process (its own CUDA context and allocator) in its own session, so one
 `killpg` stops it and anything it started (DataLoader workers, compilers, a grandchild).
 
-Spawning is fork+exec (subprocess), never a bare fork: the parent may be threaded.
+The service spawns by fork+exec (subprocess), never a bare fork: it is threaded. Only a
+zygote (lab.runner.zygote: single-threaded, imported, no CUDA) forks workers bare.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 One process per variant: a fresh CUDA context and a clean caching allocator for every
 measurement, and a crash, hang or OOM stays in this process. A warm worker only moves the
 imports (torch, transformers, the lab's measure code) before the request; it never touches
-CUDA before it knows its request, and it is never reused.
+CUDA before it knows its request, and it is never reused. Most warm workers are forks of a
+zygote that did those imports once (lab.runner.zygote) and take this same `--warm` path.
 """
 
 from __future__ import annotations
