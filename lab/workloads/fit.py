@@ -61,7 +61,8 @@ class FitResult:
     fixed_bytes: int | None = None  # the line's intercept: what does not grow with the batch
     per_sample_bytes: float | None = None  # its slope, per micro-batch sample
     probes: int = 0  # batches the search asked about
-    sim_runs: int = 0  # of which simulated for real (the rest replayed from the line)
+    sim_runs: int = 0  # batches simulated for real (the rest replayed from the line)
+    simulated_micro_batches: list[int] = field(default_factory=list)  # those, by micro-batch
     capped: bool = False  # hit the search's upper bound (the peak barely grows with the batch)
     error: str | None = None
     cuda_status: str | None = None  # None: not confirmed (no GPU, or --no-confirm)
