@@ -5,22 +5,38 @@
 A sim run of the training step records what the allocator model receives (lab.measure.sim.record:
 `("alloc", key, nbytes)` / `("free", key)` events). For the same program at another batch size
 the events are the same, in the same order; only the sizes of the allocations that hold
-per-sample data change, each affine in the batch (numel is a product of dims, one of them the
-batch). So two recorded logs, at micro-batches 2 and 3, give the log at any micro-batch m >= 2
-(`extrapolate`); micro-batch 1 is recorded for real when asked (size-1 dims take other paths:
-e.g. GPT-2 at batch 1 makes 8 allocations fewer). Replaying a log under the cap
+per-sample data change, most of them affine in the batch (numel is a product of dims, one of
+them the batch). So two recorded logs give the log at any other micro-batch m >= 2 on the line
+through them (`extrapolate`); micro-batch 1 is recorded for real when asked (size-1 dims take
+other paths: e.g. GPT-2 at batch 1 makes 8 allocations fewer). Replaying a log under the cap
 (`allocator_replay.replay`) is the allocator's own decision, retry included.
 
-Never over-promise: the answer is simulated for real before it is reported; if its log is not
-the extrapolated one, the line is not trusted and the search runs again on real sim runs only.
+Not every size is affine: CUDA's reduction staging buffer follows the kernel's launch
+configuration, whose blocks are clamped by the SM count (lab/measure/sim/cuda_reduce.py), so it
+grows with the batch and then stops (gpt2-small: 24 MiB per sample up to 132 MiB at micro-batch
+6 and no further; the line through 2 and 3 says 192 MiB at 8). Hence anchors: every real
+recording from micro-batch 2 up is one, and the log at m is interpolated between the nearest
+anchors below and above m, or extrapolated from the two nearest on one side (`LogProbe`). The
+first two are micro-batches 2 and 3, recorded at once on two cores (`record_pair`).
+
+Never over-promise: the search's answer and the first batch past it (the one that does not fit,
+"one more reserves") are simulated for real, two at once; they become anchors, and the search
+runs again on the corrected line, until the answer and the batch after it are both real runs
+(gpt2-small under 16 GiB: 2, 3, 8, 9 for fp32 and 2, 3, 20, 21 for bf16 + ckpt, where every
+batch was simulated before). After ROUNDS such rounds, or when two anchors are not the same
+program (other events: `extrapolate` gives None), every batch is simulated and replayed. Other
+batches the search asked about may rest on the line (a fragmentation hole below the answer,
+say); the note says so whenever a real run was not what the line had given.
 
 Many GPUs (`--gpus N` with ddp/zero1/fsdp): the recording is rank 0 of N simulated ranks
 (lab.measure.distributed's fake process group, `world_size` in the params), so the batch and
 the cap are per GPU. The fake group's collectives move no data but their outputs are allocated
 like any op's, DDP's bucket and FSDP's shards are sized by the parameters, not the batch: the
-log is the same program at every batch, so the line holds (qwen2-1.5b on 8 ranks: the log at
+log is the same program at every batch as far as that goes (qwen2-1.5b on 8 ranks: the log at
 micro-batch 5 extrapolated from 2 and 3 is the recorded one, event for event, for all three).
-Where it does not, the check above is the fallback: every batch is simulated and replayed.
+A long reduction can still take the staging buffer only from some batch on (qwen2-1.5b, fsdp on
+2 ranks, seed sizes: 282 allocations more at micro-batch 12 than at 3): another program, so every
+batch is simulated.
 """
 
 from __future__ import annotations
