@@ -68,7 +68,8 @@ def comparison_header(c: Comparison) -> str:
 def fit_table(results: list[FitResult], markdown: bool = False) -> str:
     """Per combination: the largest batch, its predicted max allocated and max reserved (what
     the limit counts), the margin left, what one more micro-batch would reserve, and the work
-    (sim runs of the batches asked about; the others are replays of the line)."""
+    (batches simulated for real, the answer and the one after it among them, of the batches
+    asked about; the others are replays of the line)."""
     confirmed = any(r.cuda_status is not None for r in results)
     headers = ["combination", "largest batch", "max allocated", "max reserved", "margin",
                "one more reserves", "sim runs / batches", "time"]

@@ -8,12 +8,13 @@ So the quantity that matters is the peak *reserved* (segments), not the tensors'
 ad-hoc headroom is added on top.
 
 1. *Predict* (lab/workloads/fit_sim.py): sim records the allocations of micro-batches 2 and 3;
-   every allocation's size is affine in the batch, so the log of any micro-batch follows, and
-   replaying a log through the allocator model under the cap answers fit or not in a fraction
-   of a second. The search below then probes few batches: the line through the two (peak
-   reserved is close to affine in the batch) gives a guess, the guess and its neighbour are
-   probed, a bisection finishes if needed. The answer is re-simulated for real before it is
-   reported. With gradient accumulation N the search is over the micro-batch.
+   allocation sizes are (mostly) affine in the batch, so the log of any micro-batch follows
+   from the nearest real recordings, and replaying a log through the allocator model under the
+   cap answers fit or not in a fraction of a second. The search below then probes few batches:
+   the line through the two (peak reserved is close to affine in the batch) gives a guess, the
+   guess and its neighbour are probed, a bisection finishes if needed. The answer and the batch
+   after it are then simulated for real and the search runs again with them, until both were
+   real runs. With gradient accumulation N the search is over the micro-batch.
 2. *Confirm* (cuda): the predicted batch runs for real in a fresh worker with the GPU capped at
    the size asked for; if the real allocator says OOM, one smaller micro-batch at a time is tried.
 
@@ -61,7 +62,8 @@ class FitResult:
     fixed_bytes: int | None = None  # the line's intercept: what does not grow with the batch
     per_sample_bytes: float | None = None  # its slope, per micro-batch sample
     probes: int = 0  # batches the search asked about
-    sim_runs: int = 0  # of which simulated for real (the rest replayed from the line)
+    sim_runs: int = 0  # batches simulated for real (the rest replayed from the line)
+    simulated_micro_batches: list[int] = field(default_factory=list)  # those, by micro-batch
     capped: bool = False  # hit the search's upper bound (the peak barely grows with the batch)
     error: str | None = None
     cuda_status: str | None = None  # None: not confirmed (no GPU, or --no-confirm)

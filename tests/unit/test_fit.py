@@ -122,8 +122,16 @@ def test_extrapolate_refuses_another_program(other):
 
 def test_extrapolate_refuses_sizes_that_are_not_affine():
     # 2m² at 2 and 3 gives a slope of 10; at m = 17 the line says 88, the program 578: the
-    # base pair cannot tell, the verification run at the answer does (test below)
+    # base pair cannot tell, the real runs at the answer and the batch after it do (below)
     assert extrapolate(program(2, 2), 2, program(3, 2), 3, 17) != program(17, 2)
+
+
+def test_extrapolate_interpolates_between_anchors_far_apart():
+    assert extrapolate(program(2), 2, program(9), 9, 5) == program(5)  # affine: exact
+    # min(6m, 40) at 3 (18) and 8 (40): a slope of 4.4 per batch, so 26.8 at 5 and 22.4 at 4,
+    # rounded to the nearest byte (a guess, not None: the same program)
+    at3, at8 = [("alloc", "buf", 18), ("free", "buf")], [("alloc", "buf", 40), ("free", "buf")]
+    assert [extrapolate(at3, 3, at8, 8, m)[0][2] for m in (4, 5, 10)] == [22, 27, 49]
 
 
 class Rec:
@@ -131,33 +139,90 @@ class Rec:
         self.log, self.status, self.error = log, status, error
 
 
-def test_log_probe_replays_the_line_and_verifies_the_answer():
-    runs = []
+def all_real(record, cap, cfg=TrainConfig(), max_micro=4096):
+    """The reference: the same search with every batch simulated (predict's fallback)."""
+    probe = LogProbe(record, cap, cfg.micro_batches)
+    probe.extrapolating = False
+    res = search(probe, cap, cfg, max_micro)
+    res.sim_runs = probe.sim_runs
+    return res
 
-    def record(batch):
-        runs.append(batch)
-        return Rec(program(batch))
 
+def test_log_probe_replays_the_line_and_simulates_the_answer_and_the_next():
     # program(m) reserves 2 MiB small segments (all < 1 MiB) until m reaches the large pool
+    record = lambda batch: Rec(program(batch))  # noqa: E731
     cap = 20 * 2**20
     res = predict(record, cap, TrainConfig(), max_micro=4096)
-    # 2 (in a forked child), 3 and the answer (here): the rest were replays of the line
-    assert res.status == "ok" and res.sim_runs == 3 and res.probes > 3
-    assert 3 in runs and res.micro_batch in runs and res.micro_batch > 3
+    # 2 and 3 (the line), then the answer and the first batch that does not fit, two at once;
+    # every other batch asked about was a replay of the line
+    m = res.micro_batch
+    assert res.status == "ok" and m > 3 and res.simulated_micro_batches == [2, 3, m, m + 1]
+    assert res.sim_runs == 4 < res.probes and not res.notes  # the line held: nothing to say
+    assert m == all_real(record, cap).micro_batch
 
 
-def test_log_probe_falls_back_to_real_runs_when_the_line_does_not_hold():
-    # a size quadratic in the batch: the extrapolated answer is re-simulated, differs, and
-    # the search runs again on real runs only
+MiB = 2**20
+
+
+def piecewise(m: int) -> list[tuple]:
+    """A training step whose reduction staging buffer stops growing at 40 MiB (as CUDA's does
+    once the blocks are clamped to the SMs: lab/measure/sim/cuda_reduce.py): every other size is
+    affine in the micro-batch m."""
+    return [("alloc", "weights", 64 * MiB), ("alloc", "act", 8 * MiB * m),
+            ("alloc", ("reduce", "buffer"), min(6 * MiB * m, 40 * MiB)),
+            ("free", ("reduce", "buffer")), ("alloc", "grad", 4 * MiB * m), ("free", "grad"),
+            ("free", "act")]
+
+
+def test_log_probe_with_a_size_that_is_not_affine_simulates_few_batches():
+    # Given one allocation that is piecewise in the batch, the line through 2 and 3 is wrong
+    # at the answer; the answer and the next batch are simulated, become anchors, and the
+    # search on the corrected line ends on two real runs. Fewer runs than batches asked about,
+    # and the answer is the one every batch simulated gives.
+    from lab.measure.sim.allocator_replay import replay
+
+    record = lambda batch: Rec(piecewise(batch))  # noqa: E731
+    cap = 400 * MiB
+    res = predict(record, cap, TrainConfig(), max_micro=4096)
+    ref = all_real(record, cap)
+    m = res.micro_batch
+    assert res.status == "ok" and m == ref.micro_batch == 28
+    assert replay(piecewise(m), cap=cap).oom is None and replay(piecewise(m + 1), cap=cap).oom
+    assert extrapolate(piecewise(2), 2, piecewise(3), 3, m) != piecewise(m)  # not the line's
+    assert {m, m + 1} <= set(res.simulated_micro_batches)  # (a) the answer and the next: real
+    assert res.sim_runs == len(res.simulated_micro_batches) < res.probes  # (b)
+    assert res.sim_runs < ref.sim_runs == ref.probes  # all real: one run per batch asked
+    assert any("not every allocation is affine" in n and f"{m}, {m + 1}" in n for n in res.notes)
+    assert not any("every batch was simulated" in n for n in res.notes)
+
+
+def test_log_probe_falls_back_to_real_runs_when_the_line_does_not_settle():
+    # a size quadratic in the batch: each round's answer moves (the chord between anchors far
+    # apart overestimates it), and after ROUNDS rounds every batch is simulated
+    from lab.measure.sim.allocator_replay import replay
+
     def record(batch):
         return Rec(program(batch, quirk=40_000))
 
     res = predict(record, 24 * 2**20, TrainConfig(), max_micro=4096)
-    from lab.measure.sim.allocator_replay import replay
-
     fits = [m for m in range(1, 200) if replay(program(m, 40_000), cap=24 * 2**20).oom is None]
-    assert res.micro_batch == max(fits)
-    assert any("did not follow the line" in n for n in res.notes)
+    assert res.micro_batch == max(fits) == all_real(record, 24 * 2**20).micro_batch
+    assert any("did not follow the line" in n and "every batch was simulated" in n
+               for n in res.notes)
+
+
+def test_log_probe_falls_back_when_two_anchors_are_not_one_program():
+    # from micro-batch 6 up the program allocates once more: the line through 2 and 3 guesses
+    # an answer, its real run has another event, and every batch is simulated from there
+    def step(m):
+        return program(m) + ([("alloc", "extra", 4096)] if m >= 6 else [])
+
+    record = lambda batch: Rec(step(batch))  # noqa: E731
+    cap = 20 * 2**20
+    res = predict(record, cap, TrainConfig(), max_micro=4096)
+    assert res.micro_batch == all_real(record, cap).micro_batch
+    assert any("make no line" in n and "every batch was simulated" in n for n in res.notes)
+    assert res.sim_runs >= res.probes  # every batch the last search asked about was real
 
 
 def test_log_probe_reports_a_failed_run():
