@@ -219,6 +219,8 @@ class SimFakeTensorMode(FakeTensorMode):
         self.fast_key = self.shape_env is None and fast_key_agrees()
         self._lean_attrs: dict = {}  # device -> the Python attributes of its fresh fake tensors
         self.lean_output = self.fast_key and lean_output_agrees()
+        if self.lean_output:
+            inference_views_agree()
 
     def _get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
         if self.lean_output:
@@ -308,6 +310,16 @@ def _lean_output(mode, entry, func, args):
 def _lean_tensor(mode, md, view_arg=None):
     """A fresh fake tensor of `mode` with metadata `md` (a TensorMetadata), on the storage of
     `view_arg` if given; None where the stock way must make it."""
+    if view_arg is not None and not view_arg.is_inference() and torch.is_inference_mode_enabled():
+        # Under inference_mode a view of a normal tensor (a weight's .t() in a decode loop) is
+        # a normal tensor, as the kernel makes it; the stock way makes an inference tensor, sees
+        # the dispatch keys differ and never caches views there (lesson 16: 10k of its 14.6k
+        # slow dispatches). Made outside inference mode, it is what the kernel makes
+        # (`inference_views_agree` checks that on sample views before sim relies on it).
+        if not _INFERENCE_VIEWS or _INFERENCE_VIEWS[0] is False:
+            return None
+        with torch.inference_mode(False):
+            return _lean_tensor(mode, md, view_arg)
     if md.layout is not torch.strided or md.device.type != "cpu" or md.is_conj or md.is_neg:
         return None
     shape, stride, offset = md.shape, md.stride, md.storage_offset
@@ -360,6 +372,41 @@ def _lean_samples(x, w):
 
 
 _LEAN_AGREES: list[bool] = []
+_INFERENCE_VIEWS: list = []  # inference_views_agree's answer: [True] | [False] | ["checking"]
+
+
+def inference_views_agree() -> bool:
+    """Under inference_mode, is a cache hit's view of a normal tensor (made the lean way, outside
+    inference mode) the tensor the op's kernel made on the miss? Checked once per process, on a
+    mode of its own with a private cache, for views of normal and of inference tensors."""
+    if not _INFERENCE_VIEWS:
+        _INFERENCE_VIEWS.append("checking")  # the views below take the lean way to be compared
+        _INFERENCE_VIEWS[0] = _inference_views_check()
+    return _INFERENCE_VIEWS[0] is True
+
+
+def _inference_views_check() -> bool:
+    try:
+        with _python_dispatch._disable_current_modes():
+            saved = FakeTensorMode.cache
+            FakeTensorMode.cache = {}  # a private cache: the samples' entries are not sim's
+            try:
+                with SimFakeTensorMode(allow_non_fake_inputs=True):
+                    w = torch.empty(3, 4, requires_grad=True)
+                    with torch.inference_mode():
+                        x = torch.empty(3, 4)
+                        for t in (w, x):
+                            for fn in (lambda: t.t(), lambda: t.view(12), lambda: t[1:],
+                                       lambda: t.unsqueeze(0).expand(2, 3, 4)):
+                                miss, hit = fn(), fn()  # the kernel's, then the cache's
+                                if _describe(miss) != _describe(hit) or (
+                                        hit.untyped_storage()._cdata != t.untyped_storage()._cdata):
+                                    return False
+            finally:
+                FakeTensorMode.cache = saved
+        return True
+    except Exception:  # a torch without these internals: the stock way
+        return False
 
 
 def lean_output_agrees() -> bool:

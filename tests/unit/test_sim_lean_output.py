@@ -133,3 +133,37 @@ def test_item_of_a_tensor_without_a_value_still_fails(mode):
         t = torch.empty(())
         with pytest.raises(tc.fake_exceptions()[0]):
             t.item()
+
+
+@settings(max_examples=12, deadline=None)
+@given(grad=st.booleans(), inference_base=st.booleans(),
+       op=st.sampled_from(["t", "slice", "expand", "view", "transpose"]))
+def test_under_inference_mode_views_are_cached_and_the_kernels_tensor(mode, grad, inference_base,
+                                                                      op):
+    """A decode loop (lesson 16) takes views of the weights under inference_mode: the stock way
+    never caches them (its synthesised view is an inference tensor, the kernel's a normal one,
+    and the dispatch keys differ). Sim's hit is the kernel's tensor, and the view is cached."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    views = {**OPS, "view": lambda x: x.view(-1), "transpose": lambda x: x.transpose(0, 1)}
+    assert tc.inference_views_agree()
+    with mode:
+        w = torch.empty(4, 6, requires_grad=grad and not inference_base)
+    with torch.inference_mode(), mode:
+        base = torch.empty(4, 6) if inference_base else w
+        inputs = {base.untyped_storage()._cdata: "base"}
+        mismatch = FakeTensorMode.cache_info().bypasses.get("dispatch_key_set mismatch", 0)
+        miss = described(views[op](base), inputs)  # the kernel's output (or a hit of an earlier run)
+        hits = FakeTensorMode.cache_info().hits
+        hit = described(views[op](base), inputs)
+        assert FakeTensorMode.cache_info().hits > hits  # the second one is a cache hit
+        assert FakeTensorMode.cache_info().bypasses.get("dispatch_key_set mismatch", 0) == mismatch
+    assert hit == miss
+    assert all(where == "base" for _, where in hit)  # on the base's storage, as a view is
+
+
+def test_a_torch_whose_inference_views_differ_keeps_the_stock_way(monkeypatch):
+    monkeypatch.setattr(tc, "_INFERENCE_VIEWS", [])
+    monkeypatch.setattr(tc, "_describe", lambda t: object())  # nothing ever looks alike
+    assert not tc.inference_views_agree()
+    assert tc._INFERENCE_VIEWS == [False]
