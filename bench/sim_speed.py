@@ -13,10 +13,13 @@ split      where a sim run's CPU time goes, per variant and per lesson: worker s
            in the order `y` runs them), split by component (bench/time_split.py: FakeTensorMode,
            the tracker's dispatch, user_frame(), the policy's hooks, the allocator model, result
            building, the experiment's own code) and by phase (the model build).
-lessons    the learner's `y`, end to end: the runner service started and its spares ready (the
-           app starts it at launch), every variant of the lesson through it one at a time in the
-           lesson's order (the selected variant, the baseline, first), as the lesson screen runs
-           them: seconds to the first variant's result and to the last.
+lessons    the learner's `y`, end to end: the runner service started and its zygote ready (the
+           app starts it at launch), every variant of the lesson through it in the lesson's
+           order (the selected variant, the baseline, first), as many at once as the app runs
+           them (lab.runner.loop.side_by_side; `--jobs N`): seconds to the first variant's
+           result and to the last, and the last against issue 25's yardstick, a bare
+           `import torch, transformers` + the GPT-2 class in a fresh process. On an older
+           checkout (copy this file there) it runs one at a time, as the app did then.
 fit        `memlab fit gpt2-small --gpu-memory 16GiB --combo baseline --combo bf16+ckpt` in a
            fresh process: wall and CPU seconds (children included); `--split`: its split too.
 fingerprint  every variant's result in sim (what the learner sees, less times and dates), one
