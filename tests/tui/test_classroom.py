@@ -71,6 +71,7 @@ def on_lesson(app, lesson_id: str) -> bool:
             and screen.is_mounted and bool(screen.query("#results-view")))
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes; the full suite runs it
 async def test_goto_moves_every_learner_and_a_new_tab_opens_the_class_lesson(tmp_path,
                                                                              monkeypatch):
     workshop = tmp_path / "workshop"

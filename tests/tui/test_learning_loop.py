@@ -285,6 +285,7 @@ async def test_the_last_questions_feedback_is_reached_with_the_keyboard():
         assert q.explain.split()[-1].strip(".") in screen_text(app)
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes; the full suite runs it
 async def test_results_are_restored_after_a_restart():
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:

@@ -53,6 +53,7 @@ async def test_next_and_previous_lesson_stop_at_the_ends():
         assert app.screen.lesson.id == expected
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes; the full suite runs it
 async def test_continue_opens_the_last_visited_lesson(memlab_home):
     # Given a learner who last visited lesson 03 (not the first lesson, which "continue" would
     # open anyway on a fresh start — that test could not fail)

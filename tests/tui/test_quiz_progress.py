@@ -78,6 +78,7 @@ async def test_quiz_grades_choices_and_predictions_and_saves_them():
     assert not saved.quiz_passed
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes; the full suite runs it
 async def test_passing_the_quiz_is_saved_and_resumed_in_a_new_session():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
