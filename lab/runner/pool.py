@@ -5,12 +5,12 @@ checkout its `lab` comes from, the state of that code when it imported it (an ed
 makes a new key, and the old key's workers stop), and its GPU (CUDA_VISIBLE_DEVICES, read once
 by the driver).
 
-For each key in use the pool keeps a zygote (lab.runner.zygote): one process that imports torch,
-transformers and the lab's measure code once and forks a fresh worker for each run in
-milliseconds. `take()` forks from it, waiting for it while it imports (a cold worker started
-then would only race it for the same cores). Where a key's zygote cannot be had (it died
-`FAILURES_BEFORE_PAUSE` times while importing, or zygotes are off: MEMLAB_RUNNER_ZYGOTE=0), the
-pool falls back to `spares` workers started and pre-imported one by one, as before zygotes.
+For each key of sim and cpu runs the pool keeps a zygote (lab.runner.zygote): one process that
+imports torch, transformers and the lab's measure code once and forks a fresh worker for each
+run in milliseconds. `take()` forks from it, waiting for it while it imports (a cold worker
+started then would only race it for the same cores). The keys of GPU runs, and a key whose
+zygote cannot be had (it died `FAILURES_BEFORE_PAUSE` times while importing, or zygotes are off:
+MEMLAB_RUNNER_ZYGOTE=0), keep `spares` workers started and pre-imported one by one.
 Keys unused for a while are dropped with their zygote and spares.
 """
 
@@ -102,8 +102,11 @@ class WarmPool:
                         or any(w.ready.is_set() for w in self._idle.get(key, [])))
 
     def _zygote_for(self, key: PoolKey):
-        """The key's zygote, started if there is none and zygotes are to be had (under the lock)."""
-        if not self.use_zygotes or self.closed:
+        """The key's zygote, started if there is none and zygotes are to be had (under the lock).
+        Only for keys without a GPU (sim and cpu runs): a CUDA worker must not be the fork of a
+        process in which anything may have initialised the CUDA driver (torch.cuda.is_available()
+        does, and an import may call it), and its imports are not what a GPU run waits on."""
+        if not self.use_zygotes or self.closed or key.gpu is not None:
             return None
         z = self._zygotes.get(key)
         if z is not None and not z.alive():

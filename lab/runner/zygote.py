@@ -9,7 +9,8 @@ a session of its own, and no state from any run, since the zygote never runs one
 
     python -m lab.runner.zygote FD      (started fork+exec by the service's pool, like a worker)
 
-The zygote is single-threaded and never touches CUDA (forking after either is unsafe). It
+The zygote is single-threaded and never touches CUDA (forking after either is unsafe); the pool
+starts zygotes only for sim and cpu runs (lab.runner.pool). It
 serves one Unix socket, FD: for each byte the pool sends with three pipe ends attached
 (SCM_RIGHTS: the new worker's stdin, stdout, stderr) it forks a child that makes a session of
 its own, takes the pipes as fds 0-2 and runs the worker's warm path (says "ready", reads ONE
@@ -50,6 +51,10 @@ class Zygote:
     def __init__(self, python: str = sys.executable, root: str = str(PROJECT_ROOT),
                  env: dict[str, str] | None = None):
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # torch.cuda.is_available() by NVML, not by initialising the driver, which would leave
+        # CUDA unusable in every fork (PyTorch's own switch for this); the pool gives zygotes
+        # only to sim and cpu runs anyway
+        env = {**(env or {}), "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
         self.proc = subprocess.Popen(
             [python, "-m", "lab.runner.zygote", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

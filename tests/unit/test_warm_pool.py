@@ -143,3 +143,14 @@ def test_closing_the_pool_stops_zygotes_and_spares(monkeypatch):
     pool.top_up(PoolKey("py", "/root", None, "1:10"))
     pool.close()
     assert pool.made[0].killed and pool.count()["keys"] == {}
+
+
+def test_gpu_runs_keep_pre_imported_spares_and_no_zygote(monkeypatch):
+    """A CUDA worker must not be forked from a process an import may have initialised the
+    driver in: GPU keys never get a zygote."""
+    pool = fake_pool(monkeypatch, zygotes=True)
+    gpu = PoolKey("py", "/root", "0", "1:10")
+    pool.top_up(gpu)
+    assert pool.made == [] and len(pool._idle[gpu]) == 2
+    w = pool.take(gpu)
+    assert pool.made == [] and isinstance(w, FakeWorker)
