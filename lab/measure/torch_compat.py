@@ -381,32 +381,39 @@ def inference_views_agree() -> bool:
     mode of its own with a private cache, for views of normal and of inference tensors."""
     if not _INFERENCE_VIEWS:
         _INFERENCE_VIEWS.append("checking")  # the views below take the lean way to be compared
-        _INFERENCE_VIEWS[0] = _inference_views_check()
+        _INFERENCE_VIEWS[0] = _on_samples(_inference_views_check)
     return _INFERENCE_VIEWS[0] is True
 
 
-def _inference_views_check() -> bool:
+def _on_samples(check) -> bool:
+    """Run a once-per-process check of sim's fake-tensor shortcuts against the stock way: no
+    mode of the caller's on, a private dispatch cache (the samples' entries are not sim's, and
+    sim's cache is left as it was); a torch without these internals answers False."""
     try:
         with _python_dispatch._disable_current_modes():
             saved = FakeTensorMode.cache
-            FakeTensorMode.cache = {}  # a private cache: the samples' entries are not sim's
+            FakeTensorMode.cache = {}
             try:
-                with SimFakeTensorMode(allow_non_fake_inputs=True):
-                    w = torch.empty(3, 4, requires_grad=True)
-                    with torch.inference_mode():
-                        x = torch.empty(3, 4)
-                        for t in (w, x):
-                            for fn in (lambda: t.t(), lambda: t.view(12), lambda: t[1:],
-                                       lambda: t.unsqueeze(0).expand(2, 3, 4)):
-                                miss, hit = fn(), fn()  # the kernel's, then the cache's
-                                if _describe(miss) != _describe(hit) or (
-                                        hit.untyped_storage()._cdata != t.untyped_storage()._cdata):
-                                    return False
+                return check()
             finally:
                 FakeTensorMode.cache = saved
-        return True
-    except Exception:  # a torch without these internals: the stock way
+    except Exception:
         return False
+
+
+def _inference_views_check() -> bool:
+    with SimFakeTensorMode(allow_non_fake_inputs=True):
+        w = torch.empty(3, 4, requires_grad=True)
+        with torch.inference_mode():
+            x = torch.empty(3, 4)
+            for t in (w, x):
+                for fn in (lambda: t.t(), lambda: t.view(12), lambda: t[1:],
+                           lambda: t.unsqueeze(0).expand(2, 3, 4)):
+                    miss, hit = fn(), fn()  # the kernel's, then the cache's
+                    if _describe(miss) != _describe(hit) or (
+                            hit.untyped_storage()._cdata != t.untyped_storage()._cdata):
+                        return False
+    return True
 
 
 def lean_output_agrees() -> bool:
@@ -423,38 +430,31 @@ def _lean_check(mode) -> bool:
     """Each sample op runs twice with the lean way off (a miss, then a stock hit) and once with
     it on (a lean hit); the two hits must be alike, down to which outputs share an input's
     storage."""
-    try:
-        with _python_dispatch._disable_current_modes():
-            saved = FakeTensorMode.cache
-            FakeTensorMode.cache = {}  # a private cache: the samples' entries are not sim's
-            try:
-                mode.lean_output = False
-                with mode:
-                    x = torch.empty(3, 4)
-                    w = torch.empty(3, 4, requires_grad=True)
-                    inputs = {x.untyped_storage()._cdata: "x", w.untyped_storage()._cdata: "w"}
+    def check() -> bool:
+        mode.lean_output = False
+        with mode:
+            x = torch.empty(3, 4)
+            w = torch.empty(3, 4, requires_grad=True)
+            inputs = {x.untyped_storage()._cdata: "x", w.untyped_storage()._cdata: "w"}
 
-                    def described(fn):
-                        out = fn()
-                        outs = out if isinstance(out, tuple) else (out,)
-                        return [(_describe(o), inputs.get(o.untyped_storage()._cdata))
-                                for o in outs]
+            def described(fn):
+                out = fn()
+                outs = out if isinstance(out, tuple) else (out,)
+                return [(_describe(o), inputs.get(o.untyped_storage()._cdata)) for o in outs]
 
-                    for fn in _lean_samples(x, w):
-                        described(fn)  # a miss: fills the cache
-                        stock = described(fn)
-                        mode.lean_output = True
-                        try:
-                            lean = described(fn)
-                        finally:
-                            mode.lean_output = False
-                        if lean != stock:
-                            return False
-            finally:
-                FakeTensorMode.cache = saved
+            for fn in _lean_samples(x, w):
+                described(fn)  # a miss: fills the cache
+                stock = described(fn)
+                mode.lean_output = True
+                try:
+                    lean = described(fn)
+                finally:
+                    mode.lean_output = False
+                if lean != stock:
+                    return False
         return True
-    except Exception:  # a torch without these internals: the stock way
-        return False
+
+    return _on_samples(check)
 
 
 _AGREES: list[bool] = []

@@ -20,6 +20,7 @@ from the GPUs it sees; tests inject any list of capacities.
 from __future__ import annotations
 
 import bisect
+import os
 import itertools
 import threading
 from dataclasses import dataclass, field
@@ -49,6 +50,13 @@ class Ticket:
 
     def __lt__(self, other: "Ticket") -> bool:  # bisect orders tickets by their key
         return self.key < other.key
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the OS says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 class Admission:

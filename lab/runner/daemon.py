@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 
-from .admission import Admission
+from .admission import Admission, usable_cores
 from .paths import lock_path, pid_path, socket_path
 from .pool import PoolKey, WarmPool
 from .proc import PROJECT_ROOT, code_stamp
@@ -69,7 +69,7 @@ def _serve(args) -> int:
     os.chmod(path, 0o600)
     server.listen(64)
     gpus = visible_gpus()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     # ~340 MB of memory each (torch + transformers imported); 3 covers most lessons' variants
     spares = args.spares if args.spares is not None else int(
         os.environ.get(SPARES_ENV, 3 if cores <= 4 else 4))

@@ -16,7 +16,6 @@ returned (in order).
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -24,6 +23,7 @@ from typing import Callable
 from lab.measure.modes import mode_info
 from lab.measure.result import RunResult
 
+from .admission import usable_cores
 from .protocol import RunRequest
 from .stream import WorkerStream
 
@@ -42,9 +42,7 @@ def side_by_side(mode: str, cores: int | None = None) -> int:
     runs would share the machine."""
     if mode_info(mode).timed:
         return 1
-    if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, SIDE_BY_SIDE_MAX))
+    return max(1, min(usable_cores() if cores is None else cores, SIDE_BY_SIDE_MAX))
 
 
 def run_one(runner, req: RunRequest, on_event=None, cancel=None) -> RunResult:

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 
-from .proc import KILL_GRACE_S, PROJECT_ROOT, WorkerStreams, worker_env
+from .proc import KILL_GRACE_S, PROJECT_ROOT, WorkerStreams, kill_group, worker_env
 
 FORK_ANSWER_S = 10.0  # a fork of an idle process: milliseconds; past this the zygote is stuck
 
@@ -143,16 +143,7 @@ class Zygote:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 1.0)):
-            try:
-                os.killpg(self.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            try:
-                self.proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        kill_group(self.proc)
         self.sock.close()
 
 
