@@ -37,7 +37,8 @@ from typing import Iterator
 
 import torch
 import torch.distributed as dist
-from .torch_compat import ddp_param_shape_check, disable_current_modes, fake_store, fsdp_chunk_target
+from .torch_compat import (ddp_param_shape_check, disable_current_modes, dtensor_strided_flag_target,
+                           fake_store, fsdp_chunk_target)
 
 # rank counts measured on real GPUs (two H200s, issue 13); issue 16 adds 4 and 8
 VALIDATED_RANKS = (1, 2)
@@ -88,7 +89,7 @@ def join(run) -> Iterator[Ranks]:
         try:
             from .sim.fsdp_offload import FsdpOffload
 
-            with _ddp_in_sim(), _fsdp_in_sim(), FsdpOffload(getattr(run.backend, "pinned_host", None)):
+            with _ddp_in_sim(), _fsdp_in_sim(), _dtensor_in_sim(), FsdpOffload(getattr(run.backend, "pinned_host", None)):
                 yield Ranks(rank, n, True, device_type)
         finally:
             with disable_current_modes():
@@ -154,6 +155,38 @@ def _fsdp_in_sim():
         yield
     finally:
         setattr(owner, name, eager)
+
+
+@contextmanager
+def _dtensor_in_sim():
+    """DTensor's sharding propagation of a foreach op (torch 2.13) calls
+    `_propagate_use_strided_shard_flag(child, op_schema)` once per output, and each call scans
+    every input spec of the op for a _StridedShard: quadratic in the number of parameters (Adam's
+    first step over FSDP2's sharded parameters: ~18 % of a lesson 22 FSDP variant in sim). Where
+    no input has one the function returns having changed nothing, and that answer is the same
+    for every child of one op: found once per op schema here, the full function otherwise."""
+    target = dtensor_strided_flag_target()
+    if target is None:  # a torch without it
+        yield
+        return
+    owner, name, strided_shard = target
+    full = getattr(owner, name)
+    last: list = [None, True]  # the op schema last asked about; has an input a _StridedShard?
+
+    def propagate(op_strategy, op_schema):
+        if last[0] is not op_schema:  # held here, so its id is not another schema's
+            last[0] = op_schema
+            last[1] = any(isinstance(p, strided_shard)
+                          for spec in op_schema.args_spec for p in spec.placements)
+        if last[1]:
+            full(op_strategy, op_schema)
+
+    setattr(owner, name, propagate)
+    try:
+        yield
+    finally:
+        setattr(owner, name, full)
+        last.clear()
 
 
 class _LazyChunks:

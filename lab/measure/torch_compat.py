@@ -14,6 +14,7 @@ all import from here. Importing it imports torch.
 from __future__ import annotations
 
 import inspect
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ import torch._C as _C
 import torch.utils._python_dispatch as _python_dispatch
 import torch.utils._pytree as _pytree
 from torch.utils._mode_utils import no_dispatch
+import torch._subclasses.fake_tensor as _fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig, FakeTensorMode
 
 # The versions every entry below was read in and run on: the H200 runs torch 2.11 (cu130), this
@@ -68,6 +70,18 @@ CHECKED: list[PrivateApi] = [
     PrivateApi("is_traceable_wrapper_subclass_type",
                "torch.utils._python_dispatch.is_traceable_wrapper_subclass_type",
                "which op types a wrapper subclass's dispatch handles"),
+    PrivateApi("push_dispatch_mode / pop_dispatch_mode",
+               "torch._C._push_on_torch_dispatch_stack, torch._C._pop_torch_dispatch_stack",
+               "the tracker re-enters itself for a composite op's parts without `with self`"),
+    PrivateApi("SimFakeTensorMode (dispatch)", "FakeTensorMode.__torch_dispatch__ / dispatch, "
+               "fake_tensor._DISPATCH_META_HANDLERS, _DISPATCH_HANDLE_DIRECTLY, log, "
+               "TorchDispatchMode._should_skip_dynamo",
+               "sim: an op straight to the dispatch cache, without the call counter, the debug "
+               "log under no_dispatch() and torch._disable_dynamo's wrapper"),
+    PrivateApi("SimFakeTensorMode (_unsafe_view)", "FakeTensorMode._cache_key / _dispatch_impl, "
+               "fake_tensor._CacheKeyState, _BypassDispatchCache, extract_tensor_metadata",
+               "sim: aten._unsafe_view, which FakeTensorMode never caches, from a table of its "
+               "own, made as a view of its input (self-checked)"),
     PrivateApi("current_dispatch_modes", "torch.utils._python_dispatch._get_current_dispatch_mode_stack",
                "is this code running under sim's FakeTensorMode?"),
     PrivateApi("exclude_autocast_cpu", "torch._C._ExcludeDispatchKeyGuard, DispatchKeySet(AutocastCPU)",
@@ -94,6 +108,9 @@ CHECKED: list[PrivateApi] = [
                "lab/measure/ddp.py's wrapper answers it)", "DDP's rebuilt buckets are labelled"),
     PrivateApi("fsdp_chunk_target", "torch.distributed.fsdp._fully_shard._fsdp_param."
                "_chunk_with_empty", "sim: FSDP2's chunks made lazily"),
+    PrivateApi("dtensor_strided_flag_target", "torch.distributed.tensor._sharding_prop."
+               "_propagate_use_strided_shard_flag, placement_types._StridedShard",
+               "sim: a foreach op's sharding found without scanning every input once per output"),
     PrivateApi("fsdp_offload_targets", "torch.distributed.fsdp._fully_shard: "
                "FSDPParam._init_sharded_param, _fsdp_param_group.foreach_reduce, "
                "FSDPParamGroup._validate_no_meta_params / _validate_cpu_offload_params",
@@ -152,7 +169,8 @@ class _StockKey(Exception):
 def _fast_tensor_key(result: list, t, mode) -> None:
     """`extract_tensor_metadata(t)._flatten_into(result, mode, state)` for a strided fake tensor
     of `mode` without symbolic sizes or a constant (TensorMetadata's fields, in order)."""
-    if t.fake_mode is not mode or t.constant is not None or t.layout is not torch.strided:
+    if t.fake_mode is not mode or t.constant is not None or t.layout is not torch.strided \
+            or t._has_symbolic_sizes_strides:
         raise _StockKey
     shape, stride = t.shape, t.stride()
     n = len(shape)
@@ -160,24 +178,20 @@ def _fast_tensor_key(result: list, t, mode) -> None:
         from torch._prims_common import suggest_memory_format
 
         memory_format = suggest_memory_format(t)
+        if not t.is_contiguous(memory_format=memory_format):
+            memory_format = None
     else:
-        memory_format = torch.contiguous_format
-    if not t.is_contiguous(memory_format=memory_format):
-        memory_format = None
+        memory_format = torch.contiguous_format if t.is_contiguous() else None
     append = result.append
     append(t.dtype)
     append(torch.Size)
     append(_LENGTHS[n])
-    for d in shape:
-        if type(d) is not int:
-            raise _StockKey
+    for d in shape:  # concrete ints (no symbolic sizes, checked above)
         append(int)
         append(d)
     append(tuple)
     append(_LENGTHS[n])
     for s in stride:
-        if type(s) is not int:
-            raise _StockKey
         append(int)
         append(s)
     result.extend((t.device, torch.strided, memory_format, t.storage_offset(),
@@ -213,6 +227,13 @@ class SimFakeTensorMode(FakeTensorMode):
     """FakeTensorMode with the dispatch cache's key built the fast way where it agrees, and a
     cache hit's output tensor made the lean way where that agrees (`_lean_output`)."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # TorchDispatchMode wraps a subclass's __torch_dispatch__ in torch._disable_dynamo unless
+        # this says no (~3 us an op); sim never runs Dynamo: torch.compile is eager there
+        # (lab/profile/compiled.py), as in the tracker
+        return False
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         # checked here, before the mode is entered (the checks make fake tensors of their own)
@@ -221,6 +242,20 @@ class SimFakeTensorMode(FakeTensorMode):
         self.lean_output = self.fast_key and lean_output_agrees()
         if self.lean_output:
             inference_views_agree()
+            unsafe_views_agree()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # FakeTensorMode.__torch_dispatch__ and .dispatch straight to the cache, less what they
+        # do besides for sim's ops: a call counter (debug statistics) and a debug log line under
+        # no_dispatch(), which cost ~5 % of a sim run; ops those handle themselves, and debug
+        # logging, take the stock way
+        if self.fast_key and self.cache_enabled and func not in _fake_tensor._DISPATCH_META_HANDLERS \
+                and func not in _fake_tensor._DISPATCH_HANDLE_DIRECTLY \
+                and not _fake_tensor.log.isEnabledFor(logging.DEBUG):
+            if _C._get_dispatch_mode(_C._TorchDispatchModeKey.FAKE) is not None:
+                raise AssertionError(f"FakeTensorMode should not be set when dispatching {func}")
+            return self._cached_dispatch_impl(func, types, args, kwargs or {})
+        return FakeTensorMode.__torch_dispatch__(self, func, types, args, kwargs or {})
 
     def _get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
         if self.lean_output:
@@ -239,6 +274,10 @@ class SimFakeTensorMode(FakeTensorMode):
                 # stock key (a constant is a bypass) and the trip through _dispatch_impl
                 with no_dispatch():
                     return func(t.constant)
+        if func is _UNSAFE_VIEW and self.lean_output and _UNSAFE_VIEWS_OK and _UNSAFE_VIEWS_OK[0]:
+            out = _unsafe_view(self, func, types, args, kwargs)
+            if out is not None:
+                return out
         return super()._cached_dispatch_impl(func, types, args, kwargs)
 
     def _prep_args_for_hash(self, result, args, state, id_hashed_objects):
@@ -269,6 +308,7 @@ def _key_samples() -> list:
 
 
 _LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
+_UNSAFE_VIEW = torch.ops.aten._unsafe_view.default
 
 
 # ---- fake tensors: a cache hit's output --------------------------------------------------------
@@ -320,28 +360,21 @@ def _lean_tensor(mode, md, view_arg=None):
             return None
         with torch.inference_mode(False):
             return _lean_tensor(mode, md, view_arg)
-    if md.layout is not torch.strided or md.device.type != "cpu" or md.is_conj or md.is_neg:
-        return None
-    shape, stride, offset = md.shape, md.stride, md.storage_offset
-    if type(offset) is not int or not all(type(v) is int for v in shape) \
-            or not all(type(v) is int for v in stride):
-        return None
-    prev = mode.in_kernel_invocation
-    if prev or _C._meta_in_tls_dispatch_include() or FakeTensorConfig.debug:
+    plan = _LEAN_PLANS.get(id(md))
+    if plan is None or plan[0] is not md:
+        plan = _LEAN_PLANS[id(md)] = (md, _leanable(md))
+    if not plan[1] or mode.in_kernel_invocation or _C._meta_in_tls_dispatch_include() \
+            or FakeTensorConfig.debug:
         return None  # the stock way (and its checks)
-    storage = view_arg.untyped_storage() if view_arg is not None else None
+    # FakeTensorMode makes the meta tensor under in_kernel_invocation_manager (the meta key in
+    # TLS, the mode told it is inside a kernel); for these two C++ calls on a meta tensor, with
+    # Python dispatch off, neither changes anything (lean_output_agrees compares the results)
     with _C._DisableTorchDispatch():
-        mode.in_kernel_invocation = True
-        with _C._PreserveDispatchKeyGuard():
-            _C._set_meta_in_tls_dispatch_include(True)
-            try:
-                empty = torch.empty_strided(shape, stride, dtype=md.dtype, layout=md.layout,
-                                            device="meta", requires_grad=md.requires_grad)
-                if storage is not None:
-                    empty.set_(storage, offset, shape, stride)
-            finally:
-                mode.in_kernel_invocation = prev
-    attrs = _lean_attrs(mode, md.device)
+        empty = torch.empty_strided(md.shape, md.stride, dtype=md.dtype, device=_META,
+                                    requires_grad=md.requires_grad)
+        if view_arg is not None:
+            empty.set_(view_arg.untyped_storage(), md.storage_offset, md.shape, md.stride)
+    attrs = mode._lean_attrs.get(md.device) or _lean_attrs(mode, md.device)
     out = torch.Tensor._make_subclass(FakeTensor, empty, empty.requires_grad,
                                       dispatch_device=True,
                                       device_for_backend_keys=attrs["_fake_device"])
@@ -351,6 +384,19 @@ def _lean_tensor(mode, md, view_arg=None):
         _C._set_warn_deprecated_on_mutable_data_ptr(out)
     out.__dict__.update(attrs)
     return out
+
+
+_META = torch.device("meta")
+# id(metadata) -> (that metadata, can the lean way make it): a cache entry's metadata is read on
+# every hit, so its checks are made once; the entry is kept here, so its id is never reused
+_LEAN_PLANS: dict[int, tuple] = {}
+
+
+def _leanable(md) -> bool:
+    """Strided, concrete sizes, CPU, no conj/neg bit: what `_lean_tensor` makes."""
+    return (md.layout is torch.strided and md.device.type == "cpu" and not md.is_conj
+            and not md.is_neg and type(md.storage_offset) is int
+            and all(type(v) is int for v in md.shape) and all(type(v) is int for v in md.stride))
 
 
 def _describe(t) -> tuple:
@@ -383,6 +429,78 @@ def inference_views_agree() -> bool:
         _INFERENCE_VIEWS.append("checking")  # the views below take the lean way to be compared
         _INFERENCE_VIEWS[0] = _on_samples(_inference_views_check)
     return _INFERENCE_VIEWS[0] is True
+
+
+# ---- fake tensors: _unsafe_view ------------------------------------------------------------------
+# FakeTensorMode never caches aten._unsafe_view (matmul's last step: every Linear without a bias
+# on a 3-d input): its output shares its input's storage, but its schema does not say it is a
+# view, so a cache hit would give it a storage of its own. Every call took the slow way, a Python
+# decomposition (lesson 16: 3,729 of them, ~6 % of its run). Sim keeps the stock output's
+# metadata under the stock key in a table of its own and makes a hit the lean way *as a view of
+# the input* (`set_` onto its storage), which is what the decomposition makes;
+# `unsafe_views_agree` checks that once per process.
+_UNSAFE_VIEWS: dict = {}  # the stock key -> the stock output's TensorMetadata
+_UNSAFE_VIEWS_OK: list = []  # unsafe_views_agree's answer: [True] | [False] | ["checking"]
+
+
+def _unsafe_view(mode, func, types, args, kwargs):
+    """aten._unsafe_view from sim's table, or on a miss the stock way, remembered; None where
+    only the stock way may answer (symbolic sizes, another device, a normal tensor's view under
+    inference_mode)."""
+    src = args[0] if len(args) == 2 and not kwargs else None
+    if type(src) is not FakeTensor or src.fake_mode is not mode or (
+            torch.is_inference_mode_enabled() and not src.is_inference()):
+        return None
+    try:
+        key = mode._cache_key(_fake_tensor._CacheKeyState(mode.shape_env), func, args, kwargs)
+    except _fake_tensor._BypassDispatchCache:
+        return None
+    md = _UNSAFE_VIEWS.get(key)
+    if md is not None:
+        return _lean_tensor(mode, md, src)
+    out = mode._dispatch_impl(func, types, args, kwargs)
+    if type(out) is FakeTensor and not out._has_symbolic_sizes_strides and \
+            out.untyped_storage()._cdata == src.untyped_storage()._cdata:
+        _UNSAFE_VIEWS[key] = _fake_tensor.extract_tensor_metadata(out)
+    return out
+
+
+def unsafe_views_agree() -> bool:
+    """Is an _unsafe_view made from sim's table (a view of its input, the lean way) the tensor
+    the stock way makes? Checked once per process, on a mode of its own, for normal tensors,
+    tensors that require grad, and inference tensors under inference_mode."""
+    if not _UNSAFE_VIEWS_OK:
+        _UNSAFE_VIEWS_OK.append("checking")  # the calls below take sim's way to be compared
+        saved = dict(_UNSAFE_VIEWS)
+        try:
+            _UNSAFE_VIEWS_OK[0] = _on_samples(_unsafe_views_check)
+        finally:
+            _UNSAFE_VIEWS.clear()  # the samples' entries are not sim's
+            _UNSAFE_VIEWS.update(saved)
+    return _UNSAFE_VIEWS_OK[0] is True
+
+
+def _unsafe_views_check() -> bool:
+    mode = SimFakeTensorMode(allow_non_fake_inputs=True)
+    if not mode.lean_output:
+        return False
+    with mode:
+        x = torch.empty(6, 4)
+        w = torch.empty(6, 4, requires_grad=True)
+        with torch.inference_mode():
+            inf = torch.empty(2, 3, 4)
+        cases = [(lambda: x, [2, 3, 4], False), (lambda: x[1:], [5, 4], False),
+                 (lambda: w, [24], False), (lambda: x.t(), [4, 6], False),
+                 (lambda: inf, [6, 4], True), (lambda: inf[:, 1:], [2, 8], True)]
+        for make, size, inference in cases:
+            with torch.inference_mode(inference):
+                t = make()
+                stock = _UNSAFE_VIEW(t, size)  # a miss: the stock way, remembered
+                lean = _UNSAFE_VIEW(t, size)  # a hit: sim's way
+            if not _UNSAFE_VIEWS or _describe(stock) != _describe(lean) or \
+                    lean.untyped_storage()._cdata != t.untyped_storage()._cdata:
+                return False
+    return True
 
 
 def _on_samples(check) -> bool:
@@ -492,6 +610,17 @@ disable_current_modes = _python_dispatch._disable_current_modes
 tree_flatten = _pytree.tree_flatten
 
 
+def push_dispatch_mode(mode) -> None:
+    """Put `mode` back on the dispatch-mode stack, as `with mode` does, without the Python flags
+    and hooks of a first entry (for a mode re-entering itself inside its __torch_dispatch__)."""
+    _C._push_on_torch_dispatch_stack(mode)
+
+
+def pop_dispatch_mode() -> None:
+    """Undo `push_dispatch_mode`: take the top mode off the stack."""
+    _C._pop_torch_dispatch_stack(None)
+
+
 def current_dispatch_modes() -> list:
     """The TorchDispatchModes active on this thread, outermost first."""
     return list(_python_dispatch._get_current_dispatch_mode_stack())
@@ -542,6 +671,19 @@ def fsdp_chunk_target() -> tuple[Any, str] | None:
     except ImportError:
         return None
     return (_fsdp_param, "_chunk_with_empty") if hasattr(_fsdp_param, "_chunk_with_empty") else None
+
+
+def dtensor_strided_flag_target() -> tuple[Any, str, type] | None:
+    """(the _sharding_prop module, "_propagate_use_strided_shard_flag", _StridedShard) where
+    this torch's DTensor has them (read in 2.13), else None."""
+    try:
+        from torch.distributed.tensor import _sharding_prop
+        from torch.distributed.tensor.placement_types import _StridedShard
+    except ImportError:
+        return None
+    name = "_propagate_use_strided_shard_flag"
+    return (_sharding_prop, name, _StridedShard) if callable(getattr(_sharding_prop, name, None)) \
+        else None
 
 
 def fsdp_offload_targets() -> tuple[Any, Any, Any] | None:
@@ -745,6 +887,7 @@ def single_process_dataloader_iter():
 
 __all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_modes",
            "exclude_autocast_cpu", "ddp_bucket_sizes", "ddp_param_shape_check", "fake_store", "fsdp_chunk_target",
+           "dtensor_strided_flag_target",
            "fsdp_offload_targets", "parse_to",
            "optimizer_foreach_defaults", "rebuild_buckets", "has_kernel_for",
            "is_traceable_wrapper_subclass_type", "op_schema", "storage_use_count",
@@ -757,4 +900,5 @@ __all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_mo
            "storage_key", "tree_flatten"]
 __all__ += ["default_device", "device_constructors", "fake_exceptions", "generator_base",
             "set_cpu_current_stream", "set_default_device_marker",
-            "single_process_dataloader_iter", "tree_unflatten"]
+            "single_process_dataloader_iter", "tree_unflatten", "push_dispatch_mode",
+            "pop_dispatch_mode", "unsafe_views_agree"]

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from lab.curriculum import load_course
-from lab.measure.distributed import VALIDATED_RANKS, _LazyChunks, extrapolation_note
+from lab.measure.distributed import (VALIDATED_RANKS, _dtensor_in_sim, _LazyChunks,
+                                    extrapolation_note)
 from lab.measure.measure import measure_variant
 from lab.runner.worker import load_experiment
 from lab.workloads import TrainConfig, parse_combo
@@ -84,6 +85,40 @@ def test_lazy_chunks_are_torch_chunk_padded(size, n):
     assert len(lazy) == n
     for k in range(n):
         assert lazy[k].shape == eager[k].shape and torch.equal(lazy[k], eager[k])
+
+
+def test_a_foreach_ops_strided_shard_flag_is_looked_for_once_per_op():
+    """sim's shortcut of DTensor's per-output scan (quadratic in the parameters): the full
+    function runs only for an op with a _StridedShard input, and then for every output."""
+    from types import SimpleNamespace
+
+    from lab.measure.torch_compat import dtensor_strided_flag_target
+
+    target = dtensor_strided_flag_target()
+    if target is None:
+        pytest.skip("this torch's DTensor has no _propagate_use_strided_shard_flag")
+    owner, name, strided = target
+    from torch.distributed.tensor.placement_types import Shard
+
+    calls = []
+    original = getattr(owner, name)
+    setattr(owner, name, lambda strategy, schema: calls.append((strategy, schema)))
+    try:
+        def schema(*placements):
+            return SimpleNamespace(args_spec=[SimpleNamespace(placements=(p,)) for p in placements])
+
+        plain, mixed = schema(Shard(0), Shard(0)), schema(Shard(0), strided(0, split_factor=2))
+        with _dtensor_in_sim():
+            for child in range(3):
+                getattr(owner, name)(child, plain)
+            for child in range(3):
+                getattr(owner, name)(child, mixed)
+        assert calls == [(0, mixed), (1, mixed), (2, mixed)]
+    finally:
+        setattr(owner, name, original)
+    with _dtensor_in_sim():
+        assert getattr(owner, name) is not original
+    assert getattr(owner, name) is original  # put back after
 
 
 def test_the_extrapolation_is_named_beyond_what_was_measured():

@@ -167,3 +167,83 @@ def test_a_torch_whose_inference_views_differ_keeps_the_stock_way(monkeypatch):
     monkeypatch.setattr(tc, "_describe", lambda t: object())  # nothing ever looks alike
     assert not tc.inference_views_agree()
     assert tc._INFERENCE_VIEWS == [False]
+
+
+UNSAFE_VIEW = torch.ops.aten._unsafe_view.default
+
+
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 4), cols=st.integers(1, 4), grad=st.booleans(),
+       inference=st.booleans(), sliced=st.booleans())
+def test_unsafe_view_is_remembered_and_made_as_a_view_of_its_input(mode, rows, cols, grad,
+                                                                   inference, sliced):
+    """matmul's last step (every Linear without a bias on a 3-d input): the stock way never
+    caches aten._unsafe_view; sim answers the second call from its own table, with the tensor
+    the stock way makes, on the input's storage."""
+    assert tc.unsafe_views_agree()
+    with mode:
+        base = torch.empty(rows + 1, 2, cols, requires_grad=grad and not inference)
+    with torch.inference_mode(inference), mode:
+        x = (base[1:] if sliced else base[:rows]).clone() if inference else base[1:]
+        inputs = {x.untyped_storage()._cdata: "x"}
+        size = [rows * 2 * cols]
+        UNSAFE_VIEW(x, size)  # a miss: the stock way, remembered
+        known = len(tc._UNSAFE_VIEWS)
+        calls = []
+        original = mode._dispatch_impl
+        mode._dispatch_impl = lambda *a: calls.append(a[0]) or original(*a)
+        try:
+            hit = described(UNSAFE_VIEW(x, size), inputs)
+            mode.lean_output = False
+            try:
+                stock = described(UNSAFE_VIEW(x, size), inputs)
+            finally:
+                mode.lean_output = True
+        finally:
+            del mode._dispatch_impl
+    assert len(tc._UNSAFE_VIEWS) == known
+    assert calls == [UNSAFE_VIEW]  # only the stock call took the slow way
+    assert hit == stock and hit[0][1] == "x"
+
+
+def test_a_torch_whose_unsafe_views_differ_keeps_the_stock_way(monkeypatch):
+    monkeypatch.setattr(tc, "_UNSAFE_VIEWS_OK", [])
+    monkeypatch.setattr(tc, "_describe", lambda t: object())  # nothing ever looks alike
+    assert not tc.unsafe_views_agree()
+    assert tc._UNSAFE_VIEWS_OK == [False]
+    with tc.SimFakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.empty(2, 3)
+        before = dict(tc._UNSAFE_VIEWS)
+        UNSAFE_VIEW(x, [6])
+        UNSAFE_VIEW(x, [6])
+    assert tc._UNSAFE_VIEWS == before  # the table is not used
+
+
+@pytest.mark.parametrize("inference", [True, False])
+def test_the_tracker_sees_the_same_allocations_with_sims_shortcuts_and_without(inference):
+    """A decode step's ops (Linear with and without a bias on a 3-d input, composite ops taken
+    apart by the tracker under inference_mode, views) give the tracker the same births and
+    deaths whether sim's shortcuts (fast key, lean hits, _unsafe_view's table, the direct
+    dispatch) are on or off."""
+    import torch.nn.functional as F
+
+    from lab.measure.tracker import TensorTracker
+
+    def trace(shortcuts: bool):
+        mode = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+        if not shortcuts:
+            mode.fast_key = mode.lean_output = False
+        with mode:
+            w, b = torch.empty(48, 32), torch.empty(48)
+            w2 = torch.empty(32, 48, requires_grad=not inference)
+        tracker = TensorTracker()
+        with torch.inference_mode(inference), mode, tracker:
+            x = torch.empty(4, 3, 32)
+            for _ in range(3):  # misses, then hits
+                h = F.linear(x, w, b).relu()
+                y = F.linear(h, w2)
+                x = torch.cat([x, y], dim=1)[:, -3:]
+                del h, y
+        return [(e.kind, e.nbytes) for e in tracker.trace.events]
+
+    assert trace(True) == trace(False)
