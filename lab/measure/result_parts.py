@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 from .formula import evaluate
@@ -63,17 +64,18 @@ def series_timelines(allocated: list[tuple[int, int]], reserved: list[tuple[int,
 def build_blocks(trace: Trace) -> list[Block]:
     """Every storage (largest first, capped) with its lifetime on the event axis."""
     alloc: dict[int, tuple[int, Any]] = {}
-    blocks: list[Block] = []
+    lives: list[tuple[int, Any, int | None]] = []  # (alloc index, its event, free index)
     for i, e in enumerate(trace.events):
         if e.kind == ALLOC:
             alloc[e.sid] = (i, e)
         elif e.sid in alloc:
             j, a = alloc.pop(e.sid)
-            blocks.append(Block(a.nbytes, trace.category(a.sid), a.phase, j, i, a.stack))
-    for j, a in alloc.values():
-        blocks.append(Block(a.nbytes, trace.category(a.sid), a.phase, j, None, a.stack))
-    blocks.sort(key=lambda b: (-b.nbytes, b.alloc_index))
-    return blocks[:MAX_BLOCKS]
+            lives.append((j, a, i))
+    lives.extend((j, a, None) for j, a in alloc.values())
+    # only the kept ones become Blocks (a decode loop has tens of thousands of storages);
+    # nsmallest is sorted(...)[:n], and alloc indices are unique, so the order is the same
+    kept = heapq.nsmallest(MAX_BLOCKS, lives, key=lambda life: (-life[1].nbytes, life[0]))
+    return [Block(a.nbytes, trace.category(a.sid), a.phase, j, i, a.stack) for j, a, i in kept]
 
 
 def build_peak(trace: Trace, top_n: int = 12) -> Peak:

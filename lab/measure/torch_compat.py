@@ -78,6 +78,12 @@ CHECKED: list[PrivateApi] = [
                "TorchDispatchMode._should_skip_dynamo",
                "sim: an op straight to the dispatch cache, without the call counter, the debug "
                "log under no_dispatch() and torch._disable_dynamo's wrapper"),
+    PrivateApi("cached_answer", "FakeTensorMode._cache_key's items, FakeTensorMode.cache, "
+               "fake_tensor._DispatchCacheKey / _DispatchCacheValidEntry / SingletonConstant, "
+               "torch._C._get_dispatch_mode(_TorchDispatchModeKey.FAKE), "
+               "_len_torch_dispatch_stack, proxy_tensor.get_proxy_mode",
+               "sim: the tracker takes a plain cache hit from the fake mode below it without "
+               "the trip through the dispatcher"),
     PrivateApi("SimFakeTensorMode (_unsafe_view)", "FakeTensorMode._cache_key / _dispatch_impl, "
                "fake_tensor._CacheKeyState, _BypassDispatchCache, extract_tensor_metadata",
                "sim: aten._unsafe_view, which FakeTensorMode never caches, from a table of its "
@@ -257,6 +263,54 @@ class SimFakeTensorMode(FakeTensorMode):
             return self._cached_dispatch_impl(func, types, args, kwargs or {})
         return FakeTensorMode.__torch_dispatch__(self, func, types, args, kwargs or {})
 
+    def cached_answer(self, func, args, kwargs):
+        """What `func(*args, **kwargs)` would get from this mode's dispatch cache, made the lean
+        way, without the trip through the dispatcher; NO_ANSWER where the op must go the normal
+        way (a miss, a bypass, an op this mode or sim answers otherwise, arguments the fast key
+        does not cover, an output the lean way does not make). See `cached_answer` below."""
+        if func in _OWN_WAY or not self.lean_output or not self.cache_enabled \
+                or self.cache_crosscheck_enabled or func in _fake_tensor._DISPATCH_META_HANDLERS \
+                or func in _fake_tensor._DISPATCH_HANDLE_DIRECTLY \
+                or _fake_tensor.log.isEnabledFor(logging.DEBUG):
+            return NO_ANSWER
+        # FakeTensorMode._cache_key's items, in order (no shape env: the fast key's condition)
+        items = [func, torch.get_default_dtype(), _C._get_default_device(),
+                 torch.is_inference_mode_enabled(), None, _get_proxy_mode() is not None]
+        try:
+            if args:
+                _fast_key(items, args, self)
+            if kwargs:
+                _fast_key(items, kwargs, self)
+        except _StockKey:
+            return NO_ANSWER
+        key = _fake_tensor._DispatchCacheKey(tuple(items))
+        if func is _UNSAFE_VIEW:  # not in the cache: in sim's table, a hit only
+            md = _UNSAFE_VIEWS.get(key) if _UNSAFE_VIEWS_OK and _UNSAFE_VIEWS_OK[0] else None
+            src = _unsafe_view_source(self, args, kwargs)
+            out = _lean_tensor(self, md, src) if md is not None and src is not None else None
+            return NO_ANSWER if out is None else out
+        entry = FakeTensorMode.cache.get(key)
+        if type(entry) is not _fake_tensor._DispatchCacheValidEntry:
+            return NO_ANSWER  # a miss or a bypass: the normal way records or counts it
+        outs = []
+        for info in entry.output_infos:  # as _get_output_tensor_from_cache_entry reads them
+            if info.inplace_idx is None and info.metadata is None and info.view_idx is None:
+                if info.constant_value is _fake_tensor.SingletonConstant:
+                    return NO_ANSWER
+                outs.append(info.constant_value)
+            elif info.inplace_idx is not None:
+                arg = args[info.inplace_idx]
+                if type(arg) is not FakeTensor:
+                    return NO_ANSWER
+                outs.append(arg)
+            else:
+                out = _lean_output(self, info, func, args)
+                if out is None:
+                    return NO_ANSWER
+                outs.append(out)
+        FakeTensorMode.cache_hits += 1
+        return tuple(outs) if entry.is_output_tuple else outs[0]
+
     def _get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
         if self.lean_output:
             out = _lean_output(self, entry, func, args)
@@ -309,6 +363,33 @@ def _key_samples() -> list:
 
 _LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
 _UNSAFE_VIEW = torch.ops.aten._unsafe_view.default
+_OWN_WAY = frozenset({_LOCAL_SCALAR})  # SimFakeTensorMode answers it itself
+
+
+# ---- fake tensors: a cache hit without the trip through the dispatcher -------------------------
+# A tracked sim op goes tracker -> dispatcher -> FakeTensorMode: the tracker's `func(*args)` makes
+# the dispatcher parse the arguments again, find the next mode, pop it, build args/kwargs again
+# and call it. When that next mode can only be sim's fake mode (it is the one mode left on the
+# stack) and the op is a plain hit of its dispatch cache, the tracker asks the mode for the
+# answer directly: the same key (the same items from the same arguments: the dispatcher hands
+# the fake mode the args/kwargs it handed the tracker), the same entry, the same output.
+NO_ANSWER = object()
+_FAKE_KEY = _C._TorchDispatchModeKey.FAKE
+
+
+def _get_proxy_mode():
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    return get_proxy_mode()
+
+
+def cached_answer(func, args, kwargs):
+    """For a mode's __torch_dispatch__ about to call `func(*args, **kwargs)`: the answer sim's
+    fake mode would give from its cache when it is the only mode left to reach, else NO_ANSWER."""
+    mode = _C._get_dispatch_mode(_FAKE_KEY)
+    if type(mode) is not SimFakeTensorMode or _C._len_torch_dispatch_stack() != 1:
+        return NO_ANSWER
+    return mode.cached_answer(func, args, kwargs)
 
 
 # ---- fake tensors: a cache hit's output --------------------------------------------------------
@@ -447,9 +528,8 @@ def _unsafe_view(mode, func, types, args, kwargs):
     """aten._unsafe_view from sim's table, or on a miss the stock way, remembered; None where
     only the stock way may answer (symbolic sizes, another device, a normal tensor's view under
     inference_mode)."""
-    src = args[0] if len(args) == 2 and not kwargs else None
-    if type(src) is not FakeTensor or src.fake_mode is not mode or (
-            torch.is_inference_mode_enabled() and not src.is_inference()):
+    src = _unsafe_view_source(mode, args, kwargs)
+    if src is None:
         return None
     try:
         key = mode._cache_key(_fake_tensor._CacheKeyState(mode.shape_env), func, args, kwargs)
@@ -463,6 +543,15 @@ def _unsafe_view(mode, func, types, args, kwargs):
             out.untyped_storage()._cdata == src.untyped_storage()._cdata:
         _UNSAFE_VIEWS[key] = _fake_tensor.extract_tensor_metadata(out)
     return out
+
+
+def _unsafe_view_source(mode, args, kwargs):
+    """The input of `aten._unsafe_view(args)` where sim's table may answer for it, else None."""
+    src = args[0] if len(args) == 2 and not kwargs else None
+    if type(src) is not FakeTensor or src.fake_mode is not mode or (
+            torch.is_inference_mode_enabled() and not src.is_inference()):
+        return None
+    return src
 
 
 def unsafe_views_agree() -> bool:
@@ -901,4 +990,4 @@ __all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_mo
 __all__ += ["default_device", "device_constructors", "fake_exceptions", "generator_base",
             "set_cpu_current_stream", "set_default_device_marker",
             "single_process_dataloader_iter", "tree_unflatten", "push_dispatch_mode",
-            "pop_dispatch_mode", "unsafe_views_agree"]
+            "pop_dispatch_mode", "unsafe_views_agree", "cached_answer", "NO_ANSWER"]

@@ -37,7 +37,7 @@ from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                    register_optimizer_step_pre_hook)
 
 from .torch_compat import (FakeTensor, TorchDispatchMode, has_composite_implicit_kernel,
-                           pop_dispatch_mode, push_dispatch_mode,
+                           NO_ANSWER, cached_answer, pop_dispatch_mode, push_dispatch_mode,
                            is_traceable_wrapper_subclass, run_composite_implicit, storage_key,
                            tree_flatten)
 
@@ -506,7 +506,9 @@ class TensorTracker(TorchDispatchMode):
             out = self._redispatch(run_composite_implicit, func, *args, **(kwargs or {}))
             if out is not NotImplemented:
                 return out
-        out = func(*args, **(kwargs or {}))
+        out = cached_answer(func, args, kwargs)  # sim: a plain cache hit of the fake mode below
+        if out is NO_ANSWER:
+            out = func(*args, **(kwargs or {}))
         # outputs CUDA's kernel leaves undefined, which the op's fake kernel still makes (sim)
         unmade = policy.unmade_outputs(func, args, kwargs or {}, out) if policy is not None else ()
         for t in output_tensors(out):

@@ -247,3 +247,58 @@ def test_the_tracker_sees_the_same_allocations_with_sims_shortcuts_and_without(i
         return [(e.kind, e.nbytes) for e in tracker.trace.events]
 
     assert trace(True) == trace(False)
+
+
+@pytest.mark.parametrize("inference", [False, True])
+def test_the_trackers_direct_cache_answers_are_the_dispatchers(monkeypatch, inference):
+    """The tracker takes a plain cache hit from sim's fake mode without the trip through the
+    dispatcher (torch_compat.cached_answer). A training step (forward, backward, Adam; in-place
+    ops, views, tuple outputs, ops with keyword arguments) or a decode step records the same
+    births and deaths, and makes the same tensors, as with every op dispatched."""
+    import torch.nn.functional as F
+
+    from lab.measure import tracker as tracker_module
+    from lab.measure.tracker import TensorTracker
+
+    answered = []
+    original = tracker_module.cached_answer
+
+    def alike(t):  # what _describe says, less the mode object (each step has its own)
+        return [v for v in tc._describe(t) if not isinstance(v, list)] + [
+            (k, v) for k, v in vars(t).items() if k != "fake_mode"]
+
+    def step(direct: bool):
+        def asked(*a):
+            out = original(*a)
+            if out is not tc.NO_ANSWER:
+                answered.append(a[0])
+            return out
+
+        monkeypatch.setattr(tracker_module, "cached_answer",
+                            asked if direct else (lambda *a: tc.NO_ANSWER))
+        mode = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+        with mode:
+            w1 = torch.nn.Parameter(torch.empty(64, 32))
+            w2 = torch.nn.Parameter(torch.empty(32, 64))
+            opt = torch.optim.Adam([w1, w2])
+        tracker = TensorTracker()
+        made = []
+        with mode, tracker:
+            x = torch.empty(4, 5, 32)
+            for _ in range(3):  # misses first, then hits
+                if inference:
+                    with torch.inference_mode():
+                        h = F.linear(F.gelu(F.linear(x, w1)), w2)
+                        made.append(alike(torch.cat([h, h], dim=1).max(dim=-1)[0]))
+                else:
+                    h = F.linear(F.gelu(F.linear(x, w1)), w2)
+                    loss = F.cross_entropy(h.reshape(-1, 32), torch.zeros(20, dtype=torch.long))
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    made.append(alike(h.detach()[:, 1:].transpose(0, 1)))
+        return made, [(e.kind, e.nbytes, e.phase) for e in tracker.trace.events]
+
+    dispatched = step(direct=False)
+    assert step(direct=True) == dispatched
+    assert len(answered) > 20  # the tracker took answers from the cache
