@@ -1,7 +1,7 @@
 """How fast sim answers `y` and `memlab fit`, and where the time goes (issue 25). Prints, never asserts.
 
     python bench/sim_speed.py split   [--lesson 03 ...] [--process variant|lesson]
-    python bench/sim_speed.py lessons [--lesson 03 ...]
+    python bench/sim_speed.py lessons [--lesson 03 ...] [--all] [--repeat 3]
     python bench/sim_speed.py fit     [--split]
     python bench/sim_speed.py fingerprint FILE [--lesson 03 ...] [--compare OLD]
     python bench/sim_speed.py variants [--lesson 08] [--repeat 3] [--profile 08:bf16]
@@ -216,7 +216,7 @@ def cmd_lessons(args) -> None:
 
     chosen = load_course().lessons if args.all else lessons_of(args.lesson)
     try:
-        for lesson in chosen:
+        for lesson in [lesson for lesson in chosen for _ in range(args.repeat)]:
             remote.stop_service()
             _ready_service()
             side = {"background": True} if jobs > 1 and "background" in RunRequest.__dataclass_fields__ else {}
@@ -245,8 +245,12 @@ def cmd_lessons(args) -> None:
     if service.fallbacks:
         print(f"WARNING: {service.fallbacks} runs did not reach the service: "
               f"{service.fallback_reason}")
-    print(f"\n{'lesson':8} {'first s':>8} {'all s':>8} {'all / bare import':>18}")
-    for key, first, total in summary:
+    print(f"\n{'lesson':8} {'first s':>8} {'all s':>8} {'all / bare import':>18}"
+          + ("   (medians of the repeats)" if args.repeat > 1 else ""))
+    for key in dict.fromkeys(k for k, _, _ in summary):
+        firsts = sorted(f for k, f, _ in summary if k == key)
+        totals = sorted(t for k, _, t in summary if k == key)
+        first, total = firsts[len(firsts) // 2], totals[len(totals) // 2]
         print(f"{key:8} {first:8.2f} {total:8.2f} {total / bare:17.1f}x")
     print(load())
 
@@ -422,6 +426,9 @@ def main() -> None:
     p.add_argument("--lesson", action="append")
     p.add_argument("--all", action="store_true", help="every lesson of the course")
     p.add_argument("--fingerprint", metavar="FILE", help="also write the results' digests here")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run each lesson's `y` this many times (a fresh service each); the "
+                        "table gives the medians (a shared 2-core machine moves by ±30 %%)")
     p.add_argument("--jobs", type=int, default=None,
                    help="variants at once (default: as the app runs them, "
                         "lab.runner.loop.side_by_side; 1 where that does not exist)")

@@ -378,8 +378,12 @@ _FAKE_KEY = _C._TorchDispatchModeKey.FAKE
 
 
 def _get_proxy_mode():
+    """proxy_tensor.get_proxy_mode(), imported at the first call (torch.fx is heavy to import
+    up front) and called directly after that."""
+    global _get_proxy_mode
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
+    _get_proxy_mode = get_proxy_mode
     return get_proxy_mode()
 
 

@@ -71,10 +71,15 @@ def user_frame(limit: int = 40) -> str:
         if f is None:
             break
         fn = f.f_code.co_filename
-        if not fn.startswith(_SKIP_DIRS) and "<frozen" not in fn:
+        if not _skipped(fn):
             return f"{_short_path(fn)}:{f.f_lineno} {f.f_code.co_name}"
         f = f.f_back
     return ""
+
+
+@functools.lru_cache(maxsize=None)  # one answer per source file; asked at every allocation
+def _skipped(filename: str) -> bool:
+    return filename.startswith(_SKIP_DIRS) or "<frozen" in filename
 
 
 @functools.lru_cache(maxsize=None)  # one per source file; asked at every allocation
@@ -358,7 +363,8 @@ class TensorTracker(TorchDispatchMode):
             for inner in inner_tensors(t):
                 self._see(inner, stack)
             return
-        if t.device.type == "meta" or (self.device_type and t.device.type != self.device_type):
+        device = t.device
+        if device.type == "meta" or (self.device_type and device.type != self.device_type):
             return
         try:
             storage = t.untyped_storage()

@@ -104,6 +104,7 @@ def _uses_cublaslt(func, args, kwargs) -> bool:
 
 _CUDNN_ATTENTION = torch.ops.aten._scaled_dot_product_cudnn_attention.default
 _SOFTMAX_BACKWARD = torch.ops.aten._softmax_backward_data.default
+_AFTER_OPS = frozenset({_SOFTMAX_BACKWARD, *_SCRATCH, *_REDUCTIONS, *_BLAS})  # what `after` reads
 # measured with bench/profile_vs_h200.py: pytorch/examples word_language_model's LSTM (script/wlm/lstm)
 RNN_NOT_MODELLED = ("an RNN (nn.LSTM / GRU / RNN) ran: on CUDA it runs cuDNN's RNN kernels, whose "
                     "workspace and reserve space sim does not model, so the prediction is low "
@@ -210,6 +211,8 @@ class CudaPaths:
         if not self.values.active:
             self.values.maybe_patch()
             self.offload.maybe_patch()
+        if func not in _AFTER_OPS:  # one set lookup for the ~95 % of ops none of the below takes
+            return
         if func is _SOFTMAX_BACKWARD and self._safe_softmax_outputs:
             saved = args[1]
             if storage_key(saved.untyped_storage()) in self._safe_softmax_outputs:
