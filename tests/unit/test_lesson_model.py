@@ -12,7 +12,7 @@ import pytest
 from lab.measure.result import DeviceInfo, Peak, RunResult
 from lab.tui.lesson_model import (Begin, CancelAsked, Finished, LessonRun, Restored, RunPlan,
                                   Streamed, VariantDone, fold, idle_words, outcome_words,
-                                  progress_words, run_order)
+                                  progress_forms, progress_words, run_order)
 from lab.measure.result import CodePaths
 from lab.tui.provenance import LIVE, RECORDING, code_path_line
 from lab.tui.result_set import ResultSet
@@ -162,3 +162,29 @@ def test_side_by_side_the_status_line_follows_the_first_and_each_keeps_its_timel
                                                 "phase": "backward 0"}))
     assert state.phase == "backward 0" and state.live_bytes == 90
     assert "".join(t for t, _ in progress_words(state, str)).startswith("▶ bf16 (2/3)")
+
+
+def test_side_by_side_at_80_columns_the_status_line_keeps_the_phase_and_the_live_bytes():
+    """The running line has 54 columns at 80 (padding and the 24-column sparkline take the
+    rest); with two variants side by side its longest form is wider, and a shorter one keeps
+    what is moving: the variant, the phase, the live bytes (the time is appended after)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from lab.tui.widgets.fit import Fit
+
+    plan = RunPlan(("baseline", "bf16", "fp16"), "sim", "seed")
+    state = fold(LessonRun.empty(VARIANTS), Begin(plan))
+    for name, pos in (("baseline", 0), ("bf16", 1)):
+        state = fold(state, Streamed(name, pos, 3, {"type": "queued"}))
+    state = fold(state, Streamed("baseline", 0, 3, {"type": "sample", "events": 2,
+                                                    "live_bytes": 40, "phase": "forward 0"}))
+    forms = [Text.assemble(*progress, (" · 12 s", "")) for progress in progress_forms(
+        state, lambda b: "14.78 GB")]
+    assert "+1 beside it" in forms[0].plain and "Esc cancels" in forms[0].plain
+    console = Console(width=54, record=True)
+    console.print(Fit(*forms))
+    line = console.export_text().rstrip("\n")
+    assert "\n" not in line  # one line, not wrapped or cut
+    for part in ("baseline", "+1", "forward 0", "14.78 GB", "12 s"):
+        assert part in line

@@ -29,7 +29,7 @@ from lab.runner.protocol import RunRequest
 from lab.serve.policy import lesson_refusal
 
 from ..lesson_model import (Begin, CancelAsked, Finished, RunPlan, Streamed, VariantDone, Words,
-                            live_heading, outcome_words, progress_words, run_order)
+                            live_heading, outcome_words, progress_forms, run_order)
 from ..look import size, variant_color, variant_rgb
 from ..messages import RunFinished, RunProgress, RunStarted, VariantFinished
 from ..playback import RecordingRunner
@@ -253,8 +253,8 @@ class LessonRunMixin:
         state = self.dispatch(Streamed(name, message.position, message.total, message.event))
         if kind == "sample":
             self._live_dirty = True
-        self.query_one(RunStatus).running(self.words(progress_words(state, size), name),
-                                          list(state.spark))
+        forms = [self.words(w, name) for w in progress_forms(state, size)]
+        self.query_one(RunStatus).running(forms, list(state.spark))
 
     def on_variant_finished(self, message: VariantFinished) -> None:
         r = message.result

@@ -8,12 +8,15 @@ matmul at seed scale can take minutes in one phase, and a frozen line looks like
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Sparkline
+
+from .fit import Fit
 
 
 class StatusText(Widget):
@@ -23,16 +26,16 @@ class StatusText(Widget):
 
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id)
-        self.text: Text | str = ""
+        self.text: Text | str | Fit = ""
 
-    def render(self) -> Text | str:
+    def render(self) -> Text | str | Fit:
         return self.text
 
     @property
     def content(self):  # the same accessor as Static, for tests
         return self.text
 
-    def say(self, text: Text | str) -> None:
+    def say(self, text: Text | str | Fit) -> None:
         self.text = text
         self.refresh()
 
@@ -48,7 +51,7 @@ class RunStatus(Horizontal):
 
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id)
-        self._line: Text | None = None  # the running line, without the elapsed time
+        self._line: tuple[Text, ...] | None = None  # the running line's forms, without the time
         self._started: float | None = None
         self._timer = None
 
@@ -77,9 +80,10 @@ class RunStatus(Horizontal):
         if self._timer is not None:
             self._timer.pause()
 
-    def running(self, line: Text, spark: list[float] | None = None) -> None:
-        """The run's line; the elapsed seconds are appended and kept moving by the timer."""
-        self._line = line
+    def running(self, line: Text | Sequence[Text], spark: list[float] | None = None) -> None:
+        """The run's line (or its forms, longest first: the first that fits is shown); the
+        elapsed seconds are appended and kept moving by the timer."""
+        self._line = (line,) if isinstance(line, Text) else tuple(line)
         if spark is not None:
             self.query_one("#status-spark", Sparkline).data = spark[-48:]
         self._tick()
@@ -90,9 +94,12 @@ class RunStatus(Horizontal):
     def _tick(self) -> None:
         if self._line is None or self._started is None:
             return
-        text = self._line.copy()
-        text.append(f" · {self.elapsed():.0f} s", style="dim")
-        self.query_one("#status-text", StatusText).say(text)
+        forms = []
+        for line in self._line:
+            text = line.copy()
+            text.append(f" · {self.elapsed():.0f} s", style="dim")
+            forms.append(text)
+        self.query_one("#status-text", StatusText).say(forms[0] if len(forms) == 1 else Fit(*forms))
 
 
 __all__ = ["RunStatus", "StatusText"]
