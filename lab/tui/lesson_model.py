@@ -227,6 +227,8 @@ def _streamed(state: LessonRun, ev: Streamed) -> LessonRun:
         lv = Live(lv.x + (at,), lv.y + (int(e.get("live_bytes") or 0),),
                   lv.phases + tuple((p, at) for p in lv.pending), ())
     if kind in ("phase", "sample") and followed:
+        if not state.waiting:  # "worker ready" and the like said what a running phase says now
+            changes["service"] = ""
         changes["phase"] = e.get("phase") or e.get("name")
         changes["live_bytes"] = e.get("live_bytes")
         if e.get("live_bytes") is not None:
@@ -312,6 +314,7 @@ def progress_forms(state: LessonRun, size) -> tuple[Words, ...]:
         (*head, (where, ""), *waiting, *service, *phase, *live, cancel),
         (*head, (where, ""), *waiting, *service, *phase, *live, *short_cancel),
         (*head, (short_where, ""), *waiting, *service, *short_phase, *short_live, *short_cancel),
+        (*head, *waiting, *service, *short_phase, *short_live, *short_cancel),
     )
 
 

@@ -177,8 +177,11 @@ def test_side_by_side_at_80_columns_the_status_line_keeps_the_phase_and_the_live
     state = fold(LessonRun.empty(VARIANTS), Begin(plan))
     for name, pos in (("baseline", 0), ("bf16", 1)):
         state = fold(state, Streamed(name, pos, 3, {"type": "queued"}))
+    state = fold(state, Streamed("baseline", 0, 3, {"type": "status", "stage": "starting",
+                                                    "text": "worker ready"}))
     state = fold(state, Streamed("baseline", 0, 3, {"type": "sample", "events": 2,
                                                     "live_bytes": 40, "phase": "forward 0"}))
+    assert state.service == ""  # the service's word about a worker is over once it runs
     forms = [Text.assemble(*progress, (" · 12 s", "")) for progress in progress_forms(
         state, lambda b: "14.78 GB")]
     assert "+1 beside it" in forms[0].plain and "Esc cancels" in forms[0].plain
