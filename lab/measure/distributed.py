@@ -37,8 +37,8 @@ from typing import Iterator
 
 import torch
 import torch.distributed as dist
-from .torch_compat import (ddp_param_shape_check, disable_current_modes, dtensor_strided_flag_target,
-                           fake_store, fsdp_chunk_target)
+from .torch_compat import (ddp_param_shape_check, disable_current_modes,
+                           dtensor_strided_flag_target, fake_store, fsdp_chunk_target)
 
 # rank counts measured on real GPUs (two H200s, issue 13); issue 16 adds 4 and 8
 VALIDATED_RANKS = (1, 2)
@@ -89,7 +89,8 @@ def join(run) -> Iterator[Ranks]:
         try:
             from .sim.fsdp_offload import FsdpOffload
 
-            with _ddp_in_sim(), _fsdp_in_sim(), _dtensor_in_sim(), FsdpOffload(getattr(run.backend, "pinned_host", None)):
+            pinned = getattr(run.backend, "pinned_host", None)
+            with _ddp_in_sim(), _fsdp_in_sim(), _dtensor_in_sim(), FsdpOffload(pinned):
                 yield Ranks(rank, n, True, device_type)
         finally:
             with disable_current_modes():

@@ -255,7 +255,8 @@ class SimFakeTensorMode(FakeTensorMode):
         # do besides for sim's ops: a call counter (debug statistics) and a debug log line under
         # no_dispatch(), which cost ~5 % of a sim run; ops those handle themselves, and debug
         # logging, take the stock way
-        if self.fast_key and self.cache_enabled and func not in _fake_tensor._DISPATCH_META_HANDLERS \
+        if self.fast_key and self.cache_enabled \
+                and func not in _fake_tensor._DISPATCH_META_HANDLERS \
                 and func not in _fake_tensor._DISPATCH_HANDLE_DIRECTLY \
                 and not _fake_tensor.log.isEnabledFor(logging.DEBUG):
             if _C._get_dispatch_mode(_C._TorchDispatchModeKey.FAKE) is not None:
