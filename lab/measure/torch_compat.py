@@ -13,6 +13,7 @@ all import from here. Importing it imports torch.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from dataclasses import dataclass
@@ -731,9 +732,15 @@ def has_kernel_for(op_name: str, dispatch_key: str) -> bool:
 
 
 def aten_ops_with_kernel(dispatch_key: str) -> set[str]:
-    """The aten op names ('mm', 'linalg_vector_norm', ...) with a kernel for `dispatch_key`."""
-    return {full[len("aten::"):] for full in _C._dispatch_get_all_op_names()
-            if full.startswith("aten::") and has_kernel_for(full, dispatch_key)}
+    """The aten op names ('mm', 'linalg_vector_norm', ...) with a kernel for `dispatch_key`
+    (a new set each call; the registrations are read once per process and key)."""
+    return set(_aten_ops_with_kernel(dispatch_key))
+
+
+@functools.lru_cache(maxsize=None)
+def _aten_ops_with_kernel(dispatch_key: str) -> frozenset[str]:
+    return frozenset(full[len("aten::"):] for full in _C._dispatch_get_all_op_names()
+                     if full.startswith("aten::") and has_kernel_for(full, dispatch_key))
 
 
 def op_schema(op):

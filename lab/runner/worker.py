@@ -47,13 +47,14 @@ def load_experiment(path: str):
     return module
 
 
-def warm_up() -> None:
+def warm_up(sim: bool = False) -> None:
     """What every variant would import anyway, paid before the request arrives.
 
     Measured on a 2-core laptop (torch 2.13 CPU): torch 1.2 s, transformers 0.5 s, the first
     TorchDispatchMode op (imports torch._dynamo) 1.1 s, the GPT-2/Qwen2 modelling code 0.7 s.
     No CUDA context is made here; the GPU a warm worker may use is fixed when it is spawned
     (CUDA_VISIBLE_DEVICES), since the driver reads that variable once, at its first call.
+    `sim`: also what a sim run does first in a process (the zygote's warm-up).
     """
     import torch  # noqa: F401
     import transformers
@@ -64,6 +65,19 @@ def warm_up() -> None:
     measure._warm_up_dispatch_mode()
     for name in ("GPT2LMHeadModel", "Qwen2ForCausalLM", "AutoModelForCausalLM"):
         getattr(transformers, name, None)  # transformers imports models lazily, on attribute access
+    import lab.workloads  # noqa: F401  (the lessons' experiments build on it)
+
+    if not sim:
+        return
+    # the zygote's (sim and cpu runs): what a sim run does first, once per process (~0.1 s:
+    # sim's modules, the fake-tensor shortcuts' checks against this torch, CUDA autocast's op
+    # set), so a forked worker starts with them; facts about this torch, not about any run.
+    # Not in a GPU worker's warm-up: it makes fake tensors, which a CUDA run has no use for.
+    from lab.measure import torch_compat
+    from lab.measure.sim import backend  # noqa: F401
+
+    torch_compat.SimFakeTensorMode(allow_non_fake_inputs=True)
+    torch_compat.aten_ops_with_kernel("AutocastCPU")
 
 
 def read_request(emit) -> tuple[str, dict[str, str]]:

@@ -264,7 +264,7 @@ def _become_worker(fds: list[int], close: list[int]) -> None:
 def serve(sock: socket.socket) -> None:
     from lab.runner.worker import warm_up
 
-    warm_up()
+    warm_up(sim=True)
     import gc
 
     gc.freeze()  # the imported objects stay out of the children's collections: fewer pages copied

@@ -117,3 +117,30 @@ def test_a_background_sim_run_gives_way_and_a_timed_run_never_does(zygote):
     assert nice("sim", False) == base
     assert nice("sim", True) > base  # behind the variant the learner waits for
     assert nice("cpu", True) == base  # a step time is a measurement: never slowed on purpose
+
+
+def test_the_zygotes_warm_up_pays_a_sim_runs_first_checks_and_starts_nothing():
+    """warm_up(sim=True) runs sim's once-per-process checks before the zygote forks (a forked
+    worker starts with them: lesson 01's first sim run went from 0.11 to 0.03 s in a process),
+    without a thread (forking would be unsafe), an entry left in sim's _unsafe_view table or
+    CUDA initialised. (The fast key's check leaves its samples in the dispatch cache, as it did
+    in every worker's first run.)"""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, threading, torch\n"
+            "from lab.runner.worker import warm_up\n"
+            "warm_up(sim=True)\n"
+            "from lab.measure import torch_compat as tc\n"
+            "print(json.dumps([tc._AGREES, tc._LEAN_AGREES, tc._INFERENCE_VIEWS,\n"
+            "    tc._UNSAFE_VIEWS_OK, threading.active_count(), len(tc.FakeTensorMode.cache),\n"
+            "    len(tc._UNSAFE_VIEWS), torch.cuda.is_initialized(),\n"
+            "    tc._aten_ops_with_kernel.cache_info().currsize]))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    agrees, lean, views, unsafe, threads, cached, table, cuda, op_sets = json.loads(
+        out.stdout.strip().splitlines()[-1])
+    assert agrees == lean == views == unsafe == [True]
+    assert threads == 1 and table == 0 and not cuda and op_sets == 1 and cached < 100
