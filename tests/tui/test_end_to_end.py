@@ -30,7 +30,7 @@ async def test_lesson_01_runs_for_real_from_the_app():
                 t0 = time.perf_counter()
                 await asyncio.sleep(0.005)
                 worst = max(worst, time.perf_counter() - t0 - 0.005)
-                status = str(screen.query_one("#status-text").text)
+                status = text_of(screen, "#status-text")  # as drawn (its forms: a Fit)
                 if "live" in status:
                     live_updates.append(status)
 
