@@ -79,10 +79,10 @@ CHECKED: list[PrivateApi] = [
                "TorchDispatchMode._should_skip_dynamo",
                "sim: an op straight to the dispatch cache, without the call counter, the debug "
                "log under no_dispatch() and torch._disable_dynamo's wrapper"),
-    PrivateApi("cached_answer", "FakeTensorMode._cache_key's items, FakeTensorMode.cache, "
-               "fake_tensor._DispatchCacheKey / _DispatchCacheValidEntry / SingletonConstant, "
-               "torch._C._get_dispatch_mode(_TorchDispatchModeKey.FAKE), "
-               "_len_torch_dispatch_stack, proxy_tensor.get_proxy_mode",
+    PrivateApi("cached_answer", "FakeTensorMode._cache_key, FakeTensorMode.cache, "
+               "fake_tensor._CacheKeyState / _BypassDispatchCache / _DispatchCacheValidEntry / "
+               "SingletonConstant, torch._C._get_dispatch_mode(_TorchDispatchModeKey.FAKE), "
+               "_len_torch_dispatch_stack",
                "sim: the tracker takes a plain cache hit from the fake mode below it without "
                "the trip through the dispatcher"),
     PrivateApi("SimFakeTensorMode (_unsafe_view)", "FakeTensorMode._cache_key / _dispatch_impl, "
@@ -256,11 +256,8 @@ class SimFakeTensorMode(FakeTensorMode):
         # do besides for sim's ops: a call counter (debug statistics) and a debug log line under
         # no_dispatch(), which cost ~5 % of a sim run; ops those handle themselves, and debug
         # logging, take the stock way
-        if self.fast_key and self.cache_enabled \
-                and func not in _fake_tensor._DISPATCH_META_HANDLERS \
-                and func not in _fake_tensor._DISPATCH_HANDLE_DIRECTLY \
-                and not _fake_tensor.log.isEnabledFor(logging.DEBUG):
-            if _C._get_dispatch_mode(_C._TorchDispatchModeKey.FAKE) is not None:
+        if self.fast_key and self._cache_decides(func):
+            if _C._get_dispatch_mode(_FAKE_KEY) is not None:
                 raise AssertionError(f"FakeTensorMode should not be set when dispatching {func}")
             return self._cached_dispatch_impl(func, types, args, kwargs or {})
         return FakeTensorMode.__torch_dispatch__(self, func, types, args, kwargs or {})
@@ -268,28 +265,19 @@ class SimFakeTensorMode(FakeTensorMode):
     def cached_answer(self, func, args, kwargs):
         """What `func(*args, **kwargs)` would get from this mode's dispatch cache, made the lean
         way, without the trip through the dispatcher; NO_ANSWER where the op must go the normal
-        way (a miss, a bypass, an op this mode or sim answers otherwise, arguments the fast key
-        does not cover, an output the lean way does not make). See `cached_answer` below."""
-        if func in _OWN_WAY or not self.lean_output or not self.cache_enabled \
-                or self.cache_crosscheck_enabled or func in _fake_tensor._DISPATCH_META_HANDLERS \
-                or func in _fake_tensor._DISPATCH_HANDLE_DIRECTLY \
-                or _fake_tensor.log.isEnabledFor(logging.DEBUG):
+        way (a miss, a bypass, `.item()` of a constant, an output the lean way does not make).
+        The key is FakeTensorMode's own (`_cache_key`, fast where `_fast_key` covers the
+        arguments). See `cached_answer` below."""
+        if func is _LOCAL_SCALAR or not self.lean_output or self.cache_crosscheck_enabled \
+                or not self._cache_decides(func):
             return NO_ANSWER
-        # FakeTensorMode._cache_key's items, in order (no shape env: the fast key's condition)
-        items = [func, torch.get_default_dtype(), _C._get_default_device(),
-                 torch.is_inference_mode_enabled(), None, _get_proxy_mode() is not None]
         try:
-            if args:
-                _fast_key(items, args, self)
-            if kwargs:
-                _fast_key(items, kwargs, self)
-        except _StockKey:
+            key = self._cache_key(_fake_tensor._CacheKeyState(self.shape_env), func, args,
+                                  kwargs or {})
+        except _fake_tensor._BypassDispatchCache:
             return NO_ANSWER
-        key = _fake_tensor._DispatchCacheKey(tuple(items))
         if func is _UNSAFE_VIEW:  # not in the cache: in sim's table, a hit only
-            md = _UNSAFE_VIEWS.get(key) if _UNSAFE_VIEWS_OK and _UNSAFE_VIEWS_OK[0] else None
-            src = _unsafe_view_source(self, args, kwargs)
-            out = _lean_tensor(self, md, src) if md is not None and src is not None else None
+            out = _unsafe_view_hit(self, key, args, kwargs)
             return NO_ANSWER if out is None else out
         entry = FakeTensorMode.cache.get(key)
         if type(entry) is not _fake_tensor._DispatchCacheValidEntry:
@@ -313,6 +301,13 @@ class SimFakeTensorMode(FakeTensorMode):
         FakeTensorMode.cache_hits += 1
         return tuple(outs) if entry.is_output_tuple else outs[0]
 
+    def _cache_decides(self, func) -> bool:
+        """Does FakeTensorMode.dispatch hand `func` to its cache (not to a handler of its own),
+        with nothing to log?"""
+        return (self.cache_enabled and func not in _fake_tensor._DISPATCH_META_HANDLERS
+                and func not in _fake_tensor._DISPATCH_HANDLE_DIRECTLY
+                and not _fake_tensor.log.isEnabledFor(logging.DEBUG))
+
     def _get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
         if self.lean_output:
             out = _lean_output(self, entry, func, args)
@@ -330,7 +325,7 @@ class SimFakeTensorMode(FakeTensorMode):
                 # stock key (a constant is a bypass) and the trip through _dispatch_impl
                 with no_dispatch():
                     return func(t.constant)
-        if func is _UNSAFE_VIEW and self.lean_output and _UNSAFE_VIEWS_OK and _UNSAFE_VIEWS_OK[0]:
+        if func is _UNSAFE_VIEW and self.lean_output and _unsafe_views_on():
             out = _unsafe_view(self, func, types, args, kwargs)
             if out is not None:
                 return out
@@ -365,7 +360,6 @@ def _key_samples() -> list:
 
 _LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
 _UNSAFE_VIEW = torch.ops.aten._unsafe_view.default
-_OWN_WAY = frozenset({_LOCAL_SCALAR})  # SimFakeTensorMode answers it itself
 
 
 # ---- fake tensors: a cache hit without the trip through the dispatcher -------------------------
@@ -373,20 +367,10 @@ _OWN_WAY = frozenset({_LOCAL_SCALAR})  # SimFakeTensorMode answers it itself
 # the dispatcher parse the arguments again, find the next mode, pop it, build args/kwargs again
 # and call it. When that next mode can only be sim's fake mode (it is the one mode left on the
 # stack) and the op is a plain hit of its dispatch cache, the tracker asks the mode for the
-# answer directly: the same key (the same items from the same arguments: the dispatcher hands
-# the fake mode the args/kwargs it handed the tracker), the same entry, the same output.
+# answer directly: the same key (`_cache_key` of the same arguments: the dispatcher hands the
+# fake mode the args/kwargs it handed the tracker), the same entry, the same output.
 NO_ANSWER = object()
 _FAKE_KEY = _C._TorchDispatchModeKey.FAKE
-
-
-def _get_proxy_mode():
-    """proxy_tensor.get_proxy_mode(), imported at the first call (torch.fx is heavy to import
-    up front) and called directly after that."""
-    global _get_proxy_mode
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
-    _get_proxy_mode = get_proxy_mode
-    return get_proxy_mode()
 
 
 def cached_answer(func, args, kwargs):
@@ -461,7 +445,7 @@ def _lean_tensor(mode, md, view_arg=None):
                                     requires_grad=md.requires_grad)
         if view_arg is not None:
             empty.set_(view_arg.untyped_storage(), md.storage_offset, md.shape, md.stride)
-    attrs = mode._lean_attrs.get(md.device) or _lean_attrs(mode, md.device)
+    attrs = _lean_attrs(mode, md.device)
     out = torch.Tensor._make_subclass(FakeTensor, empty, empty.requires_grad,
                                       dispatch_device=True,
                                       device_for_backend_keys=attrs["_fake_device"])
@@ -541,14 +525,27 @@ def _unsafe_view(mode, func, types, args, kwargs):
         key = mode._cache_key(_fake_tensor._CacheKeyState(mode.shape_env), func, args, kwargs)
     except _fake_tensor._BypassDispatchCache:
         return None
-    md = _UNSAFE_VIEWS.get(key)
-    if md is not None:
-        return _lean_tensor(mode, md, src)
+    hit = _unsafe_view_hit(mode, key, args, kwargs)
+    if hit is not None:
+        return hit
     out = mode._dispatch_impl(func, types, args, kwargs)
     if type(out) is FakeTensor and not out._has_symbolic_sizes_strides and \
             out.untyped_storage()._cdata == src.untyped_storage()._cdata:
         _UNSAFE_VIEWS[key] = _fake_tensor.extract_tensor_metadata(out)
     return out
+
+
+def _unsafe_views_on() -> bool:
+    """Sim's _unsafe_view table in use: `unsafe_views_agree` said yes, or is checking it."""
+    return bool(_UNSAFE_VIEWS_OK) and _UNSAFE_VIEWS_OK[0] is not False
+
+
+def _unsafe_view_hit(mode, key, args, kwargs):
+    """The _unsafe_view sim's table holds for `key`, made as a view of its input; None on a miss,
+    before `unsafe_views_agree` said yes, or where only the stock way may answer."""
+    md = _UNSAFE_VIEWS.get(key) if _unsafe_views_on() else None
+    src = _unsafe_view_source(mode, args, kwargs) if md is not None else None
+    return _lean_tensor(mode, md, src) if src is not None else None
 
 
 def _unsafe_view_source(mode, args, kwargs):

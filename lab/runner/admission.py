@@ -20,8 +20,8 @@ from the GPUs it sees; tests inject any list of capacities.
 from __future__ import annotations
 
 import bisect
-import os
 import itertools
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable

@@ -276,45 +276,45 @@ def live_heading(plan: RunPlan) -> str:
     return f"▶ Running on this machine: {plan.mode}, {plan.scale} scale…"
 
 
-def progress_words(state: LessonRun, size) -> Words:
-    """The status line during a run; `size` formats bytes (look.size)."""
-    return progress_forms(state, size)[0]
-
-
 def progress_forms(state: LessonRun, size) -> tuple[Words, ...]:
-    """The status line during a run, the longest first, then shorter forms for narrower lines
-    (the status line shows the first that fits): at 80 columns, with two variants side by side,
-    the phase and the live bytes stay and the labels and the key hint go."""
+    """The status line during a run (`size` formats bytes: look.size), the longest first, then
+    shorter forms for narrower lines (the status line shows the first that fits): at 80 columns,
+    with two variants side by side, the phase and the live bytes stay and the labels, the counts
+    and the key hint go."""
     plan = state.plan
     if plan is None or state.current is None:
         return ((("Starting…", "bold"),),)
     verb = ("▶ instructor's run: " if plan.how == CLASS else
             "▶ H200 recording: " if plan.recorded else "▶ ")
-    head = [(verb, "bold"), (state.current, "variant")]
+    head: Words = ((verb, "bold"), (state.current, "variant"))
     others = [name for _, name in state.running_now if name != state.current]
     if others:  # side by side (sim: one per core)
         where = f" ({len(state.finished)}/{state.total} done, +{len(others)} beside it)"
         short_where = f" ({len(state.finished)}/{state.total}, +{len(others)})"
     else:
         where = short_where = f" ({state.position + 1}/{state.total})"
-    waiting: Words = ()
+    news: Words = ()
     if state.phase is None and state.live_bytes is None and not state.service:
-        waiting = ((" · loading…" if plan.recorded else " · starting worker…", "dim"),)
-    service: Words = ((f" · {state.service}", "bold yellow" if state.waiting else "dim"),) \
-        if state.service else ()
-    phase: Words = ((" · phase ", "dim"), (str(state.phase), "bold")) if state.phase else ()
-    short_phase: Words = ((" · ", "dim"), (str(state.phase), "bold")) if state.phase else ()
-    live: Words = ((" · live ", "dim"), (size(state.live_bytes), "bold")) \
-        if state.live_bytes is not None else ()
-    short_live: Words = ((" · ", "dim"), (size(state.live_bytes), "bold")) \
-        if state.live_bytes is not None else ()
+        news = ((" · loading…" if plan.recorded else " · starting worker…", "dim"),)
+    if state.service:
+        news += ((f" · {state.service}", "bold yellow" if state.waiting else "dim"),)
+
+    def now(labelled: bool) -> Words:  # the phase and the live bytes
+        words: Words = ()
+        if state.phase:
+            words += ((" · phase " if labelled else " · ", "dim"), (str(state.phase), "bold"))
+        if state.live_bytes is not None:
+            words += ((" · live " if labelled else " · ", "dim"),
+                      (size(state.live_bytes), "bold"))
+        return words
+
     cancel = ("  cancelling…" if state.cancelling else "  Esc cancels", "dim")
     short_cancel: Words = ((" · cancelling…", "dim"),) if state.cancelling else ()
     return (
-        (*head, (where, ""), *waiting, *service, *phase, *live, cancel),
-        (*head, (where, ""), *waiting, *service, *phase, *live, *short_cancel),
-        (*head, (short_where, ""), *waiting, *service, *short_phase, *short_live, *short_cancel),
-        (*head, *waiting, *service, *short_phase, *short_live, *short_cancel),
+        (*head, (where, ""), *news, *now(True), cancel),
+        (*head, (where, ""), *news, *now(True), *short_cancel),
+        (*head, (short_where, ""), *news, *now(False), *short_cancel),
+        (*head, *news, *now(False), *short_cancel),
     )
 
 
@@ -366,4 +366,4 @@ def idle_words(main_is_recording: bool, mode: str | None, scale: str) -> Words:
 __all__ = ["Begin", "CANCELLING", "CancelAsked", "Finished", "IDLE", "LessonRun", "Live",
            "Outcome", "RUNNING", "Restored", "RunPlan", "Streamed", "VariantDone", "Words",
            "fold", "idle_words", "live_heading", "outcome_words", "progress_forms",
-           "progress_words", "run_order"]
+           "run_order"]

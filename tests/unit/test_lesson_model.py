@@ -12,7 +12,7 @@ import pytest
 from lab.measure.result import DeviceInfo, Peak, RunResult
 from lab.tui.lesson_model import (Begin, CancelAsked, Finished, LessonRun, Restored, RunPlan,
                                   Streamed, VariantDone, fold, idle_words, outcome_words,
-                                  progress_forms, progress_words, run_order)
+                                  progress_forms, run_order)
 from lab.measure.result import CodePaths
 from lab.tui.provenance import LIVE, RECORDING, code_path_line
 from lab.tui.result_set import ResultSet
@@ -65,7 +65,7 @@ def test_after_r_the_recording_leads_and_after_y_the_learners_run_leads_beside_i
 
 def test_streamed_events_build_the_live_timeline_and_the_status_line():
     state = fold(LessonRun.empty(VARIANTS), Begin(RunPlan(("baseline",), "sim", "seed")))
-    assert state.running and progress_words(state, str) == (("Starting…", "bold"),)
+    assert state.running and progress_forms(state, str)[0] == (("Starting…", "bold"),)
     for ev in ({"type": "queued"},
                {"type": "status", "stage": "waiting", "text": "waiting for GPU 0 — 2 ahead"},
                {"type": "phase", "name": "model"},
@@ -78,18 +78,18 @@ def test_streamed_events_build_the_live_timeline_and_the_status_line():
     assert live.x == (4, 9) and live.y == (100, 300)
     assert live.phases == (("model", 4), ("forward 0", 9))
     assert state.spark == (100.0, 300.0) and state.phase == "forward 0"
-    words = "".join(t for t, _ in progress_words(state, lambda b: f"{b} B"))
+    words = "".join(t for t, _ in progress_forms(state, lambda b: f"{b} B")[0])
     assert words.startswith("▶ baseline (1/1)") and "waiting for GPU 0 — 2 ahead" in words
     assert "phase forward 0" in words and "live 300 B" in words and "Esc cancels" in words
-    assert ("baseline", "variant") in progress_words(state, str)  # drawn in its colour
+    assert ("baseline", "variant") in progress_forms(state, str)[0]  # drawn in its colour
 
 
 def test_cancel_says_so_and_late_events_change_nothing():
     plan = RunPlan(("baseline", "bf16"), "sim", "seed")
     state = fold(fold(LessonRun.empty(VARIANTS), Begin(plan)), CancelAsked())
     assert state.cancelling
-    assert "cancelling…" in "".join(t for t, _ in progress_words(
-        fold(state, Streamed("baseline", 0, 2, {"type": "queued"})), str))
+    assert "cancelling…" in "".join(t for t, _ in progress_forms(
+        fold(state, Streamed("baseline", 0, 2, {"type": "queued"})), str)[0])
     state = fold(state, Finished(plan, (result("baseline", status="cancelled"),), True, RECORDED))
     assert not state.running
     assert outcome_words(state.outcome, True)[0][0] == ("■ Cancelled", "bold")
@@ -154,14 +154,14 @@ def test_side_by_side_the_status_line_follows_the_first_and_each_keeps_its_timel
     assert state.current == "baseline" and state.phase == "model" and state.live_bytes == 40
     assert state.spark == (40.0,)  # bf16's bytes are its own, not the status line's
     assert state.live_of("bf16").y == (70,) and state.live_of("baseline").y == (40,)
-    words = "".join(t for t, _ in progress_words(state, str))
+    words = "".join(t for t, _ in progress_forms(state, str)[0])
     assert words.startswith("▶ baseline (0/3 done, +1 beside it)")
     state = fold(state, VariantDone(result("baseline"), 0, 3))
     assert state.current == "bf16" and state.position == 1 and state.phase is None
     state = fold(state, Streamed("bf16", 1, 3, {"type": "sample", "events": 9, "live_bytes": 90,
                                                 "phase": "backward 0"}))
     assert state.phase == "backward 0" and state.live_bytes == 90
-    assert "".join(t for t, _ in progress_words(state, str)).startswith("▶ bf16 (2/3)")
+    assert "".join(t for t, _ in progress_forms(state, str)[0]).startswith("▶ bf16 (2/3)")
 
 
 def test_side_by_side_at_80_columns_the_status_line_keeps_the_phase_and_the_live_bytes():
