@@ -201,7 +201,9 @@ def _fast_tensor_key(result: list, t, mode) -> None:
     for s in stride:
         append(int)
         append(s)
-    result.extend((t.device, torch.strided, memory_format, t.storage_offset(),
+    # t.device is a property that answers meta inside a kernel, else its fake device
+    result.extend((_META if mode.in_kernel_invocation else t.fake_device, torch.strided,
+                   memory_format, t.storage_offset(),
                    t.untyped_storage().nbytes(), t.requires_grad, t.is_quantized, t.is_conj(),
                    t.is_neg(), t.is_inference(), False, None, None, None))
 
@@ -209,10 +211,9 @@ def _fast_tensor_key(result: list, t, mode) -> None:
 def _fast_key(result: list, args, mode) -> None:
     """FakeTensorMode._prep_args_for_hash(result, args, ...) for sim's usual arguments."""
     if isinstance(args, _CONTAINERS[:3]):
-        if len(args) >= len(_LENGTHS):
-            raise _StockKey
+        n = len(args)  # long lists too: a foreach op's (one tensor per parameter)
         result.append(type(args))
-        result.append(_LENGTHS[len(args)])
+        result.append(_LENGTHS[n] if n < len(_LENGTHS) else f"length_{n}")
         if isinstance(args, dict):
             _fast_key(result, args.keys(), mode)
             _fast_key(result, args.values(), mode)
@@ -250,6 +251,7 @@ class SimFakeTensorMode(FakeTensorMode):
         if self.lean_output:
             inference_views_agree()
             unsafe_views_agree()
+            direct_key_agrees()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # FakeTensorMode.__torch_dispatch__ and .dispatch straight to the cache, less what they
@@ -266,10 +268,23 @@ class SimFakeTensorMode(FakeTensorMode):
         """What `func(*args, **kwargs)` would get from this mode's dispatch cache, made the lean
         way, without the trip through the dispatcher; NO_ANSWER where the op must go the normal
         way (a miss, a bypass, `.item()` of a constant, an output the lean way does not make).
-        The key is FakeTensorMode's own (`_cache_key`, fast where `_fast_key` covers the
-        arguments). See `cached_answer` below."""
-        if func is _LOCAL_SCALAR or not self.lean_output or self.cache_crosscheck_enabled \
-                or not self._cache_decides(func):
+        The key is FakeTensorMode's own: its items, built the fast way where `_fast_key` covers
+        the arguments, find the entry's recipe (`_RECIPES`); else `_cache_key` finds the entry.
+        Only for the module's `cached_answer` (this mode alone on the stack: nothing traces)."""
+        if not self.lean_output or self.cache_crosscheck_enabled or not self.cache_enabled \
+                or _fake_tensor.log.isEnabledFor(logging.DEBUG):
+            return NO_ANSWER
+        items = _direct_key_items(self, func, args, kwargs) \
+            if _DIRECT_KEY_AGREES and _DIRECT_KEY_AGREES[0] else None
+        recipe = _RECIPES.get(items) if items is not None else None
+        if recipe is None:
+            return self._first_answer(func, args, kwargs, items)
+        return _answer(self, recipe, args)
+
+    def _first_answer(self, func, args, kwargs, items):
+        """`cached_answer` for a key without a recipe yet: FakeTensorMode's own key and entry;
+        the recipe is kept when the key's items were built the fast way (`items`)."""
+        if func is _LOCAL_SCALAR or not self._cache_decides(func):
             return NO_ANSWER
         try:
             key = self._cache_key(_fake_tensor._CacheKeyState(self.shape_env), func, args,
@@ -282,24 +297,12 @@ class SimFakeTensorMode(FakeTensorMode):
         entry = FakeTensorMode.cache.get(key)
         if type(entry) is not _fake_tensor._DispatchCacheValidEntry:
             return NO_ANSWER  # a miss or a bypass: the normal way records or counts it
-        outs = []
-        for info in entry.output_infos:  # as _get_output_tensor_from_cache_entry reads them
-            if info.inplace_idx is None and info.metadata is None and info.view_idx is None:
-                if info.constant_value is _fake_tensor.SingletonConstant:
-                    return NO_ANSWER
-                outs.append(info.constant_value)
-            elif info.inplace_idx is not None:
-                arg = args[info.inplace_idx]
-                if type(arg) is not FakeTensor:
-                    return NO_ANSWER
-                outs.append(arg)
-            else:
-                out = _lean_output(self, info, func, args)
-                if out is None:
-                    return NO_ANSWER
-                outs.append(out)
-        FakeTensorMode.cache_hits += 1
-        return tuple(outs) if entry.is_output_tuple else outs[0]
+        recipe = _recipe(func, entry)
+        if recipe is None:
+            return NO_ANSWER
+        if items is not None:
+            _RECIPES[items] = recipe
+        return _answer(self, recipe, args)
 
     def _cache_decides(self, func) -> bool:
         """Does FakeTensorMode.dispatch hand `func` to its cache (not to a handler of its own),
@@ -355,6 +358,7 @@ def _key_samples() -> list:
     return [(t,) for t in tensors] + [
         (x, 1, 2.5, True, None, "mean"), (x, [0, 1], (x.t(), [x, 2])), (torch.Size([3, 4]),),
         (x, torch.float16, torch.device("cpu"), torch.strided, torch.contiguous_format),
+        ([x, x.t()] * 40, [1.0] * 80),  # a foreach op's lists, longer than _LENGTHS
         {"dim": [1], "keepdim": False, "dtype": torch.float32, "out": x}]
 
 
@@ -379,7 +383,11 @@ def cached_answer(func, args, kwargs):
     mode = _C._get_dispatch_mode(_FAKE_KEY)
     if type(mode) is not SimFakeTensorMode or _C._len_torch_dispatch_stack() != 1:
         return NO_ANSWER
-    return mode.cached_answer(func, args, kwargs)
+    # with subclasses' __torch_function__ off: otherwise each read of a fake tensor's metadata
+    # (stride(), is_conj(), untyped_storage(), ...) first looks FakeTensor's up (Tensor's own,
+    # which answers the same): ~0.3 us a read, ~20 reads an op; the key items are the same
+    with _C.DisableTorchFunctionSubclass():
+        return mode.cached_answer(func, args, kwargs)
 
 
 # ---- fake tensors: a cache hit's output --------------------------------------------------------
@@ -421,6 +429,14 @@ def _lean_output(mode, entry, func, args):
 def _lean_tensor(mode, md, view_arg=None):
     """A fresh fake tensor of `mode` with metadata `md` (a TensorMetadata), on the storage of
     `view_arg` if given; None where the stock way must make it."""
+    plan = _LEAN_PLANS.get(id(md))
+    if plan is None or plan[0] is not md:
+        plan = _LEAN_PLANS[id(md)] = (md, _leanable(md))
+    return _leaned(mode, md, view_arg) if plan[1] else None
+
+
+def _leaned(mode, md, view_arg=None):
+    """`_lean_tensor` for metadata `_leanable` said yes to."""
     if view_arg is not None and not view_arg.is_inference() and torch.is_inference_mode_enabled():
         # Under inference_mode a view of a normal tensor (a weight's .t() in a decode loop) is
         # a normal tensor, as the kernel makes it; the stock way makes an inference tensor, sees
@@ -430,12 +446,8 @@ def _lean_tensor(mode, md, view_arg=None):
         if not _INFERENCE_VIEWS or _INFERENCE_VIEWS[0] is False:
             return None
         with torch.inference_mode(False):
-            return _lean_tensor(mode, md, view_arg)
-    plan = _LEAN_PLANS.get(id(md))
-    if plan is None or plan[0] is not md:
-        plan = _LEAN_PLANS[id(md)] = (md, _leanable(md))
-    if not plan[1] or mode.in_kernel_invocation or _C._meta_in_tls_dispatch_include() \
-            or FakeTensorConfig.debug:
+            return _leaned(mode, md, view_arg)
+    if mode.in_kernel_invocation or _C._meta_in_tls_dispatch_include() or FakeTensorConfig.debug:
         return None  # the stock way (and its checks)
     # FakeTensorMode makes the meta tensor under in_kernel_invocation_manager (the meta key in
     # TLS, the mode told it is inside a kernel); for these two C++ calls on a meta tensor, with
@@ -455,6 +467,112 @@ def _lean_tensor(mode, md, view_arg=None):
         _C._set_warn_deprecated_on_mutable_data_ptr(out)
     out.__dict__.update(attrs)
     return out
+
+
+# ---- fake tensors: a cache hit's answer from its recipe -------------------------------------------
+# `cached_answer` builds FakeTensorMode's key items itself (`_direct_key_items`: the header
+# `_cache_key` puts first, then the arguments the fast way) and keeps, per key, how to make the
+# hit's outputs from its entry (`_recipe`): which outputs are constants, which are inputs (in-place
+# ops), which are new tensors of which metadata, on whose storage. A second hit of the key then
+# skips `_cache_key` (its state object, the proxy-mode lookup, the key object's hash and compare)
+# and the entry's checks. A recipe is what the entry says, and an entry never changes for its key
+# (a cleared cache makes the same entry again). `direct_key_agrees` checks the header against
+# `_cache_key` on sample ops before the recipes are used.
+_RECIPES: dict[tuple, tuple] = {}  # key items -> (is the output a tuple, its outputs' steps)
+_CONSTANT, _INPUT, _NEW = "constant", "input", "new"
+
+
+def _direct_key_items(mode, func, args, kwargs):
+    """The items of `mode._cache_key(state, func, args, kwargs)` for a mode without a shape env,
+    with nothing tracing (the mode alone on the dispatch stack), as a tuple; None where
+    `_fast_key` does not cover the arguments."""
+    items = [func, torch.get_default_dtype(), _C._get_default_device(),
+             torch.is_inference_mode_enabled(), None, False]
+    try:
+        if args:
+            _fast_key(items, args, mode)
+        if kwargs:
+            _fast_key(items, kwargs, mode)
+    except _StockKey:
+        return None
+    return tuple(items)
+
+
+def _recipe(func, entry):
+    """(is_output_tuple, steps) for a valid cache entry whose outputs `_answer` can make, as
+    FakeTensorMode._get_output_tensor_from_cache_entry reads them; None otherwise."""
+    view = isinstance(func, torch._ops.OpOverload) and func.is_view
+    steps = []
+    for info in entry.output_infos:
+        if info.inplace_idx is None and info.metadata is None and info.view_idx is None:
+            if info.constant_value is _fake_tensor.SingletonConstant:
+                return None
+            steps.append((_CONSTANT, info.constant_value, None))
+        elif info.inplace_idx is not None:
+            steps.append((_INPUT, info.inplace_idx, None))
+        elif info.metadata is not None and _leanable(info.metadata):
+            steps.append((_NEW, info.metadata, info.view_idx if view else None))
+        else:
+            return None
+    return entry.is_output_tuple, tuple(steps)
+
+
+def _answer(mode, recipe, args):
+    """The outputs `recipe` describes for `args`; NO_ANSWER where the stock way must make them."""
+    is_tuple, steps = recipe
+    outs = []
+    for kind, what, view_idx in steps:
+        if kind is _NEW:
+            view_arg = None
+            if view_idx is not None:
+                view_arg = args[view_idx]
+                if type(view_arg) is not FakeTensor:
+                    return NO_ANSWER
+            out = _leaned(mode, what, view_arg)
+            if out is None:
+                return NO_ANSWER
+        elif kind is _INPUT:
+            out = args[what]
+            if type(out) is not FakeTensor:
+                return NO_ANSWER
+        else:
+            out = what
+        outs.append(out)
+    FakeTensorMode.cache_hits += 1
+    return tuple(outs) if is_tuple else outs[0]
+
+
+_DIRECT_KEY_AGREES: list[bool] = []  # direct_key_agrees()'s answer, once asked
+
+
+def direct_key_agrees() -> bool:
+    """Are `_direct_key_items` the items of FakeTensorMode's own `_cache_key` for sample ops
+    (this torch)? Checked once per process; until then, and if not, no recipe is used."""
+    if _DIRECT_KEY_AGREES:
+        return _DIRECT_KEY_AGREES[0]
+    _DIRECT_KEY_AGREES.append(False)  # while checking (its modes ask too), and if it fails
+
+    def check() -> bool:
+        mode = SimFakeTensorMode(allow_non_fake_inputs=True)
+        if not mode.fast_key:
+            return False
+        with mode:
+            x, w = torch.empty(3, 4), torch.empty(3, 4, requires_grad=True)
+        samples = [(torch.ops.aten.add.Tensor, (x, w), {}),
+                   (torch.ops.aten.sum.dim_IntList, (x, [1]), {"keepdim": True}),
+                   (torch.ops.aten.t.default, (w,), {}),
+                   (torch.ops.aten.empty.memory_format, ([2, 3],), {"dtype": torch.bfloat16})]
+        for inference in (False, True):
+            with torch.inference_mode(inference):
+                for func, args, kwargs in samples:
+                    stock = mode._cache_key(_fake_tensor._CacheKeyState(None), func, args, kwargs)
+                    mine = _direct_key_items(mode, func, args, kwargs)
+                    if mine != stock.key or [type(a) for a in mine] != [type(b) for b in stock.key]:
+                        return False
+        return True
+
+    _DIRECT_KEY_AGREES[0] = _on_samples(check)
+    return _DIRECT_KEY_AGREES[0]
 
 
 _META = torch.device("meta")
@@ -866,16 +984,13 @@ def storage_key(storage) -> int:
 
 
 def cpu_current_stream():
-    """The stream device-agnostic code selected on torch.cpu (FSDP2's streams, in sim)."""
-    import torch.cpu as cpu
-
-    return getattr(cpu, "_current_stream", None)
+    """The stream device-agnostic code selected on torch.cpu (FSDP2's streams, in sim); asked
+    at every allocation sim models."""
+    return getattr(torch.cpu, "_current_stream", None)
 
 
 def cpu_default_stream():
-    import torch.cpu as cpu
-
-    return getattr(cpu, "_default_cpu_stream", None)
+    return getattr(torch.cpu, "_default_cpu_stream", None)
 
 
 # ---- the CUDA caching allocator ----------------------------------------------------------------
@@ -972,9 +1087,7 @@ generator_base = _C.Generator
 
 
 def set_cpu_current_stream(stream) -> None:
-    import torch.cpu as cpu
-
-    cpu._current_stream = stream
+    torch.cpu._current_stream = stream
 
 
 def single_process_dataloader_iter():
@@ -999,4 +1112,5 @@ __all__ = ["CHECKED", "CHECKED_ON", "aten_ops_with_kernel", "current_dispatch_mo
 __all__ += ["default_device", "device_constructors", "fake_exceptions", "generator_base",
             "set_cpu_current_stream", "set_default_device_marker",
             "single_process_dataloader_iter", "tree_unflatten", "push_dispatch_mode",
-            "pop_dispatch_mode", "unsafe_views_agree", "cached_answer", "NO_ANSWER"]
+            "pop_dispatch_mode", "unsafe_views_agree", "cached_answer", "NO_ANSWER",
+            "direct_key_agrees"]

@@ -252,9 +252,11 @@ def test_the_tracker_sees_the_same_allocations_with_sims_shortcuts_and_without(i
 @pytest.mark.parametrize("inference", [False, True])
 def test_the_trackers_direct_cache_answers_are_the_dispatchers(monkeypatch, inference):
     """The tracker takes a plain cache hit from sim's fake mode without the trip through the
-    dispatcher (torch_compat.cached_answer). A training step (forward, backward, Adam; in-place
-    ops, views, tuple outputs, ops with keyword arguments) or a decode step records the same
-    births and deaths, and makes the same tensors, as with every op dispatched."""
+    dispatcher (torch_compat.cached_answer), from the key's recipe after its first hit. A
+    training step (forward, backward, Adam's foreach ops; in-place ops, views, tuple outputs,
+    ops with keyword arguments) or a decode step records the same births and deaths, and makes
+    the same tensors, as with every op dispatched, and as with FakeTensorMode's own key and
+    entry read at every hit (no recipes)."""
     import torch.nn.functional as F
 
     from lab.measure import tracker as tracker_module
@@ -299,6 +301,44 @@ def test_the_trackers_direct_cache_answers_are_the_dispatchers(monkeypatch, infe
                     made.append(alike(h.detach()[:, 1:].transpose(0, 1)))
         return made, [(e.kind, e.nbytes, e.phase) for e in tracker.trace.events]
 
+    first = []
+    first_answer = tc.SimFakeTensorMode._first_answer
+
+    def counted(self, *a):
+        out = first_answer(self, *a)
+        first.append(out is not tc.NO_ANSWER)  # a hit (its recipe made) or a miss
+        return out
+
+    monkeypatch.setattr(tc.SimFakeTensorMode, "_first_answer", counted)
+    monkeypatch.setattr(tc, "_RECIPES", {})
     dispatched = step(direct=False)
+    monkeypatch.setattr(tc, "_DIRECT_KEY_AGREES", [False])
+    assert step(direct=True) == dispatched  # every hit by FakeTensorMode's key and entry
+    assert len(answered) > 20 and sum(first) == len(answered)  # the tracker took answers
+    assert not tc._RECIPES
+    answered.clear(), first.clear()
+    monkeypatch.setattr(tc, "_DIRECT_KEY_AGREES", [True])
     assert step(direct=True) == dispatched
-    assert len(answered) > 20  # the tracker took answers from the cache
+    by_recipe = len(answered) - sum(first)  # hits after the key's first: the third step's
+    assert tc._RECIPES and by_recipe >= len(answered) / 3
+
+
+def test_the_direct_key_is_fakes_own_and_a_torch_where_it_differs_gets_no_recipes(monkeypatch):
+    """cached_answer's key items (`_direct_key_items`) are FakeTensorMode's `_cache_key` items
+    on this torch; where a torch puts another item in the key, the check says no and no
+    recipe is used."""
+    assert tc.direct_key_agrees()
+    monkeypatch.setattr(tc, "_DIRECT_KEY_AGREES", [])
+    original = tc._direct_key_items
+    monkeypatch.setattr(tc, "_direct_key_items",
+                        lambda *a: (original(*a) or ()) + ("an item torch added",))
+    assert not tc.direct_key_agrees()
+    monkeypatch.setattr(tc, "_RECIPES", {})
+    mode = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+    add = torch.ops.aten.add.Tensor
+    with mode:
+        x = torch.empty(3, 5)
+        x + x  # a miss: the entry
+        answers = [tc.cached_answer(add, (x, x), {}) for _ in range(3)]
+    assert all(a is not tc.NO_ANSWER and a.shape == (3, 5) for a in answers)  # FakeTensorMode's key
+    assert not tc._RECIPES
