@@ -10,7 +10,7 @@ is missing, e.g. on a GPU box that has only torch.
 from __future__ import annotations
 
 import shutil
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from lab.curriculum import Lesson
 from lab.measure.result import RunResult
@@ -27,7 +27,8 @@ def _failed_phase(r: RunResult) -> str | None:
     return r.phases[-1].name if r.phases and not r.ok else None
 
 
-def variant_report(r: RunResult) -> str:
+def variant_report(r: RunResult, said: Iterable[str] = ()) -> str:
+    """One variant's numbers; its notes less those in `said` (said once above, for all)."""
     out = [f"── {r.variant} ── {status_text(r.status)} · {provenance(r)}"]
     if r.error:
         out.append(f"   {r.error}")  # PyTorch's own message, quoted as it is
@@ -68,9 +69,15 @@ def variant_report(r: RunResult) -> str:
             f"{i}: {status_text(x.status)} peak {format_bytes(x.peak.bytes)}"
             + (f", allocated {format_bytes(x.allocator.peak_allocated_bytes)}" if x.allocator else "")
             for i, x in enumerate(r.ranks)))
-    for n in r.notes:
-        out.append(f"note: {n}")
+    out += [f"note: {n}" for n in r.notes if n not in said]
     return "\n".join(out)
+
+
+def shared_notes(results: list[RunResult]) -> list[str]:
+    """The notes every one of several results carries (sim's version notes): said once."""
+    if len(results) < 2:
+        return []
+    return [n for n in results[0].notes if all(n in r.notes for r in results[1:])]
 
 
 def _ref_rows(results: list[RunResult], references: References | None) -> dict:
@@ -160,9 +167,11 @@ def timeline_plot(results: list[RunResult], width: int | None = None, height: in
 def lesson_report(lesson: Lesson, results: list[RunResult], references: References | None = None,
                   gpu_memory: int | None = None, version_note: str | None = None,
                   color: bool = False) -> str:
+    shared = shared_notes(results)
     parts = [f"\n{lesson.key} · {lesson.title}",
-             *source_lines(results, references, gpu_memory, version_note), ""]
-    parts += [variant_report(r) + "\n" for r in results]
+             *source_lines(results, references, gpu_memory, version_note),
+             *(f"note (every variant): {n}" for n in shared), ""]
+    parts += [variant_report(r, shared) + "\n" for r in results]
     if len(results) > 1 or references:
         parts.append(comparison(results, references) + "\n")
     parts.append(timeline_plot(results, color=color))
