@@ -258,7 +258,7 @@ class SimFakeTensorMode(FakeTensorMode):
         # do besides for sim's ops: a call counter (debug statistics) and a debug log line under
         # no_dispatch(), which cost ~5 % of a sim run; ops those handle themselves, and debug
         # logging, take the stock way
-        if self.fast_key and self._cache_decides(func):
+        if self.fast_key and self._cache_on() and not _handled_apart(func):
             if _C._get_dispatch_mode(_FAKE_KEY) is not None:
                 raise AssertionError(f"FakeTensorMode should not be set when dispatching {func}")
             return self._cached_dispatch_impl(func, types, args, kwargs or {})
@@ -271,8 +271,7 @@ class SimFakeTensorMode(FakeTensorMode):
         The key is FakeTensorMode's own: its items, built the fast way where `_fast_key` covers
         the arguments, find the entry's recipe (`_RECIPES`); else `_cache_key` finds the entry.
         Only for the module's `cached_answer` (this mode alone on the stack: nothing traces)."""
-        if not self.lean_output or self.cache_crosscheck_enabled or not self.cache_enabled \
-                or _fake_tensor.log.isEnabledFor(logging.DEBUG):
+        if not self.lean_output or self.cache_crosscheck_enabled or not self._cache_on():
             return NO_ANSWER
         items = _direct_key_items(self, func, args, kwargs) \
             if _DIRECT_KEY_AGREES and _DIRECT_KEY_AGREES[0] else None
@@ -284,13 +283,16 @@ class SimFakeTensorMode(FakeTensorMode):
     def _first_answer(self, func, args, kwargs, items):
         """`cached_answer` for a key without a recipe yet: FakeTensorMode's own key and entry;
         the recipe is kept when the key's items were built the fast way (`items`)."""
-        if func is _LOCAL_SCALAR or not self._cache_decides(func):
+        if func is _LOCAL_SCALAR or _handled_apart(func):
             return NO_ANSWER
-        try:
-            key = self._cache_key(_fake_tensor._CacheKeyState(self.shape_env), func, args,
-                                  kwargs or {})
-        except _fake_tensor._BypassDispatchCache:
-            return NO_ANSWER
+        if items is not None:  # `_cache_key`'s own items (direct_key_agrees): not built again
+            key = _fake_tensor._DispatchCacheKey(items)
+        else:
+            try:
+                key = self._cache_key(_fake_tensor._CacheKeyState(self.shape_env), func, args,
+                                      kwargs or {})
+            except _fake_tensor._BypassDispatchCache:
+                return NO_ANSWER
         if func is _UNSAFE_VIEW:  # not in the cache: in sim's table, a hit only
             out = _unsafe_view_hit(self, key, args, kwargs)
             return NO_ANSWER if out is None else out
@@ -304,12 +306,10 @@ class SimFakeTensorMode(FakeTensorMode):
             _RECIPES[items] = recipe
         return _answer(self, recipe, args)
 
-    def _cache_decides(self, func) -> bool:
-        """Does FakeTensorMode.dispatch hand `func` to its cache (not to a handler of its own),
-        with nothing to log?"""
-        return (self.cache_enabled and func not in _fake_tensor._DISPATCH_META_HANDLERS
-                and func not in _fake_tensor._DISPATCH_HANDLE_DIRECTLY
-                and not _fake_tensor.log.isEnabledFor(logging.DEBUG))
+    def _cache_on(self) -> bool:
+        """Does FakeTensorMode.dispatch use its cache, with nothing to log? (`_handled_apart`
+        names the ops it answers otherwise.)"""
+        return self.cache_enabled and not _fake_tensor.log.isEnabledFor(logging.DEBUG)
 
     def _get_output_tensor_from_cache_entry(self, state, entry, key, func, args):
         if self.lean_output:
@@ -360,6 +360,12 @@ def _key_samples() -> list:
         (x, torch.float16, torch.device("cpu"), torch.strided, torch.contiguous_format),
         ([x, x.t()] * 40, [1.0] * 80),  # a foreach op's lists, longer than _LENGTHS
         {"dim": [1], "keepdim": False, "dtype": torch.float32, "out": x}]
+
+
+def _handled_apart(func) -> bool:
+    """An op FakeTensorMode.dispatch hands to a handler of its own, not to its cache."""
+    return (func in _fake_tensor._DISPATCH_META_HANDLERS
+            or func in _fake_tensor._DISPATCH_HANDLE_DIRECTLY)
 
 
 _LOCAL_SCALAR = torch.ops.aten._local_scalar_dense.default
