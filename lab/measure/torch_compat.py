@@ -80,8 +80,9 @@ CHECKED: list[PrivateApi] = [
                "sim: an op straight to the dispatch cache, without the call counter, the debug "
                "log under no_dispatch() and torch._disable_dynamo's wrapper"),
     PrivateApi("cached_answer", "FakeTensorMode._cache_key, FakeTensorMode.cache, "
-               "fake_tensor._CacheKeyState / _BypassDispatchCache / _DispatchCacheValidEntry / "
-               "SingletonConstant, torch._C._get_dispatch_mode(_TorchDispatchModeKey.FAKE), "
+               "fake_tensor._CacheKeyState / _BypassDispatchCache / _DispatchCacheKey / "
+               "_DispatchCacheValidEntry / SingletonConstant, "
+               "torch._C._get_dispatch_mode(_TorchDispatchModeKey.FAKE), "
                "_len_torch_dispatch_stack",
                "sim: the tracker takes a plain cache hit from the fake mode below it without "
                "the trip through the dispatcher"),
