@@ -32,4 +32,4 @@ def backend_for(mode: str, *, gpu_memory: int | None = None, record_history: boo
     return CpuBackend(gpu_memory)
 
 
-__all__ = ["Backend", "backend_for", "base", "cpu", "cuda", "sim"]
+__all__ = ["Backend", "backend_for"]
