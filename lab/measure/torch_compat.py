@@ -63,7 +63,8 @@ CHECKED: list[PrivateApi] = [
                f"{SIM_DISPATCH}: the key built without TensorMetadata (self-checked)", "2.13"),
     PrivateApi("sim/dispatch: SimFakeTensorMode's hits", "FakeTensorMode."
                "_get_output_tensor_from_cache_entry / _cached_dispatch_impl / _dispatch_impl / "
-               "_allow_unsafe_data_ptr_access, TorchDispatchMode._should_skip_dynamo",
+               "_allow_unsafe_data_ptr_access, TorchDispatchMode._should_skip_dynamo, "
+               "Tensor._is_view (the self-checks)",
                f"{SIM_DISPATCH}: a hit's output made in line, _unsafe_view from a table, "
                "straight to the cache (self-checked)", "2.13"),
     PrivateApi("CacheKeyState / DispatchCacheKey / BypassDispatchCache / "
