@@ -139,6 +139,7 @@ def _load_results(path: str, lesson) -> list:
     """The runs to push, every field checked (lab.decode): they are played back in every
     learner's app, so a file that is not what `memlab run --json` wrote stops here."""
     from lab.decode import DecodeError, loads, result_from_dict, results_from_json
+    from lab.user_files import RESULT_LIMIT, UserFileError, read_user_file
 
     p = Path(path).expanduser()
     try:
@@ -148,8 +149,11 @@ def _load_results(path: str, lesson) -> list:
             if not files:
                 raise UsageError(f"--results {path!r}: no <variant>.json of {lesson.id} there "
                                  f"(expected {p / lesson.id}/*.json)")
-            return [result_from_dict(loads(f.read_bytes(), str(f)), str(f)) for f in files]
-        results = results_from_json(loads(p.read_bytes(), "it"))
+            return [result_from_dict(loads(read_user_file(f, RESULT_LIMIT), str(f)), str(f))
+                    for f in files]
+        results = results_from_json(loads(read_user_file(p, RESULT_LIMIT), "it"))
+    except UserFileError as e:
+        raise UsageError(f"--results {e}") from None
     except OSError as e:
         raise UsageError(f"--results {path!r}: {e.strerror or e}") from None
     except DecodeError as e:
