@@ -206,10 +206,10 @@ def usable_folder(path: str | os.PathLike, what: str) -> Path:
             raise UserFileError(f"{what} {_shown(p)}: not a folder name") from None
         if stat.S_ISDIR(st.st_mode):
             return p
-        where = "" if probe == p else f" ({_shown(probe)} is {_kind(st.st_mode)})"
-        kind = _kind(st.st_mode) if probe == p else "cannot be a folder"
-        raise UserFileError(f"{what} {_shown(p)} is {kind}{where}; give a folder (it is "
-                            "created when missing)")
+        why = (f"is {_kind(st.st_mode)}" if probe == p else
+               f"cannot be a folder ({_shown(probe)} is {_kind(st.st_mode)})")
+        raise UserFileError(f"{what} {_shown(p)} {why}; give a folder (it is created when "
+                            "missing)")
 
 
 __all__ = ["CONFIG_LIMIT", "PROGRESS_LIMIT", "RESULT_LIMIT", "SMALL_LIMIT", "SNAPSHOT_LIMIT",

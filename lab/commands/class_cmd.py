@@ -63,8 +63,12 @@ def main(args) -> int:
     from lab.curriculum import load_course
     from lab.serve.classroom import Classroom
     from lab.serve.workshop import learners, workshop_dir
+    from lab.user_files import UserFileError
 
-    root = workshop_dir(args.data)
+    try:
+        root = workshop_dir(args.data)
+    except UserFileError as e:  # --data names a file
+        raise UsageError(str(e)) from None
     action = args.action or "show"
     if action == "release":
         return _release(root, args.name)

@@ -56,23 +56,27 @@ def main(args) -> int:
     if args.public_url and not args.public_url.startswith(("http://", "https://")):
         raise UsageError(f"--public-url must start with http:// or https:// "
                          f"(got {args.public_url!r})")
-    from lab.serve.workshop import is_loopback, workshop_dir
+    from lab.serve.workshop import is_loopback, load_or_create_token, workshop_dir
+    from lab.user_files import UserFileError
 
-    root = workshop_dir(args.data)
     token = args.token or os.environ.get(TOKEN_ENV) or None
-    # off loopback, or behind a proxy that others reach: the token is not optional
-    if token is None and (not is_loopback(args.host) or args.public_url):
-        from lab.serve.workshop import load_or_create_token
-
-        token = load_or_create_token(root)
-    root.mkdir(parents=True, exist_ok=True)
+    # the tabs' processes inherit this one's environment: the token stays here, in memory
+    os.environ.pop(TOKEN_ENV, None)
     from lab.serve.server import LabServer
 
     try:
+        root = workshop_dir(args.data)
+        # off loopback, or behind a proxy that others reach: the token is not optional
+        if token is None and (not is_loopback(args.host) or args.public_url):
+            token = load_or_create_token(root)
+        root.mkdir(parents=True, exist_ok=True)
         server = LabServer(root, args.host, args.port, token, args.public_url,
                            say=lambda text: print(text, flush=True), max_learners=max_learners)
+    except UserFileError as e:  # --data is a file; its token or secret is a folder, a FIFO
+        raise UsageError(str(e)) from None
     except OSError as e:  # the workshop folder cannot be written, or its secret is damaged
-        raise UsageError(f"--data {str(root)!r}: {e.strerror or e}") from None
+        raise UsageError(f"the workshop folder ({args.data or 'the default'}): "
+                         f"{e.strerror or e}") from None
     try:
         server.serve()
     except OSError as e:

@@ -55,15 +55,21 @@ def write_private(path: Path, text: str) -> bool:
     return True
 
 
-def load_or_create_secret(root: Path) -> bytes:
-    """The workshop's signing secret: read from `<workshop>/secret`, or made (0600) once."""
-    path = Path(root) / SECRET_FILE
+def load_or_create_secret(root: Path, name: str = SECRET_FILE) -> bytes:
+    """A signing secret: read from `<root>/<name>` (the workshop's `secret`), or made (0600)
+    once."""
+    from lab.user_files import SMALL_LIMIT, UserFileError, read_user_file
+
+    path = Path(root) / name
     for _ in range(2):
         try:
-            text = path.read_text(encoding="utf-8").strip()
+            text = read_user_file(path, SMALL_LIMIT).decode("utf-8", "replace").strip()
             if len(text) >= 32:
                 return bytes.fromhex(text)
-        except (FileNotFoundError, ValueError):
+        except UserFileError as e:
+            if not e.missing:
+                break  # a folder, a FIFO: said below
+        except ValueError:
             pass
         if not write_private(path, secrets.token_hex(32)):
             time.sleep(0.05)  # another process is writing it: read theirs
@@ -97,9 +103,11 @@ class Identity:
 
     # ---- learners -----------------------------------------------------------------------------
     def code_of(self, name: str) -> str | None:
+        from lab.user_files import SMALL_LIMIT, read_user_file
+
         try:
-            code = (self.root / CLAIMS_DIR / name).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            code = read_user_file(self.root / CLAIMS_DIR / name, SMALL_LIMIT).decode().strip()
+        except (OSError, ValueError):  # none (UserFileError), or not what the lab wrote
             return None
         return code or None
 

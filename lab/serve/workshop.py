@@ -42,11 +42,15 @@ def is_loopback(host: str) -> bool:
 
 
 def workshop_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """`--data DIR`, else the data folder's `workshop`; UserFileError (one line) when that is a
+    file, or lies under one."""
+    from lab.user_files import usable_folder
+
     if explicit:
-        return Path(explicit).expanduser()
+        return usable_folder(explicit, "--data")
     from lab.progress import data_dir
 
-    return data_dir() / "workshop"
+    return usable_folder(data_dir() / "workshop", "the workshop folder")
 
 
 def sanitize_name(raw: str) -> str:
@@ -95,13 +99,17 @@ def learners(root: Path) -> list[str]:
 
 def load_or_create_token(root: Path) -> str:
     """The workshop's access token: read from `<workshop>/token`, or made (0600) once."""
+    from lab.user_files import SMALL_LIMIT, UserFileError, read_user_file
+
     path = root / TOKEN_FILE
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = read_user_file(path, SMALL_LIMIT).decode("utf-8", "replace").strip()
         if token:
             return token
-    except FileNotFoundError:
-        pass
+    except UserFileError as e:  # a folder, a FIFO, 1 GB: not a token the lab wrote
+        if not e.missing:
+            raise UserFileError(f"{e} (the access token: delete it, and a new one is made)"
+                                ) from None
     root.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
