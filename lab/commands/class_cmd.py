@@ -99,11 +99,11 @@ def main(args) -> int:
 
     from lab.serve.classview import csv_report, lesson_view, markdown_report, text_report
 
+    ref = getattr(args, "lesson", None)
+    lessons = [_lesson(course, ref)] if ref else course.lessons  # a wrong ref: its line alone
     if not learners(root):
         print(f"no learners yet in {root} (memlab serve --data {root} creates them)",
               file=sys.stderr)
-    ref = getattr(args, "lesson", None)
-    lessons = [_lesson(course, ref)] if ref else course.lessons
     views = [lesson_view(root, lesson) for lesson in lessons]
     if not ref:  # every lesson: those someone has touched
         views = [v for v in views if any(r.status != "not started" for r in v.rows)] or views[:1]

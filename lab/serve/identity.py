@@ -27,6 +27,7 @@ import os
 import secrets
 import time
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from lab.serve.workshop import LEARNERS, NAME_HELP, learner_home, learners, sanitize_name
 
@@ -115,17 +116,19 @@ class Identity:
         code = self.code_of(name)
         if code is None:
             raise ClaimRefused(f"{name!r} is not claimed")
-        return f"{name}.{self._sign('learner', name, code)}"
+        # percent-encoded: a cookie is ASCII, a name may be '李雷' (ASCII names are unchanged)
+        return f"{quote(name, safe='')}.{self._sign('learner', name, code)}"
 
     def learner_of(self, cookie: str | None) -> str | None:
         """The learner a cookie was signed for, while their claim stands; else None."""
-        if not cookie or "." not in cookie or len(cookie) > 200:
+        if not cookie or "." not in cookie or len(cookie) > 600:
             return None
-        name, _, sig = cookie.rpartition(".")
+        quoted, _, sig = cookie.rpartition(".")
         try:
+            name = unquote(quoted, errors="strict")
             if sanitize_name(name) != name:
                 return None
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             return None
         code = self.code_of(name)
         if code is None:
@@ -183,8 +186,8 @@ class Identity:
         if not cookie or cookie.count(".") != 2 or len(cookie) > 200:
             return False
         issued, nonce, sig = cookie.split(".")
-        if not issued.isdigit():
-            return False
+        if not (issued.isascii() and issued.isdigit() and len(issued) <= 12):
+            return False  # '¹'.isdigit() is true and int('¹') raises: a 500 once, token logged
         age = (time.time() if now is None else now) - int(issued)
         if not 0 <= age <= SESSION_MAX_AGE_S:
             return False

@@ -29,12 +29,16 @@ ROUTES = ["/", "/ws", "/static/js/textual.js", "/download/abc", "/learner?name=e
 
 @pytest.mark.parametrize("raw, name", [("Zoë Martin", "zoe-martin"), ("../../etc", "etc"),
                                        ("ADA_lovelace", "ada_lovelace"), (" a//b ", "a-b"),
-                                       ("x" * 80, "x" * 32)])
+                                       ("x" * 80, "x" * 32),
+                                       # other alphabets are names too (issue 34: refused)
+                                       ("李雷", "李雷"), ("Иван Петров", "иван-петров"),
+                                       ("अनिल", "अनिल"), ("ＡＤＡ", "ada"),
+                                       ("ada\u202eadmin", "ada-admin"), ("日本" * 40, "日本" * 16)])
 def test_names_become_one_safe_folder(raw, name):
     assert sanitize_name(raw) == name
 
 
-@pytest.mark.parametrize("raw", ["", "..", "///", "日本"])
+@pytest.mark.parametrize("raw", ["", "..", "///", "\u202e\u200b", "!?", "\x00\x1b"])
 def test_names_with_nothing_usable_are_refused(raw):
     with pytest.raises(ValueError):
         sanitize_name(raw)
@@ -130,7 +134,8 @@ def test_every_tab_finds_the_servers_runner_service(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLAB_HOME", str(tmp_path / "server"))
     server_socket = socket_path()
     cmd = LabServer(tmp_path / "ws", say=lambda text: None).tab_command("ada")
-    env = dict(part.split("=", 1) for part in shlex.split(cmd)[2:-3])  # exec env VAR=value ... python -m lab
+    # exec env -u SECRET ... VAR=value ... python -m lab
+    env = dict(part.split("=", 1) for part in shlex.split(cmd)[2:-3] if "=" in part)
     monkeypatch.setenv("MEMLAB_HOME", env["MEMLAB_HOME"])  # the learner's folder ...
     monkeypatch.setenv("MEMLAB_RUNNER_HOME", env["MEMLAB_RUNNER_HOME"])
     assert socket_path() == server_socket  # ... and still the server's service
