@@ -151,6 +151,14 @@ def test_served_mode_opens_paths_only_inside_the_data_folder(tmp_path, monkeypat
         policy.allowed_path("/etc/passwd")
     with pytest.raises(policy.Refused):
         policy.allowed_path("../../etc/passwd")
+    for outside in ("/dev/zero", "a\0b", str(tmp_path / ".." / "x")):
+        with pytest.raises(policy.Refused):
+            policy.allowed_path(outside)
+    # `~` is the server account's home, not the learner's: a folder named so, inside
+    assert policy.allowed_path("~/x").is_relative_to(tmp_path.resolve())
+    (tmp_path / "link").symlink_to("/etc/passwd")  # inside, pointing out: outside
+    with pytest.raises(policy.Refused):
+        policy.allowed_path("link")
     assert policy.allowed_path("snap.pickle") == (tmp_path / "snap.pickle").resolve()
     with pytest.raises(policy.Refused):
         policy.refuse_if_served("profile")
@@ -229,9 +237,16 @@ def test_memlab_serve_on_every_address_refuses_what_lacks_the_token(tmp_path):
         assert _status(f"{base}/ws", ws) == 403
         token = (tmp_path / "ws" / "token").read_text().strip()
         assert _status(f"{base}/?token={token}") == 200  # the redirect, then the cookie works
+        assert _status(f"{base}/static/js/textual.js?token={token}") == 200
+        assert _status(f"{base}/", {"Cookie": "memlab_session=¹.a.b"}) == 403  # was a 500
     finally:
         out = _stop(proc)
     assert f"?token={token}" in out and "TLS" in out
+    # the startup line the instructor copies, and nowhere else (issue 34: the access log wrote
+    # it on every line; a 500's traceback showed it among the guard's local variables)
+    assert out.count(token) == 1
+    assert '"GET /static/js/textual.js"' in out  # the access log is kept, less the query
+    assert "Traceback" not in out and " 500 " not in out
 
 
 def test_without_the_serve_extra_it_says_so_in_one_line():
