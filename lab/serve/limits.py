@@ -17,7 +17,8 @@ server's RAM: lesson 03 holds ~55 GB there).
 The server passes the limits to each tab's process in `MEMLAB_TAB_LIMITS` (JSON); the app wraps
 its runner in `LimitedRunner`, so every run a tab starts (lessons, the playground) is checked
 before it reaches the runner. A refused run comes back as a result whose error is the refusal:
-the tab shows it where the run's result would be, with the limit and the flag that sets it.
+the tab shows it where the run's result would be, with the limit and the flag that sets it; the
+playground asks first (`refusal_of`) and says it on its status line, before anything starts.
 
 Headless: no Textual, no aiohttp.
 """
@@ -134,10 +135,18 @@ class LimitedRunner:
         return getattr(self.runner, name)
 
 
+def refusal_of(runner, requests) -> str | None:
+    """The first refusal `runner` would give any of `requests` (None: not a limited runner, or
+    all allowed): a screen says it before it starts anything (the playground's status line)."""
+    if not isinstance(runner, LimitedRunner):
+        return None
+    return next((why for why in map(runner.limits.refusal, requests) if why), None)
+
+
 def limited(runner):
     """The app's runner in a served tab: wrapped in the limits its server gave it."""
     return LimitedRunner(runner, TabLimits.from_env())
 
 
 __all__ = ["CPU_SCALES", "LIMITS_ENV", "LimitError", "LimitedRunner", "MAX_TABS", "SIZE_FACTOR",
-           "TabLimits", "limited"]
+           "TabLimits", "limited", "refusal_of"]
