@@ -18,7 +18,10 @@ Several processes of one learner (two browser tabs, a tab and a terminal) share 
 save takes a file lock (`progress.jsonl.lock`, filelock), reads the file again and merges this
 process's changes into it (lab/progress_merge.py), so none of them loses another's progress.
 Every save rewrites the whole file atomically (a temp file in the same folder, fsync, then
-`os.replace`), so a crash mid-write leaves the previous file intact. A file damaged some other
+`os.replace`), so a crash mid-write leaves the previous file intact; the temp file such a crash
+leaves behind is removed by the next save (under the lock, where no other save is mid-write).
+Every read is bounded (lab/user_files.py): a progress file that is a FIFO or 1 GB is no file the
+lab wrote, and is set aside (`.corrupt`) rather than read. A file damaged some other
 way is recovered line by line: every record that parses is kept, the damaged original is kept
 beside it as `progress.jsonl.corrupt`, and `Progress.recovered` says what happened. A value that
 cannot be what the lab wrote (a prediction of `Infinity`, a count of "many") is dropped the same

@@ -201,6 +201,7 @@ class LabServer(Server):
     async def on_startup(self, app: web.Application) -> None:
         reaped = lifeline.reap(self.root)
         self.say(startup_text(self.host, self.port, self.token, self.explicit_url, self.root))
+        self.say(limits_text(self.limits, self.identity.max_learners))
         if reaped:
             self.say(f"ended {reaped} app process(es) that a killed server left running")
 
@@ -231,6 +232,14 @@ shows your code: with your name and that code, another browser finds them again.
     return web.Response(text=page, content_type="text/html")
 
 
+def limits_text(limits: TabLimits, max_learners: int) -> str:
+    """What each learner may take, said where the instructor starts the server."""
+    return (f"per learner: at most {limits.max_tabs} tab(s) at once ({FLAG['max_tabs']}); a tab "
+            f"runs {', '.join(limits.modes)} ({FLAG['modes']}; cpu at the small scale only), "
+            f"sizes up to {limits.size_factor:g}x the workload's ({FLAG['size_factor']}); "
+            f"at most {max_learners} learners (--max-learners)")
+
+
 def startup_text(host: str, port: int, token: str | None, public_url: str | None,
                  root: Path) -> str:
     base = public_url or f"http://{'localhost' if host in ('127.0.0.1', 'localhost') else host}:{port}"
@@ -247,4 +256,5 @@ def startup_text(host: str, port: int, token: str | None, public_url: str | None
     return "\n".join(lines)
 
 
-__all__ = ["AccessLog", "LEARNER_COOKIE", "LabServer", "name_form", "startup_text"]
+__all__ = ["AccessLog", "LEARNER_COOKIE", "LabServer", "limits_text", "name_form",
+           "startup_text"]
