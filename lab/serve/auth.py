@@ -20,7 +20,7 @@ the websocket included, passes here first:
   comes from no browser (every browser since 2020 sends Origin or Sec-Fetch-Site on a POST and
   a websocket), so no page can have sent it with a learner's cookies.
 - every response says that no other site may frame the lab (`X-Frame-Options: DENY`, CSP
-  `frame-ancestors 'none'`: no clickjacking of a learner's tab), and sends no Referer out.
+  `frame-ancestors 'none'`: no clickjacking of a learner's tab), and no Referer to another site.
 - nothing the guard logs holds the token: a cookie that breaks a parser is a 403, not a 500
   with a traceback (the server logs no locals either, server.py), and the access log writes
   the path without its query (server.py `AccessLog`).
@@ -45,7 +45,9 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": "frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` on the
+    # lab's own form post (the Fetch standard), which the guard above refuses
+    "Referrer-Policy": "same-origin",
 }
 
 
