@@ -6,10 +6,11 @@ started again.
 
 Prints (never asserted; tests/unit/test_serve_load.py asserts the outcomes with 5 learners):
   seconds            from the first connection to every learner seeing the recording
-  key -> screen      with every learner connected, for `--hold` seconds: each presses Tab about
-                     once a second, and the time from sending the key to the first screen bytes
-                     back on its websocket is taken (p50, p95, max); a key with no answer
-                     within 5 s, a refused or dropped socket, is an error
+  key -> screen      with every learner connected, for `--hold` seconds: each presses Tab every
+                     `--key-every` seconds or so (a learner reading; 1 s: a class mashing keys),
+                     and the time from sending the key to the first screen bytes back on its
+                     websocket is taken (p50, p95, max); a key with no answer within 5 s, a
+                     refused or dropped socket, is an error
   server memory      the server process's RSS before the learners and with all of them
                      connected, and the difference per learner (the server's own cost)
   app memory         the RSS of the tab processes (one app per tab), in all and per learner
@@ -177,10 +178,10 @@ class Learner:
                     self.answered.set()
         self.errors += 1  # the socket closed under a connected learner
 
-    async def hold(self, seconds: float, rng) -> None:
-        """Press Tab about once a second for `seconds`, timing each key's answer."""
+    async def hold(self, seconds: float, rng, every_s: float = 1.0) -> None:
+        """Press Tab about every `every_s` seconds for `seconds`, timing each key's answer."""
         end = time.monotonic() + seconds
-        await asyncio.sleep(rng.uniform(0, 1))  # not all in step
+        await asyncio.sleep(rng.uniform(0, every_s))  # not all in step
         while time.monotonic() < end:
             await asyncio.sleep(0.3)  # let the last redraw's tail arrive first
             self.answered.clear()
@@ -191,7 +192,7 @@ class Learner:
                 self.latencies.append(time.monotonic() - t)
             except (asyncio.TimeoutError, ConnectionError, RuntimeError):
                 self.errors += 1
-            await asyncio.sleep(rng.uniform(0.4, 0.9))
+            await asyncio.sleep(rng.uniform(0.4, 0.9) * every_s)
 
     async def keys(self, *keys: str) -> None:
         for key in keys:
@@ -239,7 +240,8 @@ def percentile(xs: list[float], q: float) -> float | None:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
 
 
-async def run_load(n: int, work: Path, timeout_s: float = 300, hold_s: float = 0) -> dict:
+async def run_load(n: int, work: Path, timeout_s: float = 300, hold_s: float = 0,
+                   key_every_s: float = 1.0) -> dict:
     workshop, home = work / "workshop", work / "home"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -261,9 +263,9 @@ async def run_load(n: int, work: Path, timeout_s: float = 300, hold_s: float = 0
             import random
 
             rng = random.Random(34)
-            await asyncio.gather(*(lr.hold(hold_s, rng) for lr in learners))
+            await asyncio.gather(*(lr.hold(hold_s, rng, key_every_s) for lr in learners))
             lat = [x for lr in learners for x in lr.latencies]
-            report["hold_s"] = hold_s
+            report["hold_s"], report["key_every_s"] = hold_s, key_every_s
             report["keys"] = len(lat)
             report["key_errors"] = sum(lr.errors for lr in learners)
             report["key_ms"] = {q: round(1e3 * percentile(lat, p), 1) if lat else None
@@ -317,11 +319,14 @@ def main() -> int:
     parser.add_argument("--learners", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per step")
     parser.add_argument("--hold", type=float, default=60,
-                        help="seconds every learner stays, pressing a key a second (default 60)")
+                        help="seconds every learner stays, pressing keys (default 60)")
+    parser.add_argument("--key-every", type=float, default=1.0, metavar="S",
+                        help="about how often each learner presses a key while it stays (default 1)")
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memlab-serve-load-") as tmp:
-        report = asyncio.run(run_load(args.learners, Path(tmp), args.timeout, args.hold))
+        report = asyncio.run(run_load(args.learners, Path(tmp), args.timeout, args.hold,
+                                      args.key_every))
     n = report["learners"]
     mb = 1e6
     print(f"learners                     {n} (loopback, one app process per tab)")
@@ -329,7 +334,8 @@ def main() -> int:
           f"({report['recordings_seen']}/{n} saw it)")
     if report.get("hold_s"):
         k = report["key_ms"]
-        print(f"key -> screen                {report['keys']} keys in {report['hold_s']:g} s: p50 "
+        print(f"key -> screen                {report['keys']} keys in {report['hold_s']:g} s (one "
+              f"per learner every ~{report['key_every_s']:g} s): p50 "
               f"{k['p50']} ms, p95 {k['p95']} ms, max {k['max']} ms; "
               f"{report['key_errors']} error(s)")
     print(f"server RSS                   {report['server_rss_idle'] / mb:.1f} MB idle, "

@@ -83,7 +83,8 @@ class TabLimits:
         if req.mode not in self.modes:
             return (f"Not in this workshop: {req.mode} runs are off in a browser tab (the "
                     f"instructor allows {', '.join(self.modes)}: memlab serve {FLAG['modes']}).")
-        if req.mode == "cpu" and req.scale not in CPU_SCALES:
+        info = req.mode_info  # real tensors in this host's memory: cpu
+        if not info.on_gpu and not info.simulated and req.scale not in CPU_SCALES:
             return (f"Not in this workshop: cpu at {req.scale} scale would run the full-size model "
                     "in the server's memory; a browser tab runs cpu at the small scale (sim "
                     "gives the full size's bytes without the memory).")
