@@ -92,8 +92,10 @@ def main() -> None:
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     model = ResNet(DEPTHS[args.depth], width=8 if args.tiny else 64)
+    model = model.to(device)
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = model.to(device, memory_format=memory_format)
+    if args.channels_last:  # NHWC weights and activations (the Tensor Cores' layout)
+        model = model.to(memory_format=memory_format)
     criterion = nn.CrossEntropyLoss().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     size = 32 if args.tiny else args.image

@@ -69,7 +69,9 @@ def main() -> None:
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(0)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = UNet(classes=args.classes, width=8 if args.tiny else 64).to(device, memory_format=fmt)
+    model = UNet(classes=args.classes, width=8 if args.tiny else 64).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=fmt)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     size = 32 if args.tiny else args.image
     for step in range(args.steps):
