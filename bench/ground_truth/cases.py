@@ -237,7 +237,8 @@ _ZOO = [
     ("generate/llama-1b-dynamic", "generate.py", "--config llama-3.2-1b --batch 16 --prompt 512 "
      "--new 256 --cache dynamic", 10, "--tiny --batch 2 --prompt 8 --new 4 --cache dynamic"),
     ("generate/llama-1b-static", "generate.py", "--config llama-3.2-1b --batch 16 --prompt 512 "
-     "--new 256 --cache static", 10, "--tiny --batch 2 --prompt 8 --new 4 --cache static"),
+     "--new 256 --cache static --no-compile", 10,
+     "--tiny --batch 2 --prompt 8 --new 4 --cache static --no-compile"),
     ("lora/llama-1b-ckpt", "lora.py", "--config llama-3.2-1b --batch 4 --seq 1024 --rank 16 "
      "--checkpointing", 12, "--tiny --batch 2 --seq 16 --steps 2 --checkpointing"),
     ("lora/qwen2.5-1.5b", "lora.py", "--config qwen2.5-1.5b --batch 4 --seq 1024 --rank 8", 30,
