@@ -254,6 +254,15 @@ _ZOO = [
      "--steps 2 --bf16"),
     ("accum/gpt2-fp32", "causal_lm.py", "--config gpt2 --batch 32 --micro-batch 8 --seq 1024", 30,
      "--config gpt2 --tiny --batch 4 --micro-batch 2 --seq 16 --steps 2"),
+    # held out with scripts no tune case runs (split.toml's second [[added]] of 2026-12-07)
+    ("vit/vit-plain-fp32", "vit_plain.py", "--dim 768 --depth 12 --heads 12 --batch 64", 24,
+     "--image 32 --patch 8 --dim 64 --depth 2 --heads 4 --classes 10 --batch 2 --steps 2"),
+    ("seq2seq/translate-fp32", "translate.py", "--batch 64 --source 256 --target 256", 24,
+     "--vocab 512 --dim 64 --layers 2 --heads 4 --ffn 128 --batch 2 --source 16 --target 16 "
+     "--steps 2"),
+    ("accum/gpt-plain-bf16", "gpt_accum.py", "--layers 12 --dim 1024 --heads 16 --batch 32 "
+     "--micro-batch 8 --seq 1024", 30, "--vocab 512 --layers 2 --dim 64 --heads 4 --batch 4 "
+     "--micro-batch 2 --seq 16 --steps 2"),
 ]
 
 
