@@ -121,7 +121,8 @@ def table(rows: list[dict]) -> str:
             run += " (not recorded yet)"
         elif r["gpu_status"] != "ok":
             run += f" (GPU run: {r['gpu_status']})"
-        lines.append(f"| {r['id'][4:]} | {_gb(r['gpu_alloc'])} | {_gb(r['sim_alloc'])} | "
+        card = f" ({r['card'].upper()})" if r["recorded"] else ""  # the card both sides name
+        lines.append(f"| {r['id'][4:]}{card} | {_gb(r['gpu_alloc'])} | {_gb(r['sim_alloc'])} | "
                      f"{_pct(r['err_alloc'])}{_mark(r['err_alloc'], ta)} | "
                      f"{_gb(r['gpu_reserved'])} | {_gb(r['sim_reserved'])} | "
                      f"{_pct(r['err_reserved'])}{_mark(r['err_reserved'], tr)} | {run} | "
