@@ -220,6 +220,8 @@ class CudaFacade:
                 stack.enter_context(self.policy.stand_in_values())
                 stack.enter_context(self.policy.plain_run())
             self.placement = stack.enter_context(DevicePlacement(self.log))
+            routing = self.placement.routing
+            stack.callback(lambda: routing.note() and self.log.note("routing", routing.note()))
             stack.callback(setattr, self, "placement", None)
             placeholders = stack.enter_context(HostPlaceholders())
             stack.callback(lambda: placeholders.note() and self.log.note(

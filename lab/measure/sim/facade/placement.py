@@ -27,7 +27,9 @@ result names the script's own lines that branched.
 Values of fake tensors (`.item()`, `.tolist()`, `float(t)`, `bool(t)`, `f"{t:.4f}"`, `print(t)`)
 answer stand-ins and the site is logged (lab.measure.sim.facade.script_values); an op whose output
 shape depends on values (`nonzero`, `masked_select`, `unique`, boolean-mask indexing) is refused
-in one line with its site. One ambiguity is resolved by rule, not seen: a `torch.device("cpu")`
+in one line with its site, unless it reads a one_hot routing mask (balanced routing:
+lab.measure.sim.facade.routing). A model's weights built on the host are placeholders without
+values (lab.measure.sim.facade.placeholders): host ops on them run on meta. One ambiguity is resolved by rule, not seen: a `torch.device("cpu")`
 *object* counts as the GPU (it is what `x.device` of a GPU tensor reads in sim); only the string
 "cpu" means the host.
 """
@@ -42,6 +44,7 @@ from torch.overrides import TorchFunctionMode
 from ... import torch_compat
 from ...torch_compat import FakeTensor
 from .placeholders import placeholder
+from .routing import WATCHED, RoutingDensity
 from .script_values import ScriptLog, stand_in, stand_in_list
 
 _CPU = torch.device("cpu")
@@ -184,6 +187,7 @@ class DevicePlacement(TorchFunctionMode):
         # while a module moves (Module._apply, see CudaRuntime.module_apply): host tensor id ->
         # (it, its GPU copy), so a tensor two modules share (tied weights) is copied once
         self.moves: dict[int, tuple] | None = None
+        self.routing = RoutingDensity()  # one_hot masks: balanced routing
         self._special = {
             _T.to: self._to, _T.cuda: self._cuda, _T.cpu: self._cpu,
             _T.pin_memory: self._pin_memory, _T.numpy: self._numpy,
@@ -226,13 +230,19 @@ class DevicePlacement(TorchFunctionMode):
 
     def _on_device(self, func, args, kwargs):
         try:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
         except DynamicOutputShapeException:
+            balanced = self.routing.answer(func, args, kwargs, self.log.site)
+            if balanced is not None:  # a one_hot routing mask (lab.measure.sim.facade.routing)
+                return balanced
             raise self.log.refuse(self._what(func, args), "its output's shape depends on tensor "
                                   "values, which sim does not have", self.log.site(3)) from None
         except DataDependentOutputException:
             raise self.log.refuse(self._what(func, args), "it reads tensor values, which sim "
                                   "does not have", self.log.site(3)) from None
+        if func in WATCHED:
+            self.routing.after(func, args, kwargs, out)
+        return out
 
     @staticmethod
     def _what(func, args) -> str:
