@@ -5,10 +5,16 @@ outside bf16), and the meta device's own kernels back once sim ends."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from lab.measure.sim.kernels.meta_rules import CudaMetaRules, grouped_mm, histc
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _meta(t: torch.Tensor, dtype=None) -> torch.Tensor:
@@ -65,3 +71,51 @@ def test_installed_while_sim_runs_and_the_stock_rule_back_after():
         rules.uninstall()
     with pytest.raises(RuntimeError, match="BF16"):
         torch._grouped_mm(a, b, offs=_meta(OFFS))
+
+
+# ---- against recorded kernels: this CPU's, live; the GPU's, once recorded ----------------------
+sys.path.insert(0, str(ROOT / "bench" / "ground_truth"))
+import probe_meta_rules  # noqa: E402
+
+GPU_RECORD = ROOT / "assets" / "ground_truth" / "meta_rules_gpu.json"
+
+
+def _rule(row: dict) -> dict:
+    """What sim's meta rule answers for a probe row."""
+    if row["op"] == "histc":
+        out = histc(torch.empty(64, device="meta", dtype=getattr(torch, row["input"])),
+                    bins=row["bins"])
+    else:
+        dtype = probe_meta_rules.DTYPES[row["input"]]
+        b = torch.empty(row["b"], device="meta", dtype=dtype)
+        if row["layout"].endswith("-odd"):
+            b = torch.empty(row["b"][0], row["b"][2], row["b"][1], device="meta",
+                            dtype=dtype).transpose(-2, -1)
+        offs = None if row["offs"] is None else torch.empty(len(row["offs"]), device="meta",
+                                                            dtype=torch.int32)
+        out = grouped_mm(torch.empty(row["a"], device="meta", dtype=dtype), b, offs)
+    return {"shape": list(out.shape), "stride": list(out.stride()),
+            "dtype": str(out.dtype).removeprefix("torch.")}
+
+
+def _agrees(rows: list[dict]) -> list[str]:
+    keys = ("shape", "stride", "dtype")
+    return [f"{r}: sim {_rule(r)}" for r in rows
+            if "error" not in r and {k: r[k] for k in keys} != _rule(r)]
+
+
+def test_every_rule_answers_what_this_cpus_kernels_return():
+    rows = probe_meta_rules.probe("cpu")
+    assert len([r for r in rows if "error" not in r]) >= 16  # all but histc on integers
+    assert _agrees(rows) == []
+
+
+@pytest.mark.skipif(not GPU_RECORD.exists(), reason="the GPU's kernels not recorded yet "
+                    "(bench/ground_truth/probe_meta_rules.py on the device)")
+def test_every_rule_answers_what_the_gpus_kernels_returned():
+    record = json.loads(GPU_RECORD.read_text())
+    assert record["device"] != "cpu"
+    refused = [r for r in record["rows"] if "error" in r]
+    assert refused == [], f"CUDA refused what sim takes ({record['device']}, torch " \
+                          f"{record['torch']}): {refused}"
+    assert _agrees(record["rows"]) == []
