@@ -21,7 +21,15 @@ def _autocast_device(device_type):
 
 class ScriptCalls:
     def record_stream(self, tensor, stream) -> None:
-        pass
+        """The tensor's block waits, once freed, for `stream`'s next synchronisation point
+        (lab.measure.sim.kernels.streams states the model's rule)."""
+        streams = self.facade.streams
+        streams.record_stream(tensor, self._handle(stream))
+        site = self.log.site(2)
+        self.log.note("record_stream", f"record_stream at {site}: a block used on a side stream "
+                      "is reused after that stream's next synchronisation point in sim (the "
+                      "allocator model's rule: the GPU is taken to lag the host until then), so "
+                      "reserved memory is the most the GPU can reserve there")
 
     def module_apply(self, module, fn, recurse=True):
         """On the GPU `model.cuda()` changes each parameter in place (`param.data = ...`), so a
