@@ -31,6 +31,23 @@ class ScriptCalls:
                       "allocator model's rule: the GPU is taken to lag the host until then), so "
                       "reserved memory is the most the GPU can reserve there")
 
+    def saved_hooks_init(self, hooks, pack_hook, unpack_hook):
+        """A script's saved_tensors_hooks (its own offload hooks, save_on_cpu) are called inside
+        autograd's ops, where no TorchFunctionMode is on: each hook runs under the placement
+        again, so that its `.to("cuda")` or `pin_memory=True` lands where the script's lines do."""
+        original, placement = self._orig["saved_hooks_init"], self.facade.placement
+        if placement is None:
+            return original(hooks, pack_hook, unpack_hook)
+
+        def placed(fn):
+            def hook(x):
+                with placement:
+                    return fn(x)
+
+            return hook
+
+        return original(hooks, placed(pack_hook), placed(unpack_hook))
+
     def module_apply(self, module, fn, recurse=True):
         """On the GPU `model.cuda()` changes each parameter in place (`param.data = ...`), so a
         parameter two modules share (GPT-2's tied embedding and head) stays one. A host

@@ -130,6 +130,9 @@ INTERCEPTED: tuple[Intercept, ...] = (
               "no inf/NaN gradients assumed: every step is taken", "scaler_step"),
     Intercept("torch.nn.Module", "_apply", "Module.cuda()/.to('cuda') of a model built on the "
               "host: one GPU copy per parameter, tied parameters stay one", "module_apply"),
+    Intercept("torch.autograd.graph.saved_tensors_hooks", "__init__", "the pack and unpack "
+              "hooks run under the placement mode (autograd calls them inside an op, where no "
+              "mode is on)", "saved_hooks_init"),
     Intercept("torch", "save", "nothing written, noted; the file's contents kept as shapes"),
     Intercept("torch", "load", "what the script's torch.save kept, made again; a real file on "
               "the host, its tensors moved to the GPU when map_location is cuda"),
@@ -170,7 +173,7 @@ def docs_table() -> str:
 
 
 _METHODS = {"autocast_init", "scaler_step", "dataloader_iterator",
-            "fake_tolist", "module_apply", "record_stream"}  # on a class
+            "fake_tolist", "module_apply", "record_stream", "saved_hooks_init"}  # on a class
 
 
 class CudaFacade:
