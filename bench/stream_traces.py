@@ -3,6 +3,8 @@
     python bench/stream_traces.py --out DIR              on a CUDA GPU: record, then check
     python bench/stream_traces.py --out DIR --check      here: replay DIR's traces (or the fixture)
     python bench/stream_traces.py --out DIR --cpu        here: a dry run of the patterns (no trace)
+    python bench/stream_traces.py --out DIR --sim        here: sim's predictions of each pattern
+                                                         (the script through the CUDA facade)
 
 Each pattern runs in a process of its own (nothing cached or live from another: a cuBLAS
 workspace made by one pattern would sit in the next one's peak), with the allocator's history on
@@ -128,16 +130,10 @@ def job(pattern: str, cpu: bool = False) -> dict:
 
     if cpu:  # a dry run: the patterns' Python, on nothing
         return {"pattern": pattern, "cpu": True}
-    dev = torch.device("cuda")
     torch.cuda.init()
     torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
     t0 = time.perf_counter()
-    if pattern.startswith("side_copy"):
-        _side_copy(torch, dev, record=pattern == "side_copy")
-    elif pattern == "prefetch_ring":
-        _prefetch_ring(torch, dev)
-    else:
-        _offload(torch, dev)
+    run_pattern(torch, pattern)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     snap = torch.cuda.memory._snapshot()
@@ -151,6 +147,39 @@ def job(pattern: str, cpu: bool = False) -> dict:
                      "reserved": ms["reserved_bytes.all.peak"],
                      "active": ms["active_bytes.all.peak"],
                      "retries": ms["num_alloc_retries"]}}
+
+
+def sim_predictions(out: Path) -> None:
+    """Each pattern as `memlab profile --mode sim` runs a script: peak allocated and reserved by
+    the allocator model's rule (an event completes at its stream's next synchronisation)."""
+    from lab.measure.measure import measure_variant
+    from lab.profile import script as experiment
+
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"{'pattern':22} {'sim alloc':>14} {'resv':>14}")
+    for p in PATTERNS:
+        wrapper = out / f"sim_{p}.py"
+        wrapper.write_text(f"import sys, torch\nsys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+                           f"import stream_traces\nstream_traces.run_pattern(torch, {p!r})\n")
+        params = {"target": str(wrapper), "module": False, "args": [], "timeout_s": 0,
+                  "output_path": None, "steps": None, "gpu": None}
+        r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
+                            scale="", params=params, timing=False)
+        if r.status != "ok":
+            print(f"{p:22} {r.status}: {r.error}")
+            continue
+        a = r.allocator
+        print(f"{p:22} {a.peak_allocated_bytes:>14,} {a.peak_reserved_bytes:>14,}")
+
+
+def run_pattern(torch, pattern: str) -> None:
+    dev = torch.device("cuda")
+    if pattern.startswith("side_copy"):
+        _side_copy(torch, dev, record=pattern == "side_copy")
+    elif pattern == "prefetch_ring":
+        _prefetch_ring(torch, dev)
+    else:
+        _offload(torch, dev)
 
 
 def check(runs: list[dict]) -> list[tuple[str, int, int]]:
@@ -175,9 +204,13 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="replay DIR's traces through the model")
     ap.add_argument("--fixture", action="store_true", help=f"also write {FIXTURE.relative_to(ROOT)}")
     ap.add_argument("--cpu", action="store_true", help="dry run on the CPU (no allocator trace)")
+    ap.add_argument("--sim", action="store_true", help="sim's predictions of each pattern")
     ap.add_argument("--job", help=argparse.SUPPRESS)
     args = ap.parse_args()
     out = Path(args.out)
+    if args.sim:
+        sim_predictions(out)
+        return
     whole = out / "stream_traces.json.gz"
     if args.job:
         (out / f"{args.job}.json").write_text(json.dumps(job(args.job, args.cpu)))
@@ -201,6 +234,8 @@ def main() -> None:
     if args.cpu:
         print(f"dry run: {len(runs)}/{len(PATTERNS)} patterns ran")
         return
+    if len(runs) < len(PATTERNS):  # nothing written: a second call records them all again
+        raise SystemExit(f"stream traces: {len(runs)}/{len(PATTERNS)} patterns recorded; none written")
     with gzip.open(whole, "wt") as fh:
         json.dump(runs, fh, separators=(",", ":"))
     if args.fixture:
