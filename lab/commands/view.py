@@ -40,6 +40,10 @@ def add_parser(sub) -> None:
                         "10GiB: a snapshot does not record it")
     p.add_argument("--oom-message", metavar="TEXT",
                    help="the out-of-memory message PyTorch printed: its '… allowed' gives the cap")
+    p.add_argument("--try", dest="tries", action="append", metavar="SETTING",
+                   help="replay the out-of-memory under this PYTORCH_ALLOC_CONF (over the recorded "
+                        "settings) instead of the usual candidates, e.g. max_split_size_mb:200 "
+                        "(repeatable)")
     p.add_argument("--no-replay", action="store_true",
                    help="explain an out-of-memory without replaying it under other settings")
     p.set_defaults(func=main)
@@ -53,6 +57,7 @@ def main(args) -> int:
     if args.device is not None and args.device < 0:
         raise UsageError("--device must be 0 or more")
     cap = _cap(args.cap)
+    tries = _tries(args.tries)
     _hint_per_variant_files(args.file)
     try:
         summaries = open_summary(args.file, device=args.device, variant=args.variant,
@@ -66,8 +71,8 @@ def main(args) -> int:
         return 0
     from lab.snapshots.oom import diagnose
 
-    found = [diagnose(s, cap=cap, message=args.oom_message or "", replay=not args.no_replay)
-             for s in summaries]
+    found = [diagnose(s, cap=cap, message=args.oom_message or "", replay=not args.no_replay,
+                      settings=tries) for s in summaries]
     if args.json:
         dicts = [s.to_dict(timeline=not args.no_timeline) for s in summaries]
         for d, (x, r) in zip(dicts, found):
@@ -94,6 +99,20 @@ def main(args) -> int:
             print()
             print(timeline_text(s, width=width, color=sys.stdout.isatty()))
     return 0
+
+
+def _tries(given: list[str] | None) -> list[str] | None:
+    """--try's settings, each checked as the allocator model reads it."""
+    if not given:
+        return None
+    from lab.measure.sim.allocator.settings import AllocatorSettingsError, parse_alloc_conf
+
+    for conf in given:
+        try:
+            parse_alloc_conf(conf)
+        except AllocatorSettingsError as e:
+            raise UsageError(f"--try {conf!r}: {e}") from None
+    return given
 
 
 def _cap(text: str | None) -> int | None:

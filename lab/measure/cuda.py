@@ -127,9 +127,12 @@ class MemoryRecorder:
     def on_oom(self, device: int, segment: int, limit: int, device_free: int) -> None:
         snap = torch_compat.memory_snapshot()
         total = torch.cuda.get_device_properties(device).total_memory
+        counters = memory_stats(device)  # the allocator's own, after it freed its cache
         snap["memlab"] = {"oom": {
             "device": device, "segment": segment, "device_free": device_free,
             "device_total": total, "cap": limit if limit < total else None,
+            "allocated": counters.allocated, "reserved": counters.reserved,
+            "retries": counters.num_alloc_retries,
             "taken": "by memlab's out-of-memory observer, at the failing allocation"}}
         self.at_oom = snap
 

@@ -164,7 +164,8 @@ def _blind(snapshot: dict, entries: list, i: int, start, x: OomExplanation) -> l
 
 
 
-def diagnose(summary, *, cap: int | None = None, message: str = "", replay: bool = True):
+def diagnose(summary, *, cap: int | None = None, message: str = "", replay: bool = True,
+             settings: list[str] | None = None):
     """(OomExplanation | None, ReplayReport | None) for a summarized snapshot (`open_summary`):
     what `memlab view` shows under the summary."""
     from .replay import replay_oom
@@ -176,5 +177,5 @@ def diagnose(summary, *, cap: int | None = None, message: str = "", replay: bool
     if x is None or not replay:
         return x, None
     return x, replay_oom(raw, summary.device, entries, cap=cap, message=message,
-                         oom_index=x.index)
+                         oom_index=x.index, settings=settings)
 __all__ = ["AT_LIMIT", "OomExplanation", "diagnose", "explain_oom"]

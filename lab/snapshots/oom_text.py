@@ -93,7 +93,7 @@ def render_replay(r: ReplayReport) -> str:
                      _failed(t, r.oom_index) if not r.reproduces else ""])
     for t in r.trials:
         rows.append([t.conf, _served(t), _peak(t), f"{t.retries}", _failed(t, r.oom_index)])
-    out.append(table(["setting (one change)", "served", "peak reserved", "retries", "where"],
+    out.append(table(["setting (over the recorded)", "served", "peak reserved", "retries", "where"],
                      rows, right={2, 3}))
     if r.limit is not None and not r.limit.exact:
         out.append(f"  the cap is known only to lie between {b(r.limit.lo)} and {b(r.limit.hi)}: "

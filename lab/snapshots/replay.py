@@ -225,6 +225,14 @@ def candidates(recorded: AllocatorSettings, limit: Limit) -> list[tuple[str, All
     return out
 
 
+def given(recorded: AllocatorSettings, conf: str) -> AllocatorSettings:
+    """`conf` (e.g. "max_split_size_mb:200") over the recorded settings: what setting it in the
+    environment of the same program would have changed."""
+    ours = parse_alloc_conf(conf)
+    named = {part.split(":", 1)[0].strip().removesuffix("_mb") for part in conf.split(",")}
+    return replace(recorded, **{k: v for k, v in asdict(ours).items() if k in named})
+
+
 def _trial(conf: str, events: list, start: list, settings: AllocatorSettings, limit: Limit,
            stop: int, total: int) -> Trial:
     def run(at: int) -> TraceReplayResult:
@@ -251,9 +259,10 @@ def _trial(conf: str, events: list, start: list, settings: AllocatorSettings, li
 
 def replay_oom(snapshot: dict, device: int, entries: list, *, cap: int | None = None,
                message: str = "", total: int | None = None, max_events: int = MAX_EVENTS,
-               oom_index: int | None = None) -> ReplayReport:
+               oom_index: int | None = None, settings: list[str] | None = None) -> ReplayReport:
     """Replay the trace up to its (last) out-of-memory under the recorded settings and each
-    candidate; see the module docstring."""
+    candidate, or each of `settings` (PYTORCH_ALLOC_CONF strings, each applied over the recorded
+    settings: AllocatorSettingsError when one does not parse); see the module docstring."""
     if oom_index is None:
         ooms = [i for i, e in enumerate(entries) if e.get("action") == OOM]
         oom_index = ooms[-1] if ooms else None
@@ -273,12 +282,15 @@ def replay_oom(snapshot: dict, device: int, entries: list, *, cap: int | None = 
     if first:
         report.notes.append(f"the trace has {oom_index + 1:,} entries up to the failure: the last "
                             f"{oom_index + 1 - first:,} were replayed, from the layout rebuilt at "
-                            f"entry #{first:,} (as the recorded settings had left it)")
+                            f"entry #{first:,} (as the recorded settings had left it: a setting is "
+                            "not credited for holes made before)")
     elif start.segments or start.live:
         report.notes.append(
             f"the trace begins with {len(start.live):,} live blocks in {len(start.segments):,} "
             "segments made before its first entry (a ring buffer drops the oldest): rebuilt from "
-            "the snapshot's segments, laid out as the recorded settings had left them")
+            "the snapshot's segments, laid out as the recorded settings had left them, so a "
+            "setting is not credited for holes made before the trace began (record with a larger "
+            "max_entries for a whole answer)")
     report.notes.extend(start.problems[:3])
     recorded, notes = recorded_settings(snapshot)
     report.notes.extend(notes)
@@ -296,7 +308,9 @@ def replay_oom(snapshot: dict, device: int, entries: list, *, cap: int | None = 
     try:
         report.recorded = _trial("", events, seeds, recorded, report.limit, stop, card)
         report.reproduces = report.recorded.failed_at == oom_index
-        for conf, s in candidates(recorded, report.limit):
+        tries = candidates(recorded, report.limit) if settings is None else [
+            (conf, given(recorded, conf)) for conf in settings]
+        for conf, s in tries:
             report.trials.append(_trial(conf, events, seeds, s, report.limit, stop, card))
     except NotReplayable as e:
         report.refused = str(e)
@@ -327,5 +341,5 @@ def _suggest(trials: list[Trial]) -> str:
 
 
 __all__ = ["GC_THRESHOLDS", "Limit", "MAX_EVENTS", "ReplayReport", "SPLIT_SIZES_MB", "Trial",
-           "cap_from_message", "candidates", "find_limit", "recorded_settings", "refusal",
+           "cap_from_message", "candidates", "find_limit", "given", "recorded_settings", "refusal",
            "replay_oom", "start_segments", "trace_events"]
