@@ -48,6 +48,8 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6, ooms: bool = True
         out.append(f"recorded span {span} · allocated at the start {format_bytes(s.start_bytes)}, at the "
                    f"end {format_bytes(s.end_bytes)} · reserved: peak {format_bytes(s.reserved_peak_bytes)}, end "
                    f"{format_bytes(s.reserved_end_bytes)}")
+    if s.extras is not None:  # what newer snapshots record: settings, compile contexts, ...
+        out.extend(s.extras.lines())
     guess = " (guess from the stack)" if s.guessed else ""
     out.append("")
     out.append(f"peak {format_bytes(s.peak_bytes)} allocated ({s.peak_bytes:,} B) at "
