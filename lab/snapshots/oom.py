@@ -89,9 +89,44 @@ def explain_oom(snapshot: dict, device: int, entries: list, *, cap: int | None =
                        "", limit, settings.describe,
                        all(x.get("action") in ("snapshot",) for x in entries[i + 1:])
                        or bool((snapshot.get("memlab") or {}).get("oom")))
+    meta = snapshot.get("memlab") or {}
+    if meta.get("synthesized"):
+        _model_state(snapshot, entries, i, x)
     x.verdict, x.why = _verdict(x)
     x.blind = _blind(snapshot, entries, i, start, x)
+    if meta.get("synthesized"):
+        x.blind.insert(0, "a simulated run (memlab sim): the state at the failure is the lab's "
+                          "model of the caching allocator, not a GPU's; the trace holds the "
+                          "tensors the tracker saw (no library workspaces)")
     return x
+
+
+def _model_state(snapshot: dict, entries: list, i: int, x: OomExplanation) -> None:
+    """A snapshot memlab synthesized from a sim run gives every storage its own segment: the
+    allocator's state at the failure is the model's, which the run recorded (allocated,
+    reserved); the largest free block and the segments come from the model fed the same trace.
+    After its retry the allocator holds no wholly free segment, so every free reserved byte is in
+    a segment pinned by a live block: a hole."""
+    from lab.measure.sim.allocator.trace_replay import NotReplayable, replay_trace
+
+    from .replay import recorded_settings, trace_events
+
+    oom = (snapshot.get("memlab") or {}).get("oom") or {}
+    if not isinstance(oom.get("reserved"), int) or not isinstance(oom.get("allocated"), int):
+        return
+    x.allocated, x.reserved = oom["allocated"], oom["reserved"]
+    x.holes = x.reserved - x.allocated
+    x.at_failure = True
+    if x.limit is not None and x.limit.kind == "cap":
+        x.device_free = None  # no driver answered: the model's card, less what it reserved
+    settings, _ = recorded_settings(snapshot)
+    kw = {"cap": x.limit.lo} if x.limit is not None and x.limit.kind == "cap" else {}
+    try:
+        r = replay_trace(trace_events(entries, 0, i), settings=settings, **kw)
+    except NotReplayable:
+        return
+    if r.failure is not None:
+        x.largest_free, x.segments = r.failure.largest_free, r.failure.segments
 
 
 def _verdict(x: OomExplanation) -> tuple[str, str]:
@@ -149,7 +184,7 @@ def _blind(snapshot: dict, entries: list, i: int, start, x: OomExplanation) -> l
     if pending:
         out.append(f"{len(pending):,} blocks ({b(sum(pending.values()))}) were freed by the program "
                    "but still in use by another stream (record_stream): they count as allocated")
-    if x.limit is not None and x.limit.kind == "device":
+    if x.limit is not None and x.limit.kind == "device" and x.device_free is not None:
         out.append("memory outside PyTorch's allocator (the CUDA context, NCCL, other processes) "
                    "is not in the trace; it is why the GPU had only "
                    f"{b(x.device_free)} free")

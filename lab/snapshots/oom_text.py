@@ -54,7 +54,8 @@ def render_oom(s, x: OomExplanation, r: ReplayReport | None, top: int = 8) -> st
         out.append(f"  not seen: {line}")
     if r is not None:
         out.append("")
-        out.extend(render_replay(r).splitlines())
+        synthesized = bool(((s._raw or {}).get("memlab") or {}).get("synthesized"))
+        out.extend(render_replay(r, "the run" if synthesized else "the GPU").splitlines())
     return "\n".join(out)
 
 
@@ -79,7 +80,8 @@ def _failed(t: Trial, oom_index: int | None) -> str:
     return f"fails earlier, at entry #{t.failed_at:,} ({b(t.failed_request)})"
 
 
-def render_replay(r: ReplayReport) -> str:
+def render_replay(r: ReplayReport, run: str = "the GPU") -> str:
+    """`run`: what failed ("the GPU", or "the run" for a sim run's snapshot)."""
     out = ["would it have fit? the trace replayed to the failure through the lab's model of the "
            "caching allocator"]
     if r.refused:
@@ -88,7 +90,7 @@ def render_replay(r: ReplayReport) -> str:
     rows = []
     if r.recorded is not None:
         t = r.recorded
-        agree = "as on the GPU" if r.reproduces else "the model disagrees with the GPU"
+        agree = f"as in {run}" if r.reproduces else f"the model disagrees with {run}"
         rows.append(["(as recorded)", f"{_served(t)} ({agree})", _peak(t), f"{t.retries}",
                      _failed(t, r.oom_index) if not r.reproduces else ""])
     for t in r.trials:

@@ -299,3 +299,32 @@ def test_the_summary_says_what_was_live_at_the_failure(tmp_path):
     [s] = open_summary(p)
     assert s.at_oom is not None and s.at_oom.bytes == 100 * MiB and s.at_oom.count == 1
     assert s.peak_bytes == 2 * GiB  # the peak was earlier: the big tensor, before it was freed
+
+
+# ---- a sim run's snapshot: the model's state at the failure ------------------------------------
+def test_a_sim_runs_out_of_memory_snapshot_is_explained_like_the_gpus(tmp_path):
+    import importlib.util
+
+    from lab.curriculum import load_lesson
+    from lab.measure.measure import measure_variant
+
+    lesson = load_lesson(ROOT / "lessons" / "23-allocator-tuning")
+    spec = importlib.util.spec_from_file_location("memlab_experiment_23", lesson.experiment_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = tmp_path / "baseline.pkl"
+    r = measure_variant(module.baseline, lesson=lesson.id, variant="baseline", mode="sim",
+                        scale="seed", params=lesson.params("seed"), checks=[],
+                        profile_path=str(path), timing=False)
+    assert r.status == "oom"
+    [s] = open_summary(path)
+    from lab.snapshots.oom import diagnose
+
+    x, rep = diagnose(s)
+    # the H200's numbers at its failure (the observer's): 100 MiB allocated, 2 GiB reserved
+    assert x.verdict == "fragmentation" and x.at_failure and x.limit.lo == CAP
+    assert (x.allocated, x.reserved, x.largest_free) == (100 * MiB, 2 * GiB, 2 * GiB - 100 * MiB)
+    assert x.blind[0].startswith("a simulated run")
+    assert rep.reproduces
+    trials = {t.conf: t for t in rep.trials}
+    assert trials["max_split_size_mb:128"].peak_reserved == RUNS["max_split_size"]["real"]["reserved"]

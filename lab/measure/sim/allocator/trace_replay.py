@@ -56,6 +56,7 @@ class Failure:
     allocated: int
     reserved: int  # after the cache was freed to retry
     largest_free: int  # the largest free block of the request's pool and stream then
+    segments: int = 0  # segments held then
 
 
 @dataclass
@@ -112,7 +113,8 @@ def replay_trace(events: Sequence[tuple], *, start: Iterable[StartSegment] = (),
             except AllocatorOutOfMemory as e:
                 result.served = False
                 result.failure = Failure(i, ev[2], e.requested, e.allocated, e.reserved,
-                                         _largest_free(model, ev[2], stream))
+                                         _largest_free(model, ev[2], stream),
+                                         model.stats.segments)
                 break
             if act == fmt.ALLOC:
                 state.live[ev[1]] = block
