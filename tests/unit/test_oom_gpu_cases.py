@@ -23,14 +23,19 @@ from lab.snapshots.replay import replay_oom
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "oom_cases"
 DIGEST = FIXTURES / "reruns.json"
 RECORDED = json.loads(DIGEST.read_text()) if DIGEST.is_file() else {"recorded": {}, "reruns": []}
-CASES = sorted(p.name[: -len(".pkl.gz")] for p in FIXTURES.glob("*.pkl.gz"))
+# lesson 23's baseline is kept with the lesson's recordings (the lesson screen opens it)
+LESSON23 = FIXTURES.parents[2] / "assets" / "reference" / "allocator-tuning" / "baseline.profile.pkl.gz"
+PATHS = {p.name[: -len(".pkl.gz")]: p for p in FIXTURES.glob("*.pkl.gz")}
+if PATHS and LESSON23.is_file() and "lesson23" in RECORDED["recorded"]:
+    PATHS["lesson23"] = LESSON23
+CASES = sorted(PATHS)
 needs_recording = pytest.mark.skipif(
     not CASES, reason="no GPU recording yet: python bench/oom_replay_gpu.py --out DIR on a GPU, "
                       "then --merge DIR/oom_cases.tar.gz")
 
 
 def _snapshot(case: str) -> dict:
-    with gzip.open(FIXTURES / f"{case}.pkl.gz", "rb") as f:
+    with gzip.open(PATHS[case], "rb") as f:
         return load_plain(f)
 
 
