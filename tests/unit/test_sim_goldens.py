@@ -34,6 +34,8 @@ NOT_MECHANISMS = {
                "model: empty_cache, expandable segments)",
     "versions": "which versions sim was checked on, and the notes a result carries",
     "allocator.view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
+    "allocator.trace_replay": "a real snapshot's trace fed to the model (memlab view's "
+                              "out-of-memory replay): the model's rules, none of its own",
     "ports": "the table of upstream code the simulator follows (data)",
     # the fast path through FakeTensorMode's dispatch cache: speed only, every result the stock
     # way's (tests/unit/test_sim_fake_key.py and test_sim_lean_output.py compare the two)
