@@ -34,6 +34,8 @@ NOT_MECHANISMS = {
                "model: empty_cache, expandable segments)",
     "versions": "which versions sim was checked on, and the notes a result carries",
     "allocator.view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
+    "allocator.trace_replay": "a real snapshot's trace fed to the model (memlab view's "
+                              "out-of-memory replay): the model's rules, none of its own",
     "ports": "the table of upstream code the simulator follows (data)",
     "allocator.stream_trace": "GPU allocator traces replayed through the model (a validation "
                               "tool: tests/unit/test_allocator_stream_traces.py), no run takes it",

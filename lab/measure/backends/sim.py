@@ -172,6 +172,27 @@ class SimBackend(Backend):
     def collect_garbage(self) -> None:
         """Fake tensors hold no memory; a full collection costs ~0.5 s here."""
 
+    def snapshot(self, trace, to_file: bool, at_oom: bool = False) -> dict | None:
+        """The tracker's trace as a memory_viz snapshot; a run that ran out of memory ends it
+        with the `oom` entry the GPU's allocator would write, and records the model's state at
+        that request (allocated, reserved, the cap) as the GPU's out-of-memory observer does
+        (`memlab view` explains it and replays it under other settings)."""
+        snap = super().snapshot(trace, to_file, at_oom)
+        oom = self.allocator.result.oom
+        if snap is None or not at_oom or oom is None:
+            return snap
+        m = self.allocator.model
+        entries = snap["device_traces"][0]
+        t_us = entries[-1]["time_us"] if entries else 0
+        entries.append({"action": "oom", "size": oom.request, "stream": oom.stream,
+                        "device_free": m.total - oom.reserved, "time_us": t_us, "frames": []})
+        snap["memlab"]["oom"] = {
+            "device": 0, "segment": oom.requested, "device_total": m.total, "cap": m.cap,
+            "device_free": m.total - oom.reserved, "allocated": oom.allocated,
+            "reserved": oom.reserved,
+            "taken": "by memlab's sim: the allocator model's state at the failing request"}
+        return snap
+
     def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
         result.notes.extend(SIM_NOTES)
         result.notes.extend(version_notes())

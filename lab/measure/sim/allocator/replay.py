@@ -33,7 +33,7 @@ from ...counters import KEYS, AllocatorCounters
 
 from dataclasses import replace
 
-from .model import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel
+from .model import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel, round_size
 from .settings import AllocatorSettings, parse_alloc_conf
 
 
@@ -60,6 +60,8 @@ class OomPoint:
     requested: int  # the segment the allocator asked for (what PyTorch's message names)
     allocated: int
     reserved: int
+    request: int = 0  # the bytes the program asked for (a memory snapshot's `oom` entry: rounded)
+    stream: int = 0
 
 
 @dataclass
@@ -109,7 +111,9 @@ class Replay:
         try:
             self.live[key] = self.model.malloc(nbytes, stream)
         except AllocatorOutOfMemory as e:
-            self.result.oom = OomPoint(self.index, e.requested, e.allocated, e.reserved)
+            self.result.oom = OomPoint(self.index, e.requested, e.allocated, e.reserved,
+                                       round_size(nbytes, self.model.roundup_power2_divisions),
+                                       stream)
             raise SimulatedOutOfMemory(oom_message(e, self.model.total)) from None
         finally:
             self._step()
