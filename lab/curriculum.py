@@ -177,6 +177,10 @@ class Lesson:
     claims: tuple[Claim, ...] = ()
     pending: tuple[str, ...] = ()  # variants whose H200 recording is not made yet
     local_only: bool = False  # off in a served lab (lab.serve.policy.lesson_refusal)
+    exclusive: bool = False  # gpu = "exclusive": cuda runs get a GPU of their own
+    # lesson.toml's texts as written, before {{…}} is rendered (each quiz question with its
+    # explanation and choices, the summary, the objectives): what `memlab dev check` reads
+    source_texts: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -583,7 +587,18 @@ def _load_lesson(folder: Path) -> Lesson:
                                 unit="s")),
         requires=tuple(_strings(data, "requires", path)),
         claims=tuple(claims), pending=pending, local_only=_bool(data, "local_only", path),
+        exclusive=data.get("gpu", "shared") == "exclusive",
+        source_texts=_source_texts(data),
     )
+
+
+def _source_texts(data: dict) -> tuple[str, ...]:
+    out = []
+    for q in data.get("quiz", []):
+        parts = [q.get("question", ""), q.get("explain", "")] + list(q.get("choices", []))
+        out.append("\n".join(str(p) for p in parts))
+    out.append(str(data.get("summary", "")))
+    return (*out, *(str(o) for o in data.get("objectives", [])))
 
 
 # names a check's formula may use besides the scale's parameters, set for each run

@@ -203,13 +203,7 @@ def _text(lesson: Lesson) -> list[Problem]:
     ids = {c.id for c in lesson.claims}
     sources = [(lesson.path / "lesson.md", lesson.markdown)]
     toml_path = lesson.path / "lesson.toml"
-    raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-    for i, q in enumerate(raw.get("quiz", [])):
-        parts = [q.get("question", ""), q.get("explain", "")] + list(q.get("choices", []))
-        sources.append((toml_path, "\n".join(str(p) for p in parts)))
-    for key in ("summary",):
-        sources.append((toml_path, str(raw.get(key, ""))))
-    sources += [(toml_path, str(o)) for o in raw.get("objectives", [])]
+    sources += [(toml_path, text) for text in lesson.source_texts]  # as written, unrendered
     out = []
     for path, text in sources:
         is_md = path.name == "lesson.md"
