@@ -50,8 +50,8 @@ def main(argv=None) -> int:
 
     course = load_course()
     lessons = [course.find(x) for x in args.lessons] if args.lessons else list(course.lessons)
-    tasks = [(lesson, RunRequest(str(lesson.path), v.name, mode=args.mode, scale=args.scale,
-                                 timing=not args.no_timing, timeout_s=lesson.timeout_s))
+    tasks = [(lesson, RunRequest.for_lesson(lesson, v.name, args.mode, args.scale,
+                                            timing=not args.no_timing))
              for lesson in lessons if args.mode in lesson.modes for v in lesson.variants]
     gpus = 0
     if args.direct and args.mode == "cuda":

@@ -92,8 +92,7 @@ def main(argv=None) -> int:
     from lab.runner.remote import ServiceRunner
 
     lesson = load_course().find(args.lesson)
-    reqs = [RunRequest(str(lesson.path), v.name, mode=args.mode, scale=args.scale,
-                       timeout_s=lesson.timeout_s) for v in lesson.variants]
+    reqs = [RunRequest.for_lesson(lesson, v.name, args.mode, args.scale) for v in lesson.variants]
     want = set(args.only or ["direct", "cold", "warm", "parallel"])
     out = {"machine": {"cores": os.cpu_count(), "load": os.getloadavg()}, "lesson": lesson.id,
            "mode": args.mode, "scale": args.scale, "bare_import_s": bare_import(args.repeat),

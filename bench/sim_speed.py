@@ -124,8 +124,8 @@ def child_main(argv: list[str]) -> None:
                           "wrapper_s": measure_wrapper_cost() * sum(split.calls.values())}))
         return
     from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner import worker
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     lesson = load_course().find(argv[1])
     out = []
@@ -133,19 +133,9 @@ def child_main(argv: list[str]) -> None:
     for v in argv[2:]:
         c = clock()
         with TimeSplit() as split:
-            env = dict(lesson.variant(v).env)
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            fn = getattr(worker.load_experiment(str(lesson.experiment_path)), v)
-            r = measure_variant(fn, lesson=lesson.id, variant=v, mode="sim", scale="seed",
-                                params=lesson.params("seed"), checks=list(lesson.checks),
+            r = measure_request(RunRequest.for_lesson(lesson, v, "sim", "seed"),
                                 emit=lambda msg: None)
             json.dumps(r.to_dict())
-            for k, old in saved.items():
-                if old is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = old
         calls = sum(split.calls.values())
         out.append({"variant": v, "status": r.status, "cpu_s": clock() - c,
                     "split": split.seconds(), "model_s": sum(s for p, s in split.phases.items()
@@ -220,9 +210,7 @@ def cmd_lessons(args) -> None:
             remote.stop_service()
             _ready_service()
             side = {"background": True} if jobs > 1 and "background" in RunRequest.__dataclass_fields__ else {}
-            reqs = [RunRequest(str(lesson.path), v.name, mode="sim", scale="seed",
-                               timeout_s=lesson.timeout_s, ranks=lesson.ranks("seed", "sim"),
-                               **(side if i else {}))
+            reqs = [lesson_request(RunRequest, lesson, v.name, **(side if i else {}))
                     for i, v in enumerate(lesson.variants)]
             before, t0, done = load(), time.perf_counter(), []
             run_all(service, reqs, jobs=jobs, announce=True,
@@ -253,6 +241,15 @@ def cmd_lessons(args) -> None:
         first, total = firsts[len(firsts) // 2], totals[len(totals) // 2]
         print(f"{key:8} {first:8.2f} {total:8.2f} {total / bare:17.1f}x")
     print(load())
+
+
+def lesson_request(RunRequest, lesson, variant: str, **kw):
+    """A sim request at seed scale for `variant`, as this checkout's runner takes it (older
+    checkouts, which this file may be copied into, had no RunRequest.for_lesson)."""
+    if hasattr(RunRequest, "for_lesson"):
+        return RunRequest.for_lesson(lesson, variant, "sim", "seed", **kw)
+    return RunRequest(str(lesson.path), variant, mode="sim", scale="seed",
+                      timeout_s=lesson.timeout_s, ranks=lesson.ranks("seed", "sim"), **kw)
 
 
 def bare_import_s(n: int = 3) -> float:
@@ -335,8 +332,8 @@ def cmd_fingerprint(args) -> None:
               f"moved: {moved or 'none'}")
         return
     from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment, warm_up
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request, warm_up
 
     warm_up()
     course = load_course()
@@ -344,17 +341,7 @@ def cmd_fingerprint(args) -> None:
     out = {}
     for lesson in chosen:
         for v in lesson.variants:
-            env = dict(v.env)
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            fn = getattr(load_experiment(str(lesson.experiment_path)), v.name)
-            r = measure_variant(fn, lesson=lesson.id, variant=v.name, mode="sim", scale="seed",
-                                params=lesson.params("seed"), checks=list(lesson.checks))
-            for k, o in saved.items():
-                if o is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = o
+            r = measure_request(RunRequest.for_lesson(lesson, v.name, "sim", "seed"))
             out[f"{lesson.key}:{v.name}"] = digest(r)
             print(f"{lesson.key}:{v.name} {r.status} {out[f'{lesson.key}:{v.name}'][:12]}",
                   flush=True)
@@ -376,14 +363,11 @@ def cmd_variants(args) -> None:
         __import__("transformers.models.gpt2.modeling_gpt2"),
         __import__("transformers.models.qwen2.modeling_qwen2")))
     from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     def run(lesson, variant):
-        fn = getattr(load_experiment(str(lesson.experiment_path)), variant)
-        return measure_variant(fn, lesson=lesson.id, variant=variant, mode="sim", scale="seed",
-                               params=lesson.params("seed"), checks=list(lesson.checks),
-                               timing=False)
+        return measure_request(RunRequest.for_lesson(lesson, variant, "sim", "seed", timing=False))
 
     course = load_course()
     if args.profile:

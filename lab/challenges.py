@@ -370,9 +370,9 @@ def grade(ch: Challenge, result, start_result=None) -> Grade:
 def request(ch: Challenge, path: Path):
     from lab.runner.protocol import RunRequest
 
-    return RunRequest(lesson_path=str(ch.lesson.path), variant="challenge", mode=MODE, scale=SCALE,
-                      gpu_memory=ch.gpu_memory, timing=False, overrides=dict(ch.params),
-                      timeout_s=ch.lesson.timeout_s, experiment=str(path))
+    return RunRequest(ch.lesson.id, "challenge", MODE, SCALE, kind="experiment",
+                      experiment=str(path), params=dict(ch.params), gpu_memory=ch.gpu_memory,
+                      timing=False, timeout_s=ch.lesson.timeout_s)
 
 
 KEY_FILE = ".start-key"  # in the workspace: signs the kept runs of the starting code

@@ -223,11 +223,10 @@ def main(args) -> int:
                 continue
             profile = (snapshot_path(snapshot, lesson.id, variant, len(variants) > 1, len(plan) > 1)
                        if snapshot else None)
-            tasks.append((lesson, RunRequest(
-                lesson_path=str(lesson.path), variant=variant, mode=mode, scale=scale,
-                gpu_memory=gpu_memory, profile_path=profile, timing=not args.no_timing,
+            tasks.append((lesson, RunRequest.for_lesson(
+                lesson, variant, mode, scale, overrides=overrides, gpu_memory=gpu_memory,
+                profile_path=profile, timing=not args.no_timing,
                 timeout_s=args.timeout or lesson.timeout_s, exclusive=args.exclusive,
-                overrides=overrides, ranks=lesson.ranks(scale, mode, overrides),
             )))
 
     started = time.perf_counter()

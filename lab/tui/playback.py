@@ -23,10 +23,6 @@ from lab.runner.protocol import RunRequest
 FRAMES = 24  # samples streamed per variant
 
 
-def lesson_id_of(req: RunRequest) -> str:
-    return Path(req.lesson_path).name.split("-", 1)[-1]
-
-
 class RecordingRunner:
     def __init__(self, root: Path | str | None = None, seconds: float = 0.6):
         self.root = root
@@ -42,7 +38,7 @@ class RecordingRunner:
         self.requests.append(req)
         on_event = on_event or (lambda msg: None)
         cancel = cancel or threading.Event()
-        lesson_id = lesson_id_of(req)
+        lesson_id = req.lesson
         result = load_reference(lesson_id, self.root).get(req.variant)
         if result is None:
             return failed_result(req, lesson_id, "error",
@@ -72,4 +68,4 @@ class RecordingRunner:
         return result
 
 
-__all__ = ["RecordingRunner", "lesson_id_of"]
+__all__ = ["RecordingRunner"]

@@ -37,9 +37,8 @@ def run(variant: str):
     from lab.runner.client import SubprocessRunner
     from lab.runner.protocol import RunRequest
 
-    res = SubprocessRunner().run(RunRequest(lesson_path=str(LESSON.path), variant=variant,
-                                            mode="cuda", scale="seed", timing=False,
-                                            timeout_s=LESSON.timeout_s))
+    res = SubprocessRunner().run(RunRequest.for_lesson(LESSON, variant, "cuda", "seed",
+                                                       timing=False))
     print(f"\n[10 {variant}] {res.status}; metrics {res.metrics}; error {res.error}")
     return res
 

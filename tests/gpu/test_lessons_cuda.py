@@ -57,9 +57,8 @@ def run(key: str, variant: str) -> RunResult:
         if ranks > torch.cuda.device_count():
             pytest.skip(f"lesson {key} trains on {ranks} GPUs; this machine has "
                         f"{torch.cuda.device_count()}")
-        res = SubprocessRunner(gpus=ranks if ranks > 1 else 0).run(RunRequest(
-            lesson_path=str(lesson.path), variant=variant, mode="cuda", scale="seed",
-            timeout_s=lesson.timeout_s, ranks=ranks))
+        res = SubprocessRunner(gpus=ranks if ranks > 1 else 0).run(
+            RunRequest.for_lesson(lesson, variant, "cuda", "seed"))
     a = res.allocator
     print(f"\n[{key} {variant}] {res.status} tracked peak {res.peak.bytes / 1e9:.3f} GB in "
           f"{res.peak.phase!r}; allocated {a.peak_allocated_bytes / 1e9 if a else float('nan'):.3f}"

@@ -223,7 +223,7 @@ def test_replay_runner_streams_events_and_honours_cancel():
 
     events = []
     runner = ReplayRunner(RUNS)
-    req = RunRequest("lessons/01-linear-baseline", "baseline", "cpu", "small")
+    req = RunRequest("linear-baseline", "baseline", "cpu", "small")
     result = runner.run(req, on_event=events.append)
     assert result.status == "ok" and result.peak.bytes == 44020000
     kinds = [e["type"] for e in events]
@@ -231,5 +231,5 @@ def test_replay_runner_streams_events_and_honours_cancel():
     cancel = threading.Event()
     cancel.set()
     assert runner.run(req, cancel=cancel).status == "cancelled"
-    missing = runner.run(RunRequest("lessons/01-linear-baseline", "nope", "cpu", "small"))
+    missing = runner.run(RunRequest("linear-baseline", "nope", "cpu", "small"))
     assert missing.status == "error" and "no recording" in missing.error

@@ -30,7 +30,7 @@ class FakeRunner:
         pass
 
     def run(self, req, on_event=None, cancel=None) -> RunResult:
-        lesson_id = Path(req.lesson_path).name.split("-", 1)[1]
+        lesson_id = req.lesson
         path = REFERENCE_DIR / lesson_id / f"{req.variant}.json"
         if path.is_file():
             res = RunResult.from_dict(json.loads(path.read_text()))

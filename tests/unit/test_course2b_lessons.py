@@ -3,7 +3,7 @@
 Quick tests: the tracker's view of a wrapper tensor subclass (torchao's 8-bit optimizer state),
 the lesson's hand-written optimizers and cache against the library ones. Slow tests run the
 lessons at small scale in cpu mode (and in sim where the mode runs them) through
-`measure_variant`, in-process. Tests that need an optional extra (peft, torchao) skip without it.
+`measure_request` (the worker's path), in-process. Tests that need an optional extra (peft, torchao) skip without it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from lab.curriculum import load_course
-from lab.measure.measure import measure_variant
 from lab.measure.tracker import TensorTracker
-from lab.runner.worker import load_experiment
+from lab.runner.protocol import RunRequest
+from lab.runner.worker import load_experiment, measure_request
 
 COURSE = load_course()
 LESSONS = {l.key: l for l in COURSE.lessons}
@@ -33,9 +33,8 @@ def _module(key):
 @functools.lru_cache(maxsize=None)
 def measured(key: str, variant: str, mode: str = "cpu", scale: str = "small"):
     lesson = LESSONS[key]
-    return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
-                           mode=mode, scale=scale, params=lesson.params(scale),
-                           checks=list(lesson.checks), timing=False)
+    return measure_request(RunRequest.for_lesson(lesson, variant, mode, scale, timing=False),
+                           getattr(_module(key), variant))
 
 
 def checks(res) -> dict[str, tuple[int, int]]:

@@ -79,16 +79,14 @@ _installed: list = []
                                          ("17", "expandable_segments")])
 def test_simulating_a_lesson_opens_no_recording(watch_opens, key, variant):
     from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     lesson = load_course().find(key)
-    params = dict(lesson.params("seed"))
-    if key == "18":
-        params.update(batch=1, seq=128)  # the same code paths, a fraction of the work
-    fn = getattr(load_experiment(str(lesson.experiment_path)), variant)
-    r = measure_variant(fn, lesson=lesson.id, variant=variant, mode="sim", scale="seed",
-                        params=params, timing=False)
+    # 18: the same code paths, a fraction of the work
+    smaller = {"batch": 1, "seq": 128} if key == "18" else {}
+    r = measure_request(RunRequest.for_lesson(lesson, variant, "sim", "seed", timing=False,
+                                              overrides=smaller))
     assert r.status in ("ok", "oom")
     assert not watch_opens, f"sim opened recordings: {watch_opens}"
 

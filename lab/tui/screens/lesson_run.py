@@ -228,11 +228,8 @@ class LessonRunMixin:
         cancel, total = self._cancel, len(plan.variants)
         jobs = 1 if plan.recorded else side_by_side(plan.mode)  # sim: one variant per core
         # side by side, the first variant (the one the learner looks at) keeps the CPU first
-        reqs = [RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=plan.mode,
-                           scale=plan.scale, gpu_memory=plan.gpu_memory,
-                           timeout_s=self.lesson.timeout_s,
-                           ranks=self.lesson.ranks(plan.scale, plan.mode),
-                           background=jobs > 1 and i > 0)
+        reqs = [RunRequest.for_lesson(self.lesson, variant, plan.mode, plan.scale,
+                                      gpu_memory=plan.gpu_memory, background=jobs > 1 and i > 0)
                 for i, variant in enumerate(plan.variants)]
         results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
             runner, reqs, jobs=jobs, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
