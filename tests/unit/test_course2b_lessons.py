@@ -257,6 +257,22 @@ def test_outside_stand_in_values_item_of_a_fake_tensor_still_fails():
             t.item()
 
 
+def test_real_values_makes_a_constant_with_values_in_sim_and_changes_nothing_elsewhere():
+    # torchao's quantization map is computed with .tolist() (lesson 14): inside run.real_values()
+    # sim makes real tensors; cuda_kernels is the mode's fact (a GPU, or sim standing for one)
+    from lab.measure.session import Session
+
+    for mode, kernels in (("sim", True), ("cpu", False)):
+        run = Session.for_mode(mode)
+        assert run.cuda_kernels is kernels
+        with run.backend.running():
+            if mode == "sim":  # outside, a tensor has no values
+                with pytest.raises(Exception):
+                    torch.arange(4.0).tolist()
+            with run.real_values():
+                assert torch.arange(4.0).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 # ---- lesson 16: the KV cache ---------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["cpu", "sim"])
