@@ -40,7 +40,7 @@ CLI_STARTUP = "import lab.cli; lab.cli.build_parser()"
 # these need torch; imported in order in one interpreter (torch's import is the slow part), each
 # checked right after its own import so a failure names the module that pulled the UI in
 CORE_WITH_TORCH = [
-    "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda",
+    "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda_allocator",
     "lab.measure.sim.dispatch.policy", "lab.runner.worker", "lab.workloads.train",
     "lab.workloads.tasks",
     "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run", "lab.measure.sim_record",

@@ -10,7 +10,7 @@ Every message becomes an event of the headless `LessonRun` model (lab/tui/lesson
 folded into the screen's one state; the screen then renders the state and does the side
 effects the model does not (progress, notifications). The selected variant runs first.
 
-The results are kept per lesson (`Session.sets`, and on disk through `Progress`), so the
+The results are kept per lesson (`KeptRuns.sets`, and on disk through `Progress`), so the
 Results tab shows them again after a restart.
 """
 
@@ -260,7 +260,7 @@ class LessonRunMixin:
         if state.plan and state.plan.recorded:
             return  # a recording is not a run of yours: no history, no run count
         rec = self.progress.record_run(r, gpu_memory=state.plan.gpu_memory if state.plan else None)
-        records = self.deps.session.records.setdefault(self.lesson.id, [])
+        records = self.deps.kept.records.setdefault(self.lesson.id, [])
         if message.position == 0:
             records.clear()
         records.append(rec)
@@ -278,7 +278,7 @@ class LessonRunMixin:
         status = self.query_one(RunStatus)
         status.stop()
         if message.results:
-            self.deps.session.sets[self.lesson.id] = (state.lead, state.beside)
+            self.deps.kept.sets[self.lesson.id] = (state.lead, state.beside)
             save_sets(self.progress, self.lesson.id, state.lead, state.beside)
         if plan.recorded and not message.cancelled and any(r.ok or r.status == "oom"
                                                            for r in message.results):
