@@ -40,8 +40,8 @@ def main(argv=None) -> int:
     os.environ["MEMLAB_HOME"] = tempfile.mkdtemp(prefix="memlab-course-")
     os.environ.pop("MEMLAB_RUNNER", None)
 
-    from lab.curriculum import load_course
-    from lab.reference import load_reference
+    from lab.course.curriculum import load_course
+    from lab.course.reference import load_reference
     from lab.runner import remote
     from lab.runner.client import SubprocessRunner
     from lab.runner.loop import run_all

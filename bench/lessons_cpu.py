@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request
 

@@ -35,7 +35,7 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args()
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.measure.distributed import extrapolation_note
     from lab.runner.protocol import RunRequest
     from lab.report.units import format_bytes, parse_size

@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     if args.mode == "cuda":
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner import remote
     from lab.runner.client import SubprocessRunner
     from lab.runner.peaks import need_for

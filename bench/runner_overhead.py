@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     os.environ["MEMLAB_HOME"] = tempfile.mkdtemp(prefix="memlab-bench-")
     os.environ.pop("MEMLAB_RUNNER", None)
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner import remote
     from lab.runner.client import SubprocessRunner
     from lab.runner.protocol import RunRequest

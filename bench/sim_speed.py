@@ -80,7 +80,7 @@ def _child(args: list[str]) -> dict:
 
 
 def lessons_of(keys: list[str] | None):
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     course = load_course()
     return [course.find(k) for k in (keys or DEFAULT_LESSONS)]
@@ -96,8 +96,8 @@ def child_main(argv: list[str]) -> None:
         steps["import torch"] = clock() - c
         c = clock()
         from lab.measure import measure
-        import lab.curriculum  # noqa: F401
-        steps["import lab.measure, lab.curriculum"] = clock() - c
+        import lab.course.curriculum  # noqa: F401
+        steps["import lab.measure, lab.course.curriculum"] = clock() - c
         c = clock()
         import transformers
         for name in ("GPT2LMHeadModel", "Qwen2ForCausalLM", "AutoModelForCausalLM"):
@@ -123,7 +123,7 @@ def child_main(argv: list[str]) -> None:
                           "calls": sum(split.calls.values()),
                           "wrapper_s": measure_wrapper_cost() * sum(split.calls.values())}))
         return
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import measure_request
 
@@ -202,7 +202,7 @@ def cmd_lessons(args) -> None:
           f"median of 3 fresh processes: {bare:.2f} s")
     service = ServiceRunner(fallback=SubprocessRunner())
     summary, digests = [], {}
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     chosen = load_course().lessons if args.all else lessons_of(args.lesson)
     try:
@@ -331,7 +331,7 @@ def cmd_fingerprint(args) -> None:
         print(f"{len(old)} variants before, {len(new)} after, {len(set(old) & set(new))} in both; "
               f"moved: {moved or 'none'}")
         return
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import measure_request, warm_up
 
@@ -362,7 +362,7 @@ def cmd_variants(args) -> None:
     timed("import transformers (GPT-2, Qwen2)", lambda: (
         __import__("transformers.models.gpt2.modeling_gpt2"),
         __import__("transformers.models.qwen2.modeling_qwen2")))
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import measure_request
 

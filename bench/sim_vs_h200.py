@@ -41,7 +41,7 @@ def known(lesson: str, variant: str) -> str:
 
 
 def run_sim(lesson_filter: list[str] | None) -> list[dict]:
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import measure_request
 

@@ -55,7 +55,7 @@ def gpt2_step_times(device: str, steps: int, tracked: bool) -> list[float]:
 
 
 def lesson01_sim_seconds() -> tuple[float, int]:
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import load_experiment, measure_request
 

@@ -60,7 +60,7 @@ def _lesson(course, ref: str):
 
 
 def main(args) -> int:
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.serve.classroom import Classroom
     from lab.serve.workshop import learners, workshop_dir
     from lab.user_files import UserFileError

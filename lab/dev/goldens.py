@@ -146,7 +146,7 @@ def sim_mode() -> str:
 
 
 def lesson_of(e: Entry):
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     return load_course().find(e.lesson)
 

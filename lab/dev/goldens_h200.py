@@ -78,7 +78,7 @@ def h200_numbers(e: Entry | PlainEntry) -> dict | None:
 @functools.lru_cache(maxsize=64)
 def _recording(lesson: str, variant: str):
     """An H200 recording (through the result schema), or None."""
-    from lab.reference import load_recording
+    from lab.course.reference import load_recording
 
     return load_recording(lesson, variant)
 

@@ -22,7 +22,7 @@ MARGIN_FRACTION = 0.05
 
 def recorded_peak(lesson_id: str, variant: str, root: Path | str | None = None) -> int | None:
     """The H200 recording's reserved peak for this variant, or None."""
-    from lab.reference import REFERENCE_DIR
+    from lab.course.reference import REFERENCE_DIR
 
     path = Path(root if root is not None else REFERENCE_DIR) / lesson_id / f"{variant}.json"
     try:
@@ -36,7 +36,7 @@ def recorded_peak(lesson_id: str, variant: str, root: Path | str | None = None) 
 def _recorded_peak(lesson_id: str, variant: str, root: str, mtime: float) -> int | None:
     """Cached by the file's mtime: a recording is ~1 MB of JSON, and a course run asks for each
     variant of a lesson."""
-    from lab.reference import load_recording
+    from lab.course.reference import load_recording
 
     recorded = load_recording(lesson_id, variant, root)
     peak = recorded.allocator.peak_reserved_bytes if recorded and recorded.allocator else None

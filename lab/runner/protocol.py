@@ -26,7 +26,7 @@ from lab.measure.modes import ModeInfo, mode_info
 from lab.measure.spec import VariantSpec
 
 if TYPE_CHECKING:
-    from lab.curriculum import Lesson
+    from lab.course.curriculum import Lesson
 
 # The request's format on the wire (runner -> service -> worker). Client and worker are one
 # install, so there is no conversion: a request of another format is refused in one line.

@@ -59,7 +59,7 @@ def warm_up(sim: bool = False) -> None:
     import torch  # noqa: F401
     import transformers
 
-    import lab.curriculum  # noqa: F401
+    import lab.course.curriculum  # noqa: F401
     from lab.measure import measure
 
     measure.warm_up_dispatch_mode()

@@ -52,7 +52,7 @@ def allowed_path(path: str | os.PathLike, what: str = "that file") -> Path:
     is then read through lab.user_files (a regular file, bounded)."""
     if not served():
         return Path(path).expanduser()
-    from lab.progress import data_dir
+    from lab.course.progress import data_dir
 
     home = data_dir().resolve()
     try:

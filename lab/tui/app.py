@@ -17,11 +17,11 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from lab.curriculum import Course, Lesson, load_course
+from lab.course.curriculum import Course, Lesson, load_course
 from lab.measure.modes import ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
-from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress, data_dir
-from lab.reference import REFERENCE_DIR, load_reference
+from lab.course.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress, data_dir
+from lab.course.reference import REFERENCE_DIR, load_reference
 from lab.report.units import format_bytes
 from lab.serve.policy import served
 
@@ -240,7 +240,7 @@ class MemLabApp(App):
             self.push_screen(PlaygroundScreen(runner=self.runner, choose_mode=self.choose_mode))
 
     def action_challenges(self) -> None:
-        """The graded challenges (lab/challenges.py): start, edit, check in sim."""
+        """The graded challenges (lab/course/challenges.py): start, edit, check in sim."""
         from .screens.challenges import ChallengeScreen
 
         if not isinstance(self.screen, ChallengeScreen):

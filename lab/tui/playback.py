@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from lab.measure.result import RunResult
-from lab.reference import load_reference
+from lab.course.reference import load_reference
 from lab.runner.client import OnEvent, failed_result
 from lab.runner.protocol import RunRequest
 

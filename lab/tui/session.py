@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from lab.measure.modes import ModeChoice
 from lab.measure.result import RunResult
-from lab.progress import Progress, RunRecord
+from lab.course.progress import Progress, RunRecord
 
 from .result_set import ResultSet
 

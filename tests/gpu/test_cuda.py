@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from lab.curriculum import load_lesson
+from lab.course.curriculum import load_lesson
 from lab.measure.tracker import TensorTracker
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest

@@ -1,7 +1,7 @@
 """Every lesson's claims, checked on a real CUDA GPU (the H200 reference machine).
 
 Skipped without CUDA. What is checked is exactly what `memlab dev check` checks against the
-recordings in assets/reference, with the same function (lab.claims.verify), but on FRESH runs:
+recordings in assets/reference, with the same function (lab.course.claims.verify), but on FRESH runs:
 each variant at seed scale in its own worker process (a fresh CUDA context and a clean caching
 allocator), with the timing pass on, as `memlab run` does. No number is written here: the
 lessons' claims (lesson.toml) are the expectations, pending ones included, so a re-recording is
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.claims import verify
-from lab.curriculum import load_course
+from lab.course.claims import verify
+from lab.course.curriculum import load_course
 from lab.measure.result import RunResult
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.result import RunResult
 
 N = int(os.environ.get("MEMLAB_GPUS", "2"))

@@ -8,9 +8,9 @@ import os
 import pytest
 from textual.widgets import Input, RadioSet
 
-from lab.curriculum import predicted_answer_gb
-from lab.progress import Progress, atomic_write, progress_path
-from lab.reference import load_reference
+from lab.course.curriculum import predicted_answer_gb
+from lab.course.progress import Progress, atomic_write, progress_path
+from lab.course.reference import load_reference
 from lab.runner.protocol import RunRequest
 from lab.runner.replay import ReplayRunner
 from lab.tui.screens import ConfirmScreen, HomeScreen

@@ -16,10 +16,10 @@ import weakref
 import pytest
 import torch
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.backends import backend_for
 from lab.measure.measure import VariantSpec, measure
-from lab.reference import REFERENCE_DIR, load_reference
+from lab.course.reference import REFERENCE_DIR, load_reference
 from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request
 from lab.snapshots import open_summary

@@ -14,7 +14,7 @@ import importlib.util
 import pytest
 import torch
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.tracker import TensorTracker
 from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request

@@ -109,7 +109,7 @@ def test_result_against_snapshot_meets_at_short_sites(tmp_path):
 def test_batch_16_vs_2_snapshots_bar(tmp_path, capsys):
     """Lesson 03's seed loop at batch 16 and 2 (cpu, small: the tiny model, 2 steps), each
     saved as a snapshot; `memlab diff --json` on the two snapshots vs the results' own peaks."""
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import load_experiment, measure_request
 

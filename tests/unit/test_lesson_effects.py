@@ -5,7 +5,7 @@ file adds is that the simulation and the CPU, which are what a learner without a
 show what each lesson teaches:
 
 - every claim with `also = ["sim", "cpu"]` keeps its direction on a fresh run in those modes
-  (lab.claims.direction_problem, the same rule dev check applies to the recordings);
+  (lab.course.claims.direction_problem, the same rule dev check applies to the recordings);
 - every `[[checks]]` formula (numel × itemsize) equals the tracked bytes exactly, as it must off
   CUDA, where nothing rounds;
 - a variant either finishes, or runs out of memory on the virtual GPU its lesson sets up, or
@@ -28,9 +28,9 @@ import textwrap
 
 import pytest
 
-from lab.claims import direction_problem, quantity
-from lab.curriculum import load_course, load_lesson
-from lab.reference import REFERENCE_DIR
+from lab.course.claims import direction_problem, quantity
+from lab.course.curriculum import load_course, load_lesson
+from lab.course.reference import REFERENCE_DIR
 from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request
 

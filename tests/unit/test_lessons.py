@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.curriculum import Course, load_course, predicted_answer_gb
+from lab.course.curriculum import Course, load_course, predicted_answer_gb
 from lab.dev.check import check
-from lab.reference import REFERENCE_DIR, load_reference
+from lab.course.reference import REFERENCE_DIR, load_reference
 
 COURSE = load_course()
 LESSONS = COURSE.lessons

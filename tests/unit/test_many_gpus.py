@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.distributed import VALIDATED_RANKS, extrapolation_note
 from lab.measure.sim.ranks import _dtensor_in_sim, _LazyChunks
 from lab.runner.protocol import RunRequest

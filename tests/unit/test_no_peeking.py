@@ -4,7 +4,7 @@ The recordings (assets/reference, and the superseded ones in assets/superseded) 
 simulator; if the simulator or the code it runs could
 read them, it could copy the answer. Two checks that can fail:
 1. static: no module of lab.measure / lab.workloads and no lesson experiment
-   names the reference folder or imports a module that reads it (lab.reference, lab.cite);
+   names the reference folder or imports a module that reads it (lab.course.reference, lab.cite);
 2. dynamic: simulating lesson variants (and importing everything that takes) opens no file under
    assets/reference, seen by a Python audit hook on every `open`.
 """
@@ -39,7 +39,7 @@ def test_simulator_sources_do_not_name_the_recordings():
 
 def test_the_static_check_can_fail():
     assert FORBIDDEN.search('REF = ROOT / "assets" / "reference"')
-    assert FORBIDDEN.search("from lab.reference import load_reference")
+    assert FORBIDDEN.search("from lab.course.reference import load_reference")
     assert FORBIDDEN.search("from lab import cite")
     assert FORBIDDEN.search("from lab.paths import SUPERSEDED_DIR")
 
@@ -78,7 +78,7 @@ _installed: list = []
                                          pytest.param("18", "bf16", marks=pytest.mark.slow),
                                          ("17", "expandable_segments")])
 def test_simulating_a_lesson_opens_no_recording(watch_opens, key, variant):
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import measure_request
 

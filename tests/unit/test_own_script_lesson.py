@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.curriculum import load_course, load_lesson, predict_answer
+from lab.course.curriculum import load_course, load_lesson, predict_answer
 from lab.dev.check import check
-from lab.ground_truth import find, ground_truth_file, lesson_runs, load_cases
+from lab.course.ground_truth import find, ground_truth_file, lesson_runs, load_cases
 from lab.serve.policy import LOCAL_ONLY, SERVED_ENV, lesson_refusal
 
 ROOT = Path(__file__).resolve().parents[2]

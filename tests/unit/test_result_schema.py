@@ -12,7 +12,7 @@ import pytest
 from lab.measure import result_schema
 from lab.measure.result import READS, SCHEMA, CodePaths, DeviceInfo, RunResult, Timing
 from lab.measure.schema import SchemaError
-from lab.reference import REFERENCE_DIR
+from lab.course.reference import REFERENCE_DIR
 from lab.runner.protocol import decode_event
 
 RECORDINGS = sorted(REFERENCE_DIR.glob("*/*.json"))

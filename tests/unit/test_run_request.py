@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.schema import SchemaError
 from lab.runner.protocol import WIRE, RunRequest
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lab.curriculum import load_lesson
+from lab.course.curriculum import load_lesson
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
 

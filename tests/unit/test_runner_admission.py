@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.runner.admission import Admission, Need
 from lab.runner.peaks import MARGIN_BYTES, MARGIN_FRACTION, need_for, recorded_peak
 from lab.runner.protocol import RunRequest

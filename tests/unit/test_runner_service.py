@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from lab.curriculum import load_lesson
+from lab.course.curriculum import load_lesson
 from lab.runner import remote
 from lab.runner.client import SubprocessRunner, default_runner
 from lab.runner.paths import pid_path, socket_path

@@ -109,7 +109,7 @@ def test_torchscript_optimizers_compile_inside_sim():
 def test_lesson_03_default_adamw_loop_peaks_as_on_the_h200():
     """The blog's loop (torch.optim.AdamW with PyTorch's defaults) at batch 2 peaks in the step,
     where foreach's intermediates sit beside gradients and state: within 1 % of the H200."""
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import measure_request
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.runner.protocol import RunRequest
 
 LESSON = next(l for l in load_course().lessons if any(v.env for v in l.variants))

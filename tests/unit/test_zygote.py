@@ -13,7 +13,7 @@ import pytest
 
 from lab.runner.group import drive
 from lab.runner.proc import WorkerProc
-from lab.curriculum import load_lesson
+from lab.course.curriculum import load_lesson
 from lab.runner.protocol import RunRequest
 from lab.runner.zygote import Zygote
 

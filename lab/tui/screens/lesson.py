@@ -21,8 +21,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
 
-from lab.curriculum import Lesson, Question
-from lab.progress import QUIZ_DONE, QUIZ_PASSED
+from lab.course.curriculum import Lesson, Question
+from lab.course.progress import QUIZ_DONE, QUIZ_PASSED
 
 from ..lesson_model import LessonRun, Restored, fold, idle_words
 from ..look import variant_color
