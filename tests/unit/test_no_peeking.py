@@ -21,7 +21,7 @@ SUPERSEDED = (ROOT / "assets" / "superseded").resolve()
 SIMULATOR = ["lab/measure", "lab/workloads"]
 FORBIDDEN = re.compile(r"assets[\\/\"', ]+(?:reference|superseded)|\breference_dir\b|"
                        r"\bREFERENCE_DIR\b|\bSUPERSEDED_DIR\b|"
-                       r"(?:from|import)\s+lab(?:\.|\s+import\s+)(?:reference|cite)\b")
+                       r"(?:from|import)\s+lab(?:\.course)?(?:\.|\s+import\s+)(?:reference|cite)\b")
 
 
 def _sources() -> list[Path]:
@@ -41,6 +41,7 @@ def test_the_static_check_can_fail():
     assert FORBIDDEN.search('REF = ROOT / "assets" / "reference"')
     assert FORBIDDEN.search("from lab.course.reference import load_reference")
     assert FORBIDDEN.search("from lab import cite")
+    assert FORBIDDEN.search("from lab.course import reference")
     assert FORBIDDEN.search("from lab.paths import SUPERSEDED_DIR")
 
 
