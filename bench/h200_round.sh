@@ -41,7 +41,7 @@ esac
 memlab() { PYTHONPATH=$LAB_PATH python3 -m lab.cli "$@"; }
 
 lesson_id() {
-  PYTHONPATH=$ROOT python3 -c "from lab.curriculum import load_course; print(load_course().find('$1').id)"
+  PYTHONPATH=$ROOT python3 -c "from lab.course.curriculum import load_course; print(load_course().find('$1').id)"
 }
 
 # every variant of lesson $1 saved with a status that measured something (ok, or its oom)?
@@ -49,7 +49,7 @@ lesson_done() {
   PYTHONPATH=$ROOT python3 - "$1" "$DIR/reference" <<'EOF'
 import json, sys
 from pathlib import Path
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 lesson = load_course().find(sys.argv[1])
 folder = Path(sys.argv[2]) / lesson.id
 ok = all((folder / f"{v.name}.json").is_file()

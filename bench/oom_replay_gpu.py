@@ -7,7 +7,7 @@
 
 Each case is a program that runs out of memory under a memory cap
 (`torch.cuda.set_per_process_memory_fraction`), recorded with the allocator's history and the
-lab's own out-of-memory observer (lab.measure.cuda.MemoryRecorder: the snapshot is taken at the
+lab's own out-of-memory observer (lab.measure.cuda_allocator.MemoryRecorder: the snapshot is taken at the
 failing allocation, the cap read from the observer):
 
   holes        many mid-sized tensors cut from cached big blocks, every other one freed, then a
@@ -20,7 +20,7 @@ failing allocation, the cap read from the observer):
   shortage     live tensors that do not fit the cap whatever the layout
   streams      blocks cached on a side stream, a `record_stream` free, then a request on the
                default stream: each stream keeps its own blocks
-  lesson23     lesson 23's baseline through the lab's engine (`measure_variant`, cuda mode, seed
+  lesson23     lesson 23's baseline through the lab's engine (`measure_request`, cuda mode, seed
                scale, the snapshot it writes): the capture `memlab run --snapshot` makes
 
 Then every case runs again in a fresh process under each setting the replay tries
@@ -202,8 +202,9 @@ def job_lesson23(out: Path, record: bool, cpu: bool) -> dict:
     """Lesson 23's baseline through the lab's engine, as `memlab run 23 --snapshot` runs it."""
     import importlib.util
 
-    from lab.curriculum import load_lesson
-    from lab.measure.measure import measure_variant
+    from lab.course.curriculum import load_lesson
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     lesson = load_lesson(ROOT / "lessons" / "23-allocator-tuning")
     spec = importlib.util.spec_from_file_location("memlab_experiment", lesson.experiment_path)
@@ -212,10 +213,9 @@ def job_lesson23(out: Path, record: bool, cpu: bool) -> dict:
     scale = "small" if cpu else "seed"
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "snap.pkl")
-        r = measure_variant(module.baseline, lesson=lesson.id, variant="baseline",
-                            mode="cpu" if cpu else "cuda", scale=scale,
-                            params=lesson.params(scale), checks=list(lesson.checks),
-                            profile_path=None if cpu else path, timing=False)
+        req = RunRequest.for_lesson(lesson, "baseline", "cpu" if cpu else "cuda", scale,
+                                    profile_path=None if cpu else path, timing=False)
+        r = measure_request(req, module.baseline)
         d = {"case": "lesson23", "conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
              "record": record, "status": r.status, "message": r.error or ""}
         if cpu:

@@ -28,7 +28,8 @@ import torch.utils._device as _device
 import torch.utils._pytree as _pytree
 from torch.utils._mode_utils import no_dispatch
 import torch._subclasses.fake_tensor as _fake_tensor
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig, FakeTensorMode
+from torch._subclasses.fake_tensor import (FakeTensor, FakeTensorConfig, FakeTensorMode,
+                                           unset_fake_temporarily)
 
 # The versions every entry below runs on: the H200 runs torch 2.11 (cu130), this lab's CPU
 # machines torch 2.13 (cpu); each entry's `read_in` says whose source it was read from.
@@ -56,8 +57,9 @@ CHECKED: list[PrivateApi] = [
                "2.13"),
     PrivateApi("tree_flatten / tree_unflatten", "torch.utils._pytree",
                "an op's output tensors; sim's evaluation cap rebuilds a forward's outputs", "2.13"),
-    PrivateApi("FakeTensorMode / FakeTensor / FakeTensorConfig", "torch._subclasses.fake_tensor",
-               "sim: tensors with shapes and storages, no data", "2.13"),
+    PrivateApi("FakeTensorMode / FakeTensor / FakeTensorConfig / unset_fake_temporarily",
+               "torch._subclasses.fake_tensor", "sim: tensors with shapes and storages, no data; "
+               "real ones for a constant a library computes from values (Session.real_values)", "2.13"),
     PrivateApi("sim/dispatch: SimFakeTensorMode's key", "FakeTensorMode._prep_args_for_hash, "
                "_cache_key, FakeTensor._has_symbolic_sizes_strides",
                f"{SIM_DISPATCH}: the key built without TensorMetadata (self-checked)", "2.13"),
@@ -489,7 +491,7 @@ __all__ = [
     "allocator_settings_targets", "set_allocator_settings", "clear_cublas_workspaces",
     "record_memory_history", "stop_memory_history", "memory_snapshot", "attach_oom_observer",
     "fake_exceptions", "default_device", "set_default_device_marker", "device_constructors",
-    "generator_base", "single_process_dataloader_iter",
+    "generator_base", "single_process_dataloader_iter", "unset_fake_temporarily",
     # FakeTensorMode's dispatch cache (lab/measure/sim/dispatch)
     "CacheKeyState", "DispatchCacheKey", "BypassDispatchCache", "DispatchCacheValidEntry",
     "SingletonConstant", "extract_tensor_metadata", "fake_tensor_log", "fake_cache_available",

@@ -171,21 +171,24 @@ def test_transformers_causal_lm_passes_no_mask_to_sdpa_in_sim():
 
 
 def test_allocator_cap_raises_cuda_shaped_oom():
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
 
     def fn(run):
         with run.phase("big"):
             torch.empty(3 * 2**30, dtype=torch.uint8)
 
-    r = measure_variant(fn, lesson="t", variant="v", mode="sim", scale="seed", params={},
-                        gpu_memory=2 * 2**30, timing=False)
+    r = measure(fn,
+                VariantSpec("t", "v", "seed", {}, timing=False),
+                backend_for("sim", gpu_memory=2 * 2**30))
     assert r.status == "oom" and r.error.startswith("CUDA out of memory. Tried to allocate 3.00 GiB")
     assert "2.00 GiB allowed" in r.error
     assert r.allocator.predicted and r.allocator.num_ooms == 1 and r.peak.bytes == 0
 
 
 def test_allocator_api_reaches_the_model_in_sim():
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
 
     seen = {}
 
@@ -200,8 +203,7 @@ def test_allocator_api_reaches_the_model_in_sim():
         with run.phase("more"):
             torch.empty(2**30, dtype=torch.uint8)
 
-    r = measure_variant(fn, lesson="t", variant="v", mode="sim", scale="seed", params={},
-                        timing=False)
+    r = measure(fn, VariantSpec("t", "v", "seed", {}, timing=False), backend_for("sim"))
     assert r.status == "ok"
     assert seen["before"] == {"allocated": 2 * 2**30, "reserved": 4 * 2**30}
     assert seen["after"] == {"allocated": 2 * 2**30, "reserved": 2 * 2**30}

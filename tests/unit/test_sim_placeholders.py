@@ -13,14 +13,15 @@ from lab.profile.run import finish, parse_command
 
 def _profile(script, *args):
     """What the worker does for `memlab profile --mode sim --gpu h100`, in this process."""
-    from lab.measure.measure import measure_variant
-    from lab.measure.sim.gpus import gpu
     from lab.profile import script as experiment
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     params = {"target": str(script), "module": False, "args": list(args), "timeout_s": 0,
               "output_path": None, "steps": None, "gpu": "h100"}
-    r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                        scale="", params=params, timing=False, gpu=gpu("h100"))
+    req = RunRequest("profile", "script", "sim", "", kind="profile", experiment=experiment.__file__,
+                     params=params, gpu="h100", timing=False)
+    r = measure_request(req, experiment.script)
     return finish(r, parse_command(["python", str(script), *args]), [], 0)
 
 

@@ -105,10 +105,11 @@ def _side_copies(run, record=True, sync=False):
 
 @pytest.mark.parametrize("record,sync,reserved", [(False, False, 1), (True, False, 5), (True, True, 2)])
 def test_an_experiment_with_a_side_stream_reserves_what_the_allocator_would(record, sync, reserved):
-    from lab.measure.measure import measure_variant
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
-    res = measure_variant(lambda run: _side_copies(run, record, sync), lesson="t", variant="v",
-                          mode="sim", scale="", params={}, timing=False)
+    req = RunRequest("t", "v", "sim", "", kind="experiment", experiment="", params={}, timing=False)
+    res = measure_request(req, lambda run: _side_copies(run, record, sync))
     assert res.status == "ok", res.error
     # without record_stream one block serves every tensor; with it each x waits (4 segments, and
     # y's); synchronizing the side stream each time gives x's block back before the next x
@@ -117,8 +118,9 @@ def test_an_experiment_with_a_side_stream_reserves_what_the_allocator_would(reco
 
 
 def test_a_script_with_a_side_stream_is_predicted_and_told(tmp_path):
-    from lab.measure.measure import measure_variant
     from lab.profile import script as experiment
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     script = tmp_path / "side.py"
     script.write_text(textwrap.dedent("""\
@@ -150,8 +152,9 @@ def test_a_script_with_a_side_stream_is_predicted_and_told(tmp_path):
         """))
     params = {"target": str(script), "module": False, "args": [], "timeout_s": 0,
               "output_path": None, "steps": None, "gpu": None}
-    res = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                          scale="", params=params, timing=False)
+    req = RunRequest("profile", "script", "sim", "", kind="profile", experiment=experiment.__file__,
+                     params=params, timing=False)
+    res = measure_request(req, experiment.script)
     assert res.status == "ok", res.error
     # three 64 MiB tensors wait for the side stream (three segments); after the event they are
     # back, and y takes one of them; the copies into the script's pinned buffer allocate nothing;

@@ -305,17 +305,19 @@ def test_the_summary_says_what_was_live_at_the_failure(tmp_path):
 def test_a_sim_runs_out_of_memory_snapshot_is_explained_like_the_gpus(tmp_path):
     import importlib.util
 
-    from lab.curriculum import load_lesson
-    from lab.measure.measure import measure_variant
+    from lab.course.curriculum import load_lesson
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     lesson = load_lesson(ROOT / "lessons" / "23-allocator-tuning")
     spec = importlib.util.spec_from_file_location("memlab_experiment_23", lesson.experiment_path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     path = tmp_path / "baseline.pkl"
-    r = measure_variant(module.baseline, lesson=lesson.id, variant="baseline", mode="sim",
-                        scale="seed", params=lesson.params("seed"), checks=[],
-                        profile_path=str(path), timing=False)
+    req = RunRequest.for_lesson(lesson, "baseline", "sim", "seed", profile_path=str(path),
+                                timing=False)
+    req.checks = []
+    r = measure_request(req, module.baseline)
     assert r.status == "oom"
     [s] = open_summary(path)
     from lab.snapshots.oom import diagnose

@@ -32,7 +32,8 @@ NEEDS = {"lora": "peft", "lightning": "pytorch_lightning"}
 
 
 def _profile(case) -> object:
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.measure.sim.gpus import gpu
     from lab.profile import script as experiment
     from lab.profile.run import finish, parse_command
@@ -40,8 +41,9 @@ def _profile(case) -> object:
     args = tiny_args(case, "sim")
     params = {"target": str(ROOT / case.script), "module": False, "args": args, "timeout_s": 0,
               "output_path": None, "steps": None, "gpu": "h100"}
-    r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                        scale="", params=params, timing=False, gpu=gpu("h100"))
+    r = measure(experiment.script,
+                VariantSpec("profile", "script", "", params, timing=False),
+                backend_for("sim", gpu=gpu("h100")))
     return finish(r, parse_command(["python", str(ROOT / case.script), *args]), [], 0)
 
 

@@ -124,6 +124,10 @@ class Backend:
         """Inside: `.item()` of a fake tensor answers a stand-in (sim only)."""
         return nullcontext()
 
+    def real_values(self) -> ContextManager[None]:
+        """Inside: tensors are made with values (sim: outside the fake mode)."""
+        return nullcontext()
+
     # ---- torch.distributed ----------------------------------------------------------------------
     def simulated_ranks(self, run, world_size: int, device_type: str
                         ) -> ContextManager[Ranks] | None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Proto
 
 import torch
 
-from .. import cuda as cuda_mod
+from .. import cuda_allocator as cuda_mod
 from ..device import gpu_info, set_virtual_gpu
 from ..result import AllocatorStats, DeviceInfo, RunResult
 from ..snapshot import device_trace_timelines

@@ -233,6 +233,9 @@ class SimBackend(Backend):
     def stand_in_values(self) -> ContextManager[None]:
         return self.policy.stand_in_values()
 
+    def real_values(self) -> ContextManager[None]:
+        return torch_compat.unset_fake_temporarily()
+
     def simulated_ranks(self, run, world_size: int, device_type: str) -> ContextManager[Ranks]:
         """Every rank in this process: the fake process group (lab.measure.sim.ranks)."""
         return simulated_ranks(run, world_size, device_type, self.pinned_host)

@@ -1,4 +1,6 @@
-"""The CUDA side: the caching allocator's own record, counters and NVML.
+"""The real CUDA caching allocator, read and steered: its own record (memory history), its
+counters, its run-time settings, a release before a second attempt; and NVML's whole-GPU
+readings. (lab.measure.backends.cuda is the cuda mode's backend, which uses these.)
 
 The private APIs these reach (`_record_memory_history`, `_snapshot`, the allocator's run-time
 settings, cuBLAS's workspaces) are feature-detected in lab.measure.torch_compat.
