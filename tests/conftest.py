@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from . import budget
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -47,3 +49,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+# ---- the per-test time budget (tests/budget.py) ------------------------------------------------
+def pytest_addoption(parser):
+    budget.addoption(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    budget.start(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        budget.judge(item, report)
+    elif report.when == "teardown":
+        budget.log(item)

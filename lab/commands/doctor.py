@@ -1,4 +1,6 @@
-"""`memlab doctor`: what this machine gives the lab (python, torch, CUDA, driver, GPU, NVML)."""
+"""`memlab doctor`: what this machine gives the lab (python, torch, CUDA, driver, GPU, NVML);
+`memlab doctor --validate`: run the lab on the installed torch and transformers and say, per
+library, whether the numbers stayed the same (lab.dev.validate)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import sys
 def add_parser(sub) -> None:
     p = sub.add_parser("doctor", help="check python, torch, CUDA, the GPU and NVML")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--validate", action="store_true",
+                   help="run every lesson variant in sim on the installed torch and transformers "
+                        "and compare with the validated versions' numbers (about 3 minutes)")
     p.set_defaults(func=main)
 
 
@@ -56,6 +61,10 @@ def collect() -> dict:
 
 
 def main(args) -> int:
+    if args.validate:
+        from lab.commands.validate import validate_main
+
+        return validate_main(args)
     from lab.report import format_bytes, key_values
 
     info = collect()

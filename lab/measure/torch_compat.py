@@ -27,9 +27,12 @@ from torch.utils._mode_utils import no_dispatch
 import torch._subclasses.fake_tensor as _fake_tensor
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig, FakeTensorMode
 
-# The versions every entry below was read in and run on: the H200 runs torch 2.11 (cu130), this
-# lab's CPU machines torch 2.13 (cpu). An entry that needs another range says so.
-CHECKED_ON = ("2.11", "2.13")
+from .versions import validated_versions
+
+# The versions every entry below was read in and run on (lab/measure/versions.json, the one
+# table: the H200 runs torch 2.11, this lab's CPU machines 2.13). An entry that needs another
+# range says so.
+CHECKED_ON = validated_versions("torch")
 
 
 @dataclass(frozen=True)
