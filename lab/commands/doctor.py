@@ -57,7 +57,28 @@ def collect() -> dict:
         info["nvml_used_bytes"] = nvml_used_bytes()
         info["nvml"] = info["nvml_used_bytes"] is not None
     info["lab_modes"] = (["cuda", "cpu", "sim"] if gpu else ["cpu", "sim"])
+    info["validated"] = validated()
     return info
+
+
+def validated() -> dict:
+    """Per library: the validated range (lab/measure/versions.json) and, for the installed
+    version, why it is validated here or what to do ("" when it is in the range)."""
+    from lab.measure import versions as V
+
+    out = {}
+    for name in V.LIBRARIES:
+        floor, top = V.validated_range(name)
+        v = V.installed(name) or ""
+        mine = V.validated_here(name, v) if v else None
+        if not v or V.in_range(name, v):
+            status = ""
+        elif mine and mine.get("outcome") in V.PASSED:
+            status = f"validated here ({mine.get('summary', '')}, {mine.get('date', '')[:10]})"
+        else:
+            status = V.unvalidated(name, v) or ""
+        out[name] = {"range": f"{floor}-{top}", "installed": v, "status": status}
+    return out
 
 
 def main(args) -> int:
@@ -77,6 +98,9 @@ def main(args) -> int:
         ("transformers", info["transformers"]), ("textual", info["textual"]),
         ("plotext", info["plotext"]),
     ]
+    for name, v in info["validated"].items():
+        rows.append((f"{name} validated", v["range"] + (f"; {v['status']}" if v["status"] else
+                                                         f": {v['installed']} is in the range")))
     if info["cuda_available"]:
         rows += [
             ("GPU", f"{info['gpu']} × {info['gpu_count']}"),

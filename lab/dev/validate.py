@@ -25,6 +25,7 @@ import importlib.util
 import json
 import platform
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -124,20 +125,26 @@ def cases(course=None) -> list[Case]:
     return out
 
 
+def digest(fields: dict) -> str:
+    """Of a golden's fields, as the baseline keeps them (a golden file's "sim" digests alike)."""
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
 def run_case(case: Case) -> Numbers:
     """One case in this process, as the sim goldens run it (the worker's steps)."""
     from lab.dev.goldens import PlainEntry, run_entry
 
     t0 = time.perf_counter()
-    with V.libraries_used() as used:
+    with V.libraries_used() as used, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a library's deprecation notes: not this report's
         fields = run_entry(case.entry)
-    digest = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"))
-                            .encode()).hexdigest()
+    digest_ = digest(fields)
     alloc = fields.get("allocator") or {}
     peak = fields["peak"]["bytes"]
     return Numbers(status=fields["status"], peak=peak,
                    allocated=alloc.get("peak_allocated_bytes"),
-                   reserved=alloc.get("peak_reserved_bytes"), sha256=digest,
+                   reserved=alloc.get("peak_reserved_bytes"), sha256=digest_,
                    transformers="transformers" in used or isinstance(case.entry, PlainEntry),
                    seconds=round(time.perf_counter() - t0, 2))
 
@@ -172,7 +179,8 @@ def load_baseline(path: Path = BASELINE_PATH) -> dict | None:
 def baseline_document(rows: dict[str, Numbers], made_with: dict[str, str]) -> dict:
     return {"about": "sim's numbers for every lesson variant at seed scale on the versions CI "
                      "pins: what `memlab doctor --validate` compares a release with. Written by "
-                     "`memlab dev versions --baseline`, never by hand (docs/VERSIONS.md).",
+                     "`memlab dev versions --baseline`, never by hand "
+                     "(CONTRIBUTING.md#versions-and-the-suites-time).",
             "format": FORMAT, "made_with": made_with,
             "cases": {name: n.key() for name, n in rows.items()}}
 
@@ -334,6 +342,6 @@ def add_to_table(verdicts_: list[Verdict], here: dict[str, str],
 
 
 __all__ = ["BASELINE_PATH", "Case", "Move", "Numbers", "TOLERANCE", "Verdict",
-           "baseline_document", "cases", "installed_versions", "load_baseline", "load_report",
+           "baseline_document", "cases", "digest", "installed_versions", "load_baseline", "load_report",
            "add_to_table", "moves", "record", "run_all", "run_case", "save_report", "verdicts",
            "write_baseline"]

@@ -9,8 +9,8 @@ this file), what a result records of them, and the rule for others.
 The range grows by running the lab on a release, not by editing a table: `memlab doctor
 --validate` records its outcome for this user (`validated-versions.json` in the user data
 folder), and `memlab dev versions --add` writes a passing run into versions.json
-(docs/VERSIONS.md). Torch-free at import (package metadata and JSON), so the CLI checks
-before torch is imported.
+(CONTRIBUTING.md#versions-and-the-suites-time). Torch-free at import (package metadata and
+JSON), so the CLI checks before torch is imported.
 """
 
 from __future__ import annotations

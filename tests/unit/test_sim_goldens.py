@@ -23,6 +23,7 @@ from lab.dev import goldens as G
 from lab.dev import goldens_h200 as H
 from lab.dev import goldens_regen as R
 from lab.dev.sim_probe import MECHANISMS, Mechanism, Probe, sim_modules
+from ..stderr_lines import own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_DIR = ROOT / "lab" / "measure" / "sim"
@@ -172,7 +173,7 @@ def test_goldens_are_rewritten_only_with_a_reason(capsys):
 
     assert main(["dev", "goldens"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--why" in err and "Traceback" not in err
+    assert len(own_lines(err)) == 1 and "--why" in err and "Traceback" not in err
     assert main(["dev", "goldens", "--why", "   "]) == 2
     assert main(["dev", "goldens", "--why", "x", "--check"]) == 2
     with pytest.raises(ValueError, match="reason"):
