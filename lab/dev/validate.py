@@ -20,10 +20,12 @@ versions --baseline` on the pinned versions; the outcome goes to the user's reco
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import importlib.util
+import io
 import json
 import platform
+import re
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -38,6 +40,7 @@ FORMAT = 1
 # the bars of docs/SIMULATION.md (sim against the H200), in %: a move within them keeps every
 # claim the lab makes about sim's accuracy; status must not change at all
 TOLERANCE = {"peak": 1.0, "allocated": 2.0, "reserved": 5.0}
+NEEDS = "needs "  # a status: the variant imports an optional package not installed there
 
 
 @dataclass(frozen=True)
@@ -104,19 +107,19 @@ class Verdict:
 
 # ---- what runs -------------------------------------------------------------------------------
 def cases(course=None) -> list[Case]:
-    """Every variant of every lesson that runs in sim (its optional packages installed), in
-    course order, then the goldens' plain loops."""
+    """Every variant of every lesson that runs in sim, in course order, then the goldens'
+    plain loops. (A variant that needs a package not installed here says so: `needs X`.)"""
     from lab.curriculum import load_course
-    from lab.dev.goldens import SUBSET, Entry, PlainEntry
+    from lab.dev.goldens import SUBSET, Entry, PlainEntry, sim_mode
 
     course = course or load_course()
+    sim = sim_mode()  # the simulated mode's name, from the one mode rule
     out = []
     for lesson in course.lessons:
-        if "sim" not in lesson.modes or any(importlib.util.find_spec(m) is None
-                                            for m in lesson.requires):
+        if sim not in lesson.modes:
             continue
         for v in lesson.variants:
-            if v.runs_in("sim"):
+            if v.runs_in(sim):
                 out.append(Case(f"{lesson.id}/{v.name}", f"lesson {lesson.key} variant {v.name}",
                                 Entry(lesson.id, v.name, why="")))
     for e in SUBSET:
@@ -136,13 +139,20 @@ def run_case(case: Case) -> Numbers:
     from lab.dev.goldens import PlainEntry, run_entry
 
     t0 = time.perf_counter()
-    with V.libraries_used() as used, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a library's deprecation notes: not this report's
+    quiet = io.StringIO()  # what a lesson prints (its own log lines) is not this report's
+    with V.libraries_used() as used, warnings.catch_warnings(), \
+            contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        warnings.simplefilter("ignore")  # nor are a library's deprecation notes
         fields = run_entry(case.entry)
     digest_ = digest(fields)
     alloc = fields.get("allocator") or {}
     peak = fields["peak"]["bytes"]
-    return Numbers(status=fields["status"], peak=peak,
+    # a variant whose optional extra is not installed says so ("pip install 'memlab[peft]'")
+    missing = re.search(r"pip install '(memlab\[[\w-]+\])'|No module named '([\w.]+)'",
+                        fields.get("error") or "")
+    status = f"{NEEDS}{missing.group(1) or missing.group(2)}" if fields["status"] == "error" \
+        and missing else fields["status"]
+    return Numbers(status=status, peak=peak,
                    allocated=alloc.get("peak_allocated_bytes"),
                    reserved=alloc.get("peak_reserved_bytes"), sha256=digest_,
                    transformers="transformers" in used or isinstance(case.entry, PlainEntry),
@@ -197,8 +207,8 @@ def moves(baseline: dict, rows: dict[str, Numbers], labels: dict[str, str]) -> l
     out = []
     for name, n in rows.items():
         b = baseline["cases"].get(name)
-        if b is None or b["sha256"] == n.sha256:
-            continue
+        if b is None or b["sha256"] == n.sha256 or NEEDS in (b["status"][:6], n.status[:6]):
+            continue  # not in the baseline, equal, or an optional package missing on one side
         label = labels.get(name, name)
         if b["status"] != n.status:
             out.append(Move(name, label, "status", None, b["status"], n.status))
