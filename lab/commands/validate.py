@@ -65,10 +65,9 @@ def validate_main(args) -> int:
                          "`memlab dev versions --baseline` writes it in a checkout")
     here = val.installed_versions()
     made = baseline["made_with"]
-    print("memlab: validating torch {} and transformers {} against the numbers of torch {} and "
-          "transformers {}: every lesson variant in sim, at seed scale".format(
-              here["torch"], here["transformers"], made["torch"], made["transformers"]),
-          file=sys.stderr)
+    print(f"memlab: validating torch {here['torch']}, transformers {here['transformers']}: "
+          "every lesson variant in sim at seed scale (about 3 minutes), against the numbers of "
+          f"torch {made['torch']}, transformers {made['transformers']}", file=sys.stderr)
     bar = Bar()
     labels: dict[str, str] = {}
 

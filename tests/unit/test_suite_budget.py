@@ -33,6 +33,13 @@ def test_a_long_wait_is_over_the_wall_limit_even_without_cpu():
     assert "of wall time" in why and "CPU-s" not in why
 
 
+def test_a_loaded_box_gets_a_wall_limit_in_proportion():
+    wall = budget.WALL_LIMIT_S * 3
+    assert budget.over_budget(item(), wall=wall, cpu=1.0, load=4.0) is None
+    assert "x 2.0 for the load" in budget.over_budget(item(), wall=wall, cpu=1.0, load=2.0)
+    assert budget.load_factor() >= 1.0
+
+
 def test_within_budget_slow_tests_and_a_switched_off_check_pass():
     assert budget.over_budget(item(), wall=1.0, cpu=1.0) is None
     assert budget.over_budget(item(slow=True), wall=1e4, cpu=1e4) is None

@@ -142,3 +142,27 @@ def test_doctor_validate_prints_a_verdict_per_library(monkeypatch, capsys):
     assert f"torch {BASE['made_with']['torch']}: the version the baseline was made with" in out
     assert "recorded as validated here" in out
     assert V.unvalidated("transformers", "99.0.0") is None
+
+
+def test_the_progress_bar_rewrites_one_line_on_a_terminal_and_logs_tenths_elsewhere():
+    import io
+
+    from lab.commands.validate import Bar
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    bar = Bar(tty)
+    for i in range(11):
+        bar.show(i, 10, f"lesson 01 variant v{i}")
+    bar.close()
+    assert tty.getvalue().count("\r\x1b[K") == 12 and "\n" not in tty.getvalue()
+    assert "█" * 24 + "] 10/10 · lesson 01 variant v10" in tty.getvalue()
+
+    log = io.StringIO()
+    bar = Bar(log)
+    for i in range(101):
+        bar.show(i, 100, "x")
+    assert log.getvalue().count("\n") == 11 and "100/100 runs" in log.getvalue()
