@@ -3,14 +3,15 @@ check_new_test_time_budget): a test of the quick tier (not marked `slow`) that t
 its share fails, naming itself and its time, so a slow test is marked slow on purpose, with a
 reason, instead of slipping into the tier everyone runs.
 
-Two limits, because a shared 2-core CI box can be three to four times slower than a quiet one
-(the quick tier took 79 s quiet and 539 s at a load average of 5 here) and the budget must not
-make CI flaky:
+Two limits, because a shared 2-core box can be many times slower than a quiet one (the quick
+tier took 78 s quiet, 539 s at a load average of 5 and 1,100 s at 40 here) and the budget must
+not make CI flaky:
 
   CPU_LIMIT_S   CPU seconds the test spent: this process's plus its children's that it waited
-                for (a worker it spawned). Load barely changes CPU time, so this limit can be
-                tight. The slowest quick test spends ~5 CPU-s (a TUI test that runs a real
-                worker: torch's imports are most of it); 15 leaves three times that.
+                for (a worker it spawned). Load stretches CPU time about two-fold where it
+                stretches wall time ten-fold, so this is the tighter limit. The costliest quick
+                test spent 5.9 CPU-s at a load of 11 to 46 (a TUI test over every lesson); 15
+                leaves 2.5 times that, and no quick test passed it at a load of 40.
   WALL_LIMIT_S  wall seconds on an idle box, for what CPU time does not see (a test waiting on
                 a child or a clock), scaled by the load: times max(1, load average / cores),
                 read when the test ends. At a load of 11 on 2 cores a quick test of 6 CPU-s
