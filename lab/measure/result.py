@@ -99,8 +99,8 @@ class Timeline:
 class Timing:
     """How `step_time_s` was measured: every timed step of the untracked pass, warm-up left out.
 
-    `step_time_s` is their median; a difference between two runs means something only when it
-    is larger than their spreads (lab.claims enforces that for "faster"/"slower")."""
+    `step_time_s` is their median; one run is faster than another only when every timed step
+    of it is below every timed step of the other (lab.claims enforces that for "faster"/"slower")."""
 
     steps_s: list[float] = field(default_factory=list)  # each timed step, in order
     warmup_steps: int = 0  # steps run before the timed ones and left out
@@ -156,8 +156,8 @@ class AllocatorStats:
     untracked_peak_bytes: int = 0  # allocator peak - tracked-tensor peak: workspaces, rounding
     timeline: Timeline | None = None  # from the allocator's own trace (_record_memory_history)
     reserved_timeline: Timeline | None = None
-    # sim: these numbers come from lab.measure.sim.allocator's model of the caching allocator, not
-    # from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
+    # sim: these numbers come from lab.measure.sim.allocator.model's model of the caching allocator,
+    # not from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
     predicted: bool = False
 
     @classmethod

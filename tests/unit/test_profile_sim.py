@@ -3,7 +3,7 @@
 The scripts under tests/fixtures/profile/sim/ are written as a CUDA user writes them (`cuda`
 devices, `.cuda()`, torch.cuda calls, autocast("cuda")). They run here through the experiment
 the worker runs (lab/profile/script.py under measure_variant, in this process), inside the CUDA
-facade (lab/measure/sim/cuda_facade.py). Where a script's training loop is also a lab
+facade (lab/measure/sim/facade/cuda_facade.py). Where a script's training loop is also a lab
 experiment, the two sim paths must predict the same bytes: the facade only moves the script
 onto sim, it adds nothing.
 """
@@ -54,7 +54,7 @@ def _snapshot():
     import torch.utils._device as device_mod
     from torch.overrides import _get_current_function_mode_stack
 
-    from lab.measure.sim.cuda_facade import owners
+    from lab.measure.sim.facade.cuda_facade import owners
 
     spaces = {name: dict(vars(obj)) for name, obj in owners().items()}
     return spaces, device_mod.CURRENT_DEVICE, len(_get_current_function_mode_stack()), \
@@ -65,8 +65,8 @@ def test_the_facade_restores_every_attribute_it_intercepts():
     import torch
     from torch.utils.checkpoint import checkpoint
 
-    from lab.measure.sim.allocator_replay import Replay
-    from lab.measure.sim.cuda_facade import INTERCEPTED, CudaFacade, owners
+    from lab.measure.sim.allocator.replay import Replay
+    from lab.measure.sim.facade.cuda_facade import INTERCEPTED, CudaFacade, owners
     from lab.measure.sim.gpus import gpu
 
     import torch._dynamo  # noqa: F401  (its import wraps torch.manual_seed; sim imports it anyway)
@@ -100,18 +100,19 @@ def test_the_facade_restores_every_attribute_it_intercepts():
 
 
 def test_the_docs_show_the_table_the_facade_installs_from():
-    from lab.measure.sim.cuda_facade import docs_table
+    from lab.measure.sim.facade.cuda_facade import docs_table
 
     docs = (ROOT / "docs" / "SIMULATION.md").read_text()
     assert docs_table() in docs, ("docs/SIMULATION.md's table of intercepted names differs from "
-                                  "lab/measure/sim/cuda_facade.py's; paste docs_table() there")
+                                  "lab/measure/sim/facade/cuda_facade.py's; paste docs_table() "
+                                  "there")
 
 
 def test_the_cuda_memory_api_answers_from_the_allocator_model():
     import torch
 
-    from lab.measure.sim.allocator_replay import Replay
-    from lab.measure.sim.cuda_facade import CudaFacade
+    from lab.measure.sim.allocator.replay import Replay
+    from lab.measure.sim.facade.cuda_facade import CudaFacade
     from lab.measure.sim.gpus import gpu
 
     replay = Replay(series=True)
@@ -176,7 +177,7 @@ def test_a_tiny_gpt2_predicts_what_the_lab_predicts_for_a_plain_run():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from lab.measure.sim.record import record_sim
+    from lab.measure.sim_record import record_sim
 
     script = SIM / "gpt2_tiny.py"
     ns = runpy.run_path(str(script))
@@ -244,7 +245,7 @@ def test_a_data_dependent_shape_is_refused_in_one_line(how, marker, what):
 
 
 @pytest.mark.slow
-def test_out_of_memory_where_the_capped_gpu_would_fail():
+def test_out_of_memory_where_the_capped_gpu_would_fail(tmp_path):
     from lab.measure.measure import measure_variant
 
     script = SIM / "mlp_autocast.py"
@@ -254,9 +255,12 @@ def test_out_of_memory_where_the_capped_gpu_would_fail():
     lab = measure_variant(lambda run: [None for _ in train(run.device, "cpu", 3)],
                           lesson="t", variant="mlp", mode="sim", scale="", params={},
                           timing=False, gpu_memory=cap)
-    r = _profile(script, gpu_memory=cap)
+    r = _profile(script, gpu_memory=cap, output=tmp_path / "out.txt")
     assert r.status == lab.status == "oom"
     assert r.error == lab.error and r.error.startswith("CUDA out of memory. Tried to allocate")
+    # a result, not a crash: PyTorch's message and the report, no traceback in the output
+    assert "Traceback" not in (tmp_path / "out.txt").read_text()
+    assert any(n.startswith("out of memory at mlp_autocast.py:") for n in r.notes), r.notes
 
 
 def test_profiling_is_refused_in_a_served_workshop(capsys, monkeypatch):

@@ -21,7 +21,7 @@ def version_notes(used: set[str] | None = None) -> list[str]:
         floor, top = table.validated_range("torch")
         notes.append(f"torch {torch.__version__}: the simulation's CUDA paths are validated for "
                      f"torch {floor}-{top}; other versions may choose differently.")
-    from .cuda_optim import CudaOptimDefaults
+    from .kernels.optim import CudaOptimDefaults
 
     if not CudaOptimDefaults.available():
         notes.append(f"torch {torch.__version__}: optimizers left at their default take the CPU's "
