@@ -173,6 +173,12 @@ def run_entry(e: Entry | PlainEntry) -> dict[str, Any]:
     """The entry's golden fields, run in this process."""
     if isinstance(e, PlainEntry):
         return plain_fields(_record_plain(e))
+    return result_fields(run_result(e))
+
+
+def run_result(e: Entry):
+    """The lesson variant's RunResult, run in this process as `memlab run LESSON --variant V
+    --mode sim` runs it (the variant's environment set)."""
     from lab.measure.measure import measure_variant
     from lab.runner.worker import load_experiment
 
@@ -180,21 +186,30 @@ def run_entry(e: Entry | PlainEntry) -> dict[str, Any]:
     with environment(dict(lesson.variant(e.variant).env)):
         module = load_experiment(str(lesson.experiment_path))
         # what lab.runner.worker passes for `memlab run LESSON --variant V --mode sim`
-        result = measure_variant(getattr(module, e.variant), lesson=lesson.id, variant=e.variant,
-                                 mode=sim_mode(), scale=SCALE, params=dict(lesson.params(SCALE)),
-                                 checks=list(lesson.checks), gpu_memory=None, profile_path=None,
-                                 timing=True, emit=None, turns=None)
-    return result_fields(result)
+        return measure_variant(getattr(module, e.variant), lesson=lesson.id, variant=e.variant,
+                               mode=sim_mode(), scale=SCALE, params=dict(lesson.params(SCALE)),
+                               checks=list(lesson.checks), gpu_memory=None, profile_path=None,
+                               timing=True, emit=None, turns=None)
 
 
 def run_probed(e: Entry | PlainEntry) -> tuple[dict[str, Any], list[str], bool]:
     """`run_entry` under lab.dev.sim_probe: (fields, mechanisms taken, built a transformers
     model)."""
+    return probed(e)[1:]
+
+
+def probed(e: Entry | PlainEntry):
+    """`run_probed` with the RunResult first (None for a PlainEntry): the suite shares a lesson
+    variant's run between its golden test and the lesson's own tests."""
     from lab.dev.sim_probe import Probe
 
     with Probe() as probe:
-        fields = run_entry(e)
-    return fields, probe.taken(fields), probe.used_transformers
+        if isinstance(e, PlainEntry):
+            result, fields = None, run_entry(e)
+        else:
+            result = run_result(e)
+            fields = result_fields(result)
+    return result, fields, probe.taken(fields), probe.used_transformers
 
 
 def _record_plain(e: PlainEntry):
@@ -336,5 +351,6 @@ def differences(golden: dict, got: dict) -> list[tuple[str, Any, Any]]:
 
 
 __all__ = ["Entry", "GOLDENS_DIR", "PlainEntry", "SUBSET", "differences", "entry",
-           "golden_document", "load_golden", "pinned", "result_fields", "run_entry", "run_probed",
+           "golden_document", "load_golden", "pinned", "probed", "result_fields", "run_entry", "run_probed",
+           "run_result",
            "versions"]
