@@ -9,6 +9,7 @@
                                      --validate) and add what passed to lab/measure/versions.json
     memlab dev versions --baseline   on the pinned versions: rewrite the numbers validation
                                      compares with (lab/dev/validation_baseline.json)
+    memlab dev versions --baseline --new   only the variants the baseline lacks (a new lesson)
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def add_parser(sub) -> None:
                       help="add the installed versions that passed to lab/measure/versions.json")
     what.add_argument("--baseline", action="store_true",
                       help="rewrite lab/dev/validation_baseline.json (on the versions CI pins)")
+    ver.add_argument("--new", action="store_true",
+                     help="with --baseline: run only the course's variants the baseline lacks "
+                          "(a new lesson) and drop those no longer in the course")
     ver.add_argument("--from", dest="src", metavar="REPORT",
                      help="a report `memlab doctor --validate` saved (default: run it now)")
     ver.set_defaults(func=versions_main)
@@ -169,13 +173,29 @@ def versions_main(args) -> int:
         if off:
             raise UsageError("the baseline is made on the versions CI pins (.ci/constraints.txt); "
                              "here: " + ", ".join(off))
-    if not args.src:
+    kept: dict = {}
+    only = None
+    if args.new:
+        if not args.baseline or args.src:
+            raise UsageError("--new goes with --baseline (and runs the missing variants itself, "
+                             "without --from)")
+        try:
+            kept, only = val.baseline_to_extend(here)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if not only:
+            print("the baseline holds every variant of the course: nothing to run")
+    if not args.src and (only is None or only):
         bar = Bar()
         try:
-            rows = val.run_all(lambda i, n, c, num: bar.show(i + (num is not None), n, c.label))
+            rows = val.run_all(lambda i, n, c, num: bar.show(i + (num is not None), n, c.label),
+                               only=only)
         finally:
             bar.close()
+    elif not args.src:
+        rows = {}
     if args.baseline:
+        rows = {**kept, **rows}
         path = val.write_baseline(rows, here)
         print(f"wrote {path} ({len(rows)} runs, torch {here['torch']}, transformers "
               f"{here['transformers']})")

@@ -316,6 +316,24 @@ def load_report(path: Path) -> tuple[dict[str, Numbers], dict[str, str]]:
 
 
 # ---- the project's files (memlab dev versions) ------------------------------------------------
+def baseline_to_extend(here: dict[str, str], path: Path = BASELINE_PATH) -> tuple[dict[str, Numbers], list[str]]:
+    """For `--baseline --new`: (the baseline's cases still in the course, the course's cases it
+    lacks). ValueError where there is none, or it was made on other versions than `here` (its
+    numbers and the new ones must come from one torch and transformers)."""
+    doc = load_baseline(path)
+    if doc is None:
+        raise ValueError("no validation baseline to extend: `memlab dev versions --baseline`")
+    made = doc["made_with"]
+    other = [f"{lib} {made.get(lib)} (baseline) vs {here.get(lib)} (here)" for lib in V.LIBRARIES
+             if made.get(lib) != here.get(lib)]
+    if other:
+        raise ValueError("the baseline was made on other versions: " + ", ".join(other)
+                         + "; rewrite it whole (`memlab dev versions --baseline`)")
+    names = [c.name for c in cases()]
+    kept = {n: Numbers(**doc["cases"][n]) for n in names if n in doc["cases"]}
+    return kept, [n for n in names if n not in doc["cases"]]
+
+
 def write_baseline(rows: dict[str, Numbers], here: dict[str, str], path: Path = BASELINE_PATH) -> Path:
     """The baseline from a run on the pinned versions (the caller checks that they are)."""
     from lab.atomic import atomic_write
@@ -352,6 +370,7 @@ def add_to_table(verdicts_: list[Verdict], here: dict[str, str],
 
 
 __all__ = ["BASELINE_PATH", "Case", "Move", "Numbers", "TOLERANCE", "Verdict",
-           "baseline_document", "cases", "digest", "installed_versions", "load_baseline", "load_report",
+           "baseline_document", "baseline_to_extend", "cases", "digest", "installed_versions",
+           "load_baseline", "load_report",
            "add_to_table", "moves", "record", "run_all", "run_case", "save_report", "verdicts",
            "write_baseline"]

@@ -45,7 +45,20 @@ def test_the_baseline_holds_every_sim_variant_of_the_course():
     names = {c.name for c in val.cases()}
     missing, stale = sorted(names - set(BASE["cases"])), sorted(set(BASE["cases"]) - names)
     assert not missing and not stale, (f"not in the baseline: {missing}; no longer in the course: "
-                                       f"{stale}; `memlab dev versions --baseline` rewrites it")
+                                       f"{stale}; `memlab dev versions --baseline --new` adds what is missing")
+
+
+def test_extending_the_baseline_runs_only_what_it_lacks_on_its_own_versions(tmp_path):
+    names = [c.name for c in val.cases()]
+    doc = {**BASE, "cases": {**{n: BASE["cases"][n] for n in names[:3] if n in BASE["cases"]},
+                             "gone-lesson/variant": next(iter(BASE["cases"].values()))}}
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(doc))
+    kept, missing = val.baseline_to_extend(dict(BASE["made_with"]), path)
+    assert list(kept) == [n for n in names[:3] if n in BASE["cases"]]  # the stale case dropped
+    assert missing == [n for n in names if n not in kept]
+    with pytest.raises(ValueError, match="other versions"):
+        val.baseline_to_extend({**BASE["made_with"], "transformers": "9.0.0"}, path)
 
 
 def test_a_variant_that_needs_a_missing_package_is_no_move():
