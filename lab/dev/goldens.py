@@ -212,6 +212,45 @@ def probed(e: Entry | PlainEntry):
     return result, fields, probe.taken(fields), probe.used_transformers
 
 
+def run_probed_by_name(name: str) -> tuple[dict[str, Any], list[str], bool]:
+    """`run_probed` of the entry called `name`: a picklable call, for a process of its own."""
+    return run_probed(entry(name))
+
+
+def probed_by_name(name: str):
+    """`probed` of the entry called `name` (the RunResult first): picklable, as above."""
+    return probed(entry(name))
+
+
+def run_probed_apart(name: str) -> tuple[dict[str, Any], list[str], bool]:
+    """`run_probed` in a fresh child forked from a forkserver that imported only the lab: what
+    an earlier run in this process left behind (a global hook, a patch, a reference held) cannot
+    move a golden's numbers. The lab's own runs get the same from the runner's forked workers."""
+    return probed_apart(name)[1:]
+
+
+def probed_apart(name: str):
+    """`run_probed_apart` with the RunResult first (None for a PlainEntry): the suite's one sim
+    run of a golden lesson variant, which the lesson's own tests read too."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=_forkserver()) as pool:
+        return pool.submit(probed_by_name, name).result()
+
+
+_FORKSERVER = None
+
+
+def _forkserver():
+    global _FORKSERVER
+    if _FORKSERVER is None:
+        import multiprocessing
+
+        _FORKSERVER = multiprocessing.get_context("forkserver")
+        _FORKSERVER.set_forkserver_preload(["lab.dev.goldens", "lab.dev.sim_probe", "torch"])
+    return _FORKSERVER
+
+
 def _record_plain(e: PlainEntry):
     from lab.workloads import parse_combo
     from lab.workloads.fit_sim import sim_recorder
@@ -351,6 +390,6 @@ def differences(golden: dict, got: dict) -> list[tuple[str, Any, Any]]:
 
 
 __all__ = ["Entry", "GOLDENS_DIR", "PlainEntry", "SUBSET", "differences", "entry",
-           "golden_document", "load_golden", "pinned", "probed", "result_fields", "run_entry", "run_probed",
-           "run_result",
-           "versions"]
+           "golden_document", "load_golden", "pinned", "probed", "probed_apart", "probed_by_name",
+           "result_fields", "run_entry", "run_probed", "run_probed_apart", "run_probed_by_name",
+           "run_result", "versions"]

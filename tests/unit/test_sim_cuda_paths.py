@@ -206,25 +206,3 @@ def test_allocator_api_reaches_the_model_in_sim():
     assert seen["before"] == {"allocated": 2 * 2**30, "reserved": 4 * 2**30}
     assert seen["after"] == {"allocated": 2 * 2**30, "reserved": 2 * 2**30}
     assert r.allocator.end_reserved_bytes == 2 * 2**30 + 52 * 20 * 2**20  # 20 MiB pages now
-
-
-def test_moving_a_module_to_the_device_it_is_on_changes_nothing_in_sim():
-    # Given a module built in sim, with the tracker holding weak references to its parameters,
-    # when code moves it to the device it is already on (Lightning's Trainer does), then its
-    # parameters stay the same tensors, as on CUDA (Module._apply would otherwise swap each fake
-    # parameter with a copy of itself, which swap_tensors refuses under a weak reference);
-    # swapping two different tensors still swaps
-    import weakref
-
-    from lab.measure.backends.sim import SimBackend
-
-    backend = SimBackend()
-    with backend.running(), backend.new_tracker():
-        m = torch.nn.Linear(4, 4)
-        w = m.weight
-        ref = weakref.ref(w)
-        m.to("cpu")
-        assert m.weight is w and ref() is w
-        a, b = torch.zeros(2), torch.ones(3)
-        torch.utils.swap_tensors(a, b)
-        assert a.shape == (3,) and b.shape == (2,)

@@ -27,11 +27,7 @@ TINY = {"cnn": "zoo/cnn/resnet50-bf16-cl", "vit": "zoo/vit/vit-b16-bf16",
         "lora": "zoo/lora/llama-1b-ckpt", "lightning": "zoo/lightning/gpt2-bf16",
         "accum": "zoo/accum/qwen2.5-0.5b-bf16"}
 # how each fails in sim today (issue 37 item 1 turns these into runs)
-FAILS_TODAY = {
-    "cnn": "Module._apply cannot swap a fake parameter (channels_last)",
-    "moe": "histc on int32 routing indices, then _grouped_mm's bf16-only meta kernel",
-    "lightning": "Module._apply cannot swap a fake parameter at teardown (.cpu())",
-}
+FAILS_TODAY: dict[str, str] = {}
 NEEDS = {"lora": "peft", "lightning": "pytorch_lightning"}
 
 

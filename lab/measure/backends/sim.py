@@ -30,6 +30,7 @@ from ..result_parts import series_timelines
 from ..sim.allocator.replay import Replay
 from ..sim.allocator.settings import AllocatorSettingsError, settings_from_env
 from ..sim.dispatch.fake_mode import fake_mode
+from ..sim.dispatch.module_apply import fake_aware_apply
 from ..sim.dispatch.policy import CudaPaths
 from ..sim.facade.memory_api import memory_api_patches
 from ..sim.gpus import H200, Gpu
@@ -85,26 +86,6 @@ class SelectedStream:
         return self._numbers.setdefault(torch_compat.cpu_current_stream(), len(self._numbers))
 
 
-def _same_view(a, b) -> bool:
-    """The same bytes seen the same way (one storage, shape, strides, offset, dtype)."""
-    try:
-        return a is b or (torch_compat.storage_key(a.untyped_storage())
-                          == torch_compat.storage_key(b.untyped_storage())
-                          and a.dtype == b.dtype and a.shape == b.shape
-                          and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
-                          and a.requires_grad == b.requires_grad)
-    except Exception:  # no storage (a wrapper subclass): let swap_tensors decide
-        return False
-
-
-def _swap_unless_same(swap):
-    def swap_tensors(t1, t2):
-        if not _same_view(t1, t2):
-            swap(t1, t2)
-
-    return swap_tensors
-
-
 def allocator_api(backend: SimBackend) -> list[Patch]:
     """The patches a sim run executes under (the checked-in list: tests/unit/test_sim_backend.py
     checks that each is restored)."""
@@ -125,13 +106,11 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
              for owner, name in torch_compat.allocator_settings_targets()]
     # memory_stats / memory_snapshot / mem_get_info / set_per_process_memory_fraction (lesson 23)
     rows += memory_api_patches(backend.allocator)
-    # module.to(device) where the module already is (Lightning's Trainer does): each fake
-    # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
-    # parameter with Parameter(result) - a view of the same storage - which swap_tensors refuses
-    # when a weak reference is on it (the tracker keeps one). Swapping a tensor with the same view
-    # of the same bytes changes nothing, as moving a module to its own device changes nothing.
-    rows.append(Patch(torch.utils, "swap_tensors", _swap_unless_same,
-                      "moving a module to the device it is on changes nothing"))
+    # model.half() / .to(memory_format=...) / .cpu() of fake parameters: converted in place, as
+    # CUDA converts its own (stock _apply swaps fake parameters, which their weak references
+    # forbid); a module moved to the device it is on keeps its parameters (Lightning's Trainer)
+    rows.append(Patch(torch.nn.Module, "_apply", fake_aware_apply,
+                      "fake parameters are converted in place, as CUDA's are"))
     return rows
 
 

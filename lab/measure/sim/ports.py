@@ -42,6 +42,10 @@ PORTS: tuple[Port, ...] = (
          "from the running torch's AutocastCUDA registrations"),
     Port("kernels/dropout", "aten/src/ATen/native/Dropout.cpp",
          "dropout's device choice: native_dropout's bool mask on CUDA", "torch 2.11"),
+    Port("kernels/meta_rules", "aten/src/ATen/native/cuda/GroupedBlas.cpp",
+         "_grouped_mm_cuda, create_grouped_gemm_output_tensor (16-byte rows), "
+         "_resolve_grouped_mm_out_dtype; _histc_cuda's integer inputs (cuda/SummaryOps.cu)",
+         "upstream main (the GPU check: zoo moe/qwen3-moe-bf16 on torch 2.11)"),
     Port("kernels/offload", "aten/src/ATen/core/CachingHostAllocator.h",
          "the pinned host allocator's power-of-two blocks and cache", "torch 2.x"),
     Port("kernels/reduce", "aten/src/ATen/native/cuda/Reduce.cuh",

@@ -10,7 +10,8 @@ tensor tracker (the sim backend enters those, lab.measure.backends.sim):
 - where tensors live: a TorchFunctionMode (lab.measure.sim.facade.placement) rewrites `cuda`
   to fake CPU tensors and keeps host tensors real (a mode reaches factories, `torch.device`
   arguments, `torch.set_default_device("cuda")`'s DeviceContext, `Tensor.cuda/.to/.pin_memory`,
-  `Module.cuda/.to` through them, numpy data via `torch.from_numpy`);
+  `Module.cuda/.to` through them, numpy data via `torch.from_numpy`), except a model's weights
+  built on the host, which are placeholders without values (lab.measure.sim.facade.placeholders);
 - what a mode cannot reach is patched from the table `INTERCEPTED` below (each row: where,
   what, what sim answers; docs/SIMULATION.md renders it): `torch.cuda`'s runtime (a GPU is
   there: the chosen card's row of lab.measure.sim.gpus), its memory API (answered by the
@@ -41,6 +42,7 @@ from ... import torch_compat
 from ..allocator.replay import Replay
 from ..gpus import Gpu
 from .memory_api import MemoryApi
+from .placeholders import HostPlaceholders
 from .placement import DevicePlacement
 from .runtime import CudaRuntime
 from .script_values import ScriptLog
@@ -218,7 +220,12 @@ class CudaFacade:
                 stack.enter_context(self.policy.stand_in_values())
                 stack.enter_context(self.policy.plain_run())
             self.placement = stack.enter_context(DevicePlacement(self.log))
+            routing = self.placement.routing
+            stack.callback(lambda: routing.note() and self.log.note("routing", routing.note()))
             stack.callback(setattr, self, "placement", None)
+            placeholders = stack.enter_context(HostPlaceholders())
+            stack.callback(lambda: placeholders.note() and self.log.note(
+                "placeholders", placeholders.note()))
         except BaseException:
             self._stack = None
             stack.close()
