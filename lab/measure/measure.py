@@ -132,7 +132,8 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
         backend.collect_garbage()
         kept, session.kept_snapshot = session.kept_snapshot, None
         # the experiment's own recording (memory_history = "experiment") or the backend's
-        snap = kept if kept is not None else backend.snapshot(trace, bool(spec.profile_path))
+        snap = kept if kept is not None else backend.snapshot(trace, bool(spec.profile_path),
+                                                              at_oom=result.status == "oom")
         if snap is not None and spec.profile_path:
             save_snapshot(snap, spec.profile_path)
             result.profile_path = spec.profile_path

@@ -37,7 +37,14 @@ NOT_MECHANISMS = {
                "model: empty_cache, expandable segments)",
     "versions": "which versions sim was checked on, and the notes a result carries",
     "allocator.view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
+    "allocator.trace_replay": "a real snapshot's trace fed to the model (memlab view's "
+                              "out-of-memory replay): the model's rules, none of its own",
     "ports": "the table of upstream code the simulator follows (data)",
+    "allocator.stream_trace": "GPU allocator traces replayed through the model (a validation "
+                              "tool: tests/unit/test_allocator_stream_traces.py), no run takes it",
+    # streams: tests/unit/test_sim_streams.py and test_allocator_streams.py hold them to the byte
+    "allocator.streams": "pending: a golden of lesson 28 (overlapped) once the lesson is recorded",
+    "kernels.streams": "pending: a golden of lesson 28 (overlapped) once the lesson is recorded",
     # the fast path through FakeTensorMode's dispatch cache: speed only, every result the stock
     # way's (tests/unit/test_sim_fake_key.py and test_sim_lean_output.py compare the two)
     **{f"dispatch.{m}": "FakeTensorMode's dispatch cache, the fast way: no bytes of its own"

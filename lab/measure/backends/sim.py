@@ -34,6 +34,7 @@ from ..sim.dispatch.module_apply import fake_aware_apply
 from ..sim.dispatch.policy import CudaPaths
 from ..sim.facade.memory_api import memory_api_patches
 from ..sim.gpus import H200, Gpu
+from ..sim.kernels.streams import SimStreams
 from ..sim.patches import Patch, Patches
 from ..sim.ranks import simulated_ranks
 from ..sim.versions import version_notes
@@ -83,7 +84,11 @@ class SelectedStream:
         self._numbers = {torch_compat.cpu_default_stream(): 0}
 
     def __call__(self) -> int:
-        return self._numbers.setdefault(torch_compat.cpu_current_stream(), len(self._numbers))
+        return self.number(torch_compat.cpu_current_stream())
+
+    def number(self, stream) -> int:
+        """`stream`'s number (a torch.cpu stream object; the default one is 0)."""
+        return self._numbers.setdefault(stream, len(self._numbers))
 
 
 def allocator_api(backend: SimBackend) -> list[Patch]:
@@ -95,6 +100,14 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
     def set_allocator_settings(settings: str) -> None:
         backend.set_allocator_settings(settings)
 
+    streams = backend.streams
+
+    def record_stream(tensor, stream) -> None:
+        streams.record_stream(tensor, stream)
+
+    def synchronize(device=None) -> None:
+        streams.synchronize()
+
     rows = [
         Patch(torch.cuda, "empty_cache", lambda _: empty_cache,
               "torch.cuda.empty_cache() reaches the allocator model"),
@@ -104,6 +117,16 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
     rows += [Patch(owner, name, lambda _: set_allocator_settings,
                    "allocator settings changed at run time reach the model")
              for owner, name in torch_compat.allocator_settings_targets()]
+    # streams, as device-agnostic code reaches them (torch.get_device_module(device) is torch.cpu
+    # in sim): the model's stream uses and synchronisation points (lab.measure.sim.kernels.streams)
+    rows += [
+        Patch(torch.Tensor, "record_stream", lambda _: record_stream,
+              "Tensor.record_stream reaches the allocator model (a freed block waits)"),
+        Patch(torch.cpu, "Stream", streams.stream_class,
+              "torch.cpu streams that synchronize and record events: the model's sync points"),
+        Patch(torch.cpu, "synchronize", lambda _: synchronize,
+              "a synchronize of every stream: waiting blocks come back"),
+    ]
     # memory_stats / memory_snapshot / mem_get_info / set_per_process_memory_fraction (lesson 23)
     rows += memory_api_patches(backend.allocator)
     # model.half() / .to(memory_format=...) / .cpu() of fake parameters: converted in place, as
@@ -128,6 +151,7 @@ class SimBackend(Backend):
         self.gpu = gpu = gpu or H200
         self.allocator = allocator if allocator is not None else new_allocator(gpu_memory, gpu)
         self.policy = CudaPaths(tracked=tracked, gpu=gpu)
+        self.streams = SimStreams(self.allocator)  # the tracker's keys, once it is made
 
     def device_info(self) -> DeviceInfo:
         return DeviceInfo("simulated (FakeTensorMode)", "sim", self.gpu_memory, self.gpu_memory)
@@ -135,6 +159,7 @@ class SimBackend(Backend):
     def new_tracker(self) -> TensorTracker:
         tracker = TensorTracker(policy=self.policy, observers=[self.allocator])
         self.allocator.clock = lambda: len(tracker.trace.events)  # the timelines' x: event index
+        self.streams.key_of = tracker.sid_of
         return tracker
 
     def running(self) -> ContextManager[Any]:
@@ -146,6 +171,27 @@ class SimBackend(Backend):
 
     def collect_garbage(self) -> None:
         """Fake tensors hold no memory; a full collection costs ~0.5 s here."""
+
+    def snapshot(self, trace, to_file: bool, at_oom: bool = False) -> dict | None:
+        """The tracker's trace as a memory_viz snapshot; a run that ran out of memory ends it
+        with the `oom` entry the GPU's allocator would write, and records the model's state at
+        that request (allocated, reserved, the cap) as the GPU's out-of-memory observer does
+        (`memlab view` explains it and replays it under other settings)."""
+        snap = super().snapshot(trace, to_file, at_oom)
+        oom = self.allocator.result.oom
+        if snap is None or not at_oom or oom is None:
+            return snap
+        m = self.allocator.model
+        entries = snap["device_traces"][0]
+        t_us = entries[-1]["time_us"] if entries else 0
+        entries.append({"action": "oom", "size": oom.request, "stream": oom.stream,
+                        "device_free": m.total - oom.reserved, "time_us": t_us, "frames": []})
+        snap["memlab"]["oom"] = {
+            "device": 0, "segment": oom.requested, "device_total": m.total, "cap": m.cap,
+            "device_free": m.total - oom.reserved, "allocated": oom.allocated,
+            "reserved": oom.reserved,
+            "taken": "by memlab's sim: the allocator model's state at the failing request"}
+        return snap
 
     def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
         result.notes.extend(SIM_NOTES)
@@ -203,7 +249,8 @@ class SimBackend(Backend):
         if model.cap is None:
             model.device_free = self.gpu.limit_bytes
             model.total = self.gpu.total_bytes
-        return CudaFacade(self.allocator, self.gpu, policy=self.policy, script_dir=script_dir)
+        return CudaFacade(self.allocator, self.gpu, policy=self.policy, script_dir=script_dir,
+                          streams=self.streams)
 
 
 __all__ = ["SIM_NOTES", "SelectedStream", "SimBackend", "allocator_api", "new_allocator"]

@@ -190,7 +190,7 @@ class DevicePlacement(TorchFunctionMode):
         self.routing = RoutingDensity()  # one_hot masks: balanced routing
         self._special = {
             _T.to: self._to, _T.cuda: self._cuda, _T.cpu: self._cpu,
-            _T.pin_memory: self._pin_memory, _T.numpy: self._numpy,
+            _T.pin_memory: self._pin_memory, _T.numpy: self._numpy, _T.copy_: self._copy,
             _T.item: self._value, _T.tolist: self._value, _T.__bool__: self._value,
             _T.__float__: self._value, _T.__int__: self._value, _T.__index__: self._value,
             _T.__complex__: self._value, _T.__format__: self._format, _T.__repr__: self._repr,
@@ -204,6 +204,11 @@ class DevicePlacement(TorchFunctionMode):
         special = self._special.get(func)
         if special is not None:
             return special(func, args, kwargs)
+        return self._placed(func, args, kwargs)
+
+    def _placed(self, func, args, kwargs):
+        if kwargs.get("pin_memory"):  # torch.empty(..., pin_memory=True): host memory, which a
+            kwargs = {**kwargs, "pin_memory": False}  # CPU-only build cannot pin (as .pin_memory())
         dev = kwargs.get("device")
         if dev is not None:
             if _is_cuda(dev):
@@ -332,6 +337,15 @@ class DevicePlacement(TorchFunctionMode):
         if t.is_meta:  # a placeholder is on the host already
             return t
         return self._on_host(func, args, kwargs)
+
+    def _copy(self, func, args, kwargs):
+        dst, src = args[0], args[1] if len(args) > 1 else kwargs.get("src")
+        if isinstance(src, FakeTensor) and not isinstance(dst, FakeTensor):
+            # GPU -> host into the script's own buffer (an offload): the GPU allocates nothing;
+            # sim has no values to write
+            self.log.host_copy()
+            return dst
+        return self._placed(func, args, kwargs)
 
     @staticmethod
     def _pin_memory(func, args, kwargs):
