@@ -152,8 +152,9 @@ def job(pattern: str, cpu: bool = False) -> dict:
 def sim_predictions(out: Path) -> None:
     """Each pattern as `memlab profile --mode sim` runs a script: peak allocated and reserved by
     the allocator model's rule (an event completes at its stream's next synchronisation)."""
-    from lab.measure.measure import measure_variant
     from lab.profile import script as experiment
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     out.mkdir(parents=True, exist_ok=True)
     print(f"{'pattern':22} {'sim alloc':>14} {'resv':>14}")
@@ -163,8 +164,9 @@ def sim_predictions(out: Path) -> None:
                            f"import stream_traces\nstream_traces.run_pattern(torch, {p!r})\n")
         params = {"target": str(wrapper), "module": False, "args": [], "timeout_s": 0,
                   "output_path": None, "steps": None, "gpu": None}
-        r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                            scale="", params=params, timing=False)
+        req = RunRequest("profile", "script", "sim", "", kind="profile",
+                         experiment=experiment.__file__, params=params, timing=False)
+        r = measure_request(req, experiment.script)
         if r.status != "ok":
             print(f"{p:22} {r.status}: {r.error}")
             continue

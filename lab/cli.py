@@ -67,14 +67,11 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _check_versions() -> str | None:
-    """An older torch/transformers than validated: the reason to refuse. A newer one: one line
-    on stderr, once per command (lab.measure.versions)."""
-    from lab.measure.versions import check
+    """An older torch/transformers than validated: the reason to refuse (lab.measure.versions,
+    torch-free). A newer one is said by the commands whose numbers used it, once they have."""
+    from lab.measure.versions import refusal
 
-    refused, warnings = check()
-    for line in warnings:
-        print(f"memlab: note: {line}", file=sys.stderr)
-    return refused
+    return refusal()
 
 
 def _check_home() -> str | None:

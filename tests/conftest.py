@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from . import budget
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -35,6 +37,7 @@ def _isolated_home(tmp_path, monkeypatch):
 
 
 def pytest_collection_modifyitems(config, items):
+    _skip_off_pin(items)
     try:
         import torch
 
@@ -47,3 +50,52 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+# ---- the per-test time budget (tests/budget.py) ------------------------------------------------
+def pytest_addoption(parser):
+    budget.addoption(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    budget.start(item)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        budget.judge(item, report)
+    elif report.when == "teardown":
+        budget.log(item)
+
+
+# ---- tests bound to the pinned versions by design ----------------------------------------------
+def _skip_off_pin(items) -> None:
+    """`@pytest.mark.pinned("textual", ...)`: a test whose expected output was made with the
+    versions .ci/constraints.txt pins (a screen snapshot, exact sim bytes) skips, saying which
+    version differs, where another is installed (.ci/unpinned; CI installs the pins)."""
+    marked = [(item, m) for item in items for m in item.iter_markers("pinned")]
+    if not marked:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    from lab.dev.goldens import base_version, pinned
+
+    pins = pinned()
+    off: dict[str, str] = {}
+    for item, marker in marked:
+        for dist in marker.args:
+            if dist not in off:
+                try:
+                    here = version(dist)
+                except PackageNotFoundError:
+                    here = "not installed"
+                off[dist] = ("" if base_version(here) == base_version(pins.get(dist, here))
+                             else f"{dist} {here} here, {pins[dist]} pinned")
+        why = [off[d] for d in marker.args if off[d]]
+        if why:
+            item.add_marker(pytest.mark.skip(reason="version-bound by design (made with "
+                                              ".ci/constraints.txt): " + "; ".join(why)))

@@ -97,6 +97,9 @@ def _check(ch, as_json: bool) -> int:
     from lab.runner.client import default_runner
 
     g = chl.check(ch, default_runner(), Progress.load(), on_event=on_event)
+    from lab.measure.versions import note_unvalidated
+
+    note_unvalidated({"torch", *g.used})
     if as_json:
         print(json.dumps(g.to_dict(), indent=2))
     else:

@@ -270,6 +270,9 @@ def main(args) -> int:
         comparison = run_compare(plan, runner, on_event=live.event, on_result=on_result)
     finally:
         live.close()
+    from lab.measure.versions import note_unvalidated, used_by
+
+    note_unvalidated(used_by(comparison.results))
     if export_dir is not None:
         from lab.export import ExportError, export
 

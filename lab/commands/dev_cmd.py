@@ -5,6 +5,11 @@
     memlab dev cite [--check]        rewrite the recorded-number blocks from assets/reference
     memlab dev goldens --why "..."   re-run the sim goldens and rewrite them, logging why
     memlab dev goldens --check       re-run them and list every difference (writes nothing)
+    memlab dev versions --add        validate the installed torch/transformers (memlab doctor
+                                     --validate) and add what passed to lab/measure/versions.json
+    memlab dev versions --baseline   on the pinned versions: rewrite the numbers validation
+                                     compares with (lab/dev/validation_baseline.json)
+    memlab dev versions --baseline --new   only the variants the baseline lacks (a new lesson)
 """
 
 from __future__ import annotations
@@ -43,6 +48,19 @@ def add_parser(sub) -> None:
     g.add_argument("--jobs", type=int, default=2, metavar="N",
                    help="fresh workers at a time (default 2)")
     g.set_defaults(func=goldens_main)
+    ver = dev.add_parser("versions", help="write the validated-versions table or the validation "
+                                          "baseline from a `memlab doctor --validate` run")
+    what = ver.add_mutually_exclusive_group(required=True)
+    what.add_argument("--add", action="store_true",
+                      help="add the installed versions that passed to lab/measure/versions.json")
+    what.add_argument("--baseline", action="store_true",
+                      help="rewrite lab/dev/validation_baseline.json (on the versions CI pins)")
+    ver.add_argument("--new", action="store_true",
+                     help="with --baseline: run only the course's variants the baseline lacks "
+                          "(a new lesson) and drop those no longer in the course")
+    ver.add_argument("--from", dest="src", metavar="REPORT",
+                     help="a report `memlab doctor --validate` saved (default: run it now)")
+    ver.set_defaults(func=versions_main)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
 
@@ -133,3 +151,72 @@ def goldens_main(args) -> int:
     print(f"wrote {len(out.written)} goldens, {len(out.changed)} change(s) logged in "
           "tests/goldens/sim/CHANGES.md")
     return 1 if out.h200 else 0
+
+
+def versions_main(args) -> int:
+    """The project's version files, written from a validation run, never by hand."""
+    from lab.commands.validate import Bar
+    from lab.dev import validate as val
+    from lab.dev.goldens import base_version, pinned
+
+    if args.src:
+        try:
+            rows, here = val.load_report(Path(args.src))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise UsageError(f"--from {args.src}: not a readable validation report ({e})") from None
+    else:
+        here = val.installed_versions()
+    if args.baseline:
+        pins = pinned()
+        off = [f"{lib} {here.get(lib)} (pinned: {pins.get(lib)})" for lib in ("torch", "transformers")
+               if base_version(here.get(lib) or "") != base_version(pins.get(lib) or "")]
+        if off:
+            raise UsageError("the baseline is made on the versions CI pins (.ci/constraints.txt); "
+                             "here: " + ", ".join(off))
+    kept: dict = {}
+    only = None
+    if args.new:
+        if not args.baseline or args.src:
+            raise UsageError("--new goes with --baseline (and runs the missing variants itself, "
+                             "without --from)")
+        try:
+            kept, only = val.baseline_to_extend(here)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        if not only:
+            print("the baseline holds every variant of the course: nothing to run")
+    if not args.src and (only is None or only):
+        bar = Bar()
+        try:
+            rows = val.run_all(lambda i, n, c, num: bar.show(i + (num is not None), n, c.label),
+                               only=only)
+        finally:
+            bar.close()
+    elif not args.src:
+        rows = {}
+    if args.baseline:
+        rows = {**kept, **rows}
+        path = val.write_baseline(rows, here)
+        print(f"wrote {path} ({len(rows)} runs, torch {here['torch']}, transformers "
+              f"{here['transformers']})")
+        return 0
+    baseline = val.load_baseline()
+    if baseline is None:
+        raise UsageError("no validation baseline yet: `memlab dev versions --baseline` first")
+    labels = {c.name: c.label for c in val.cases()}
+    verdicts, unexplained = val.verdicts(baseline, rows, labels, here)
+    for v in verdicts:
+        print(f"  {v.line()}")
+    if unexplained:
+        print("the numbers moved on the baseline's own versions: rewrite the baseline first "
+              "(`memlab dev versions --baseline` on the pinned versions)", file=sys.stderr)
+        return 1
+    added = val.add_to_table(verdicts, here)
+    for line in added:
+        print(f"added to lab/measure/versions.json: {line}")
+    refused = [v for v in verdicts if v.outcome == "moved"]
+    for v in refused:
+        print(f"not added: {v.line()}", file=sys.stderr)
+    if not added and not refused:
+        print("nothing to add: the installed versions are validated already")
+    return 1 if refused else 0

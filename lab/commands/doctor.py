@@ -1,4 +1,6 @@
-"""`memlab doctor`: what this machine gives the lab (python, torch, CUDA, driver, GPU, NVML)."""
+"""`memlab doctor`: what this machine gives the lab (python, torch, CUDA, driver, GPU, NVML);
+`memlab doctor --validate`: run the lab on the installed torch and transformers and say, per
+library, whether the numbers stayed the same (lab.dev.validate)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import sys
 def add_parser(sub) -> None:
     p = sub.add_parser("doctor", help="check python, torch, CUDA, the GPU and NVML")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--validate", action="store_true",
+                   help="run every lesson variant in sim on the installed torch and transformers "
+                        "and compare with the validated versions' numbers (about 3 minutes)")
     p.set_defaults(func=main)
 
 
@@ -52,10 +57,35 @@ def collect() -> dict:
         info["nvml_used_bytes"] = nvml_used_bytes()
         info["nvml"] = info["nvml_used_bytes"] is not None
     info["lab_modes"] = (["cuda", "cpu", "sim"] if gpu else ["cpu", "sim"])
+    info["validated"] = validated()
     return info
 
 
+def validated() -> dict:
+    """Per library: the validated range (lab/measure/versions.json) and, for the installed
+    version, why it is validated here or what to do ("" when it is in the range)."""
+    from lab.measure import versions as V
+
+    out = {}
+    for name in V.LIBRARIES:
+        floor, top = V.validated_range(name)
+        v = V.installed(name) or ""
+        mine = V.validated_here(name, v) if v else None
+        if not v or V.in_range(name, v):
+            status = ""
+        elif mine and mine.get("outcome") in V.PASSED:
+            status = f"validated here ({mine.get('summary', '')}, {mine.get('date', '')[:10]})"
+        else:
+            status = V.unvalidated(name, v) or ""
+        out[name] = {"range": f"{floor}-{top}", "installed": v, "status": status}
+    return out
+
+
 def main(args) -> int:
+    if args.validate:
+        from lab.commands.validate import validate_main
+
+        return validate_main(args)
     from lab.report import format_bytes, key_values
 
     info = collect()
@@ -68,6 +98,9 @@ def main(args) -> int:
         ("transformers", info["transformers"]), ("textual", info["textual"]),
         ("plotext", info["plotext"]),
     ]
+    for name, v in info["validated"].items():
+        rows.append((f"{name} validated", v["range"] + (f"; {v['status']}" if v["status"] else
+                                                         f": {v['installed']} is in the range")))
     if info["cuda_available"]:
         rows += [
             ("GPU", f"{info['gpu']} × {info['gpu_count']}"),

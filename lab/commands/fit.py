@@ -113,13 +113,17 @@ def main(args) -> int:
         from lab.runner.client import default_runner
 
         runner = default_runner(gpus=args.gpus) if args.gpus > 1 else default_runner()
+    from lab.measure.versions import libraries_used, note_unvalidated
+
     results = []
     for cfg in combos:
         if not args.json:
             print(f"▶ {w.name} · {cfg.label}: predicting by simulation …", file=sys.stderr,
                   flush=True)
-        res = predict(sim_recorder(w.name, sizes, cfg, gpus=args.gpus), capacity, cfg,
-                      max_micro=args.max_batch)
+        with libraries_used() as used:
+            res = predict(sim_recorder(w.name, sizes, cfg, gpus=args.gpus), capacity, cfg,
+                          max_micro=args.max_batch)
+        note_unvalidated({"torch", *used})
         if runner is not None:
             if not args.json:
                 print(f"    confirming batch {res.batch} on CUDA …", file=sys.stderr, flush=True)

@@ -204,6 +204,9 @@ def _profile(args, cmd, mode: str, snapshot: str | None, gpu_memory: int | None)
             echo.join(timeout=2)
     print(f"memlab: {cmd.label} {r.status} after {time.perf_counter() - started:.1f} s",
           file=sys.stderr)
+    from lab.measure.versions import note_unvalidated, used_by
+
+    note_unvalidated(used_by([r]))  # transformers only when the script built a model with it
     if args.json:
         print(json.dumps(r.to_dict(), indent=1))
     else:

@@ -235,6 +235,9 @@ def main(args) -> int:
     finally:
         live.close()
     total = time.perf_counter() - started
+    from lab.measure.versions import note_unvalidated, used_by
+
+    note_unvalidated(used_by(results))  # a library newer than validated, that these runs used
     if args.json:
         dicts = [r.to_dict() for r in results]
         print(json.dumps(dicts[0] if len(dicts) == 1 else dicts, indent=1))

@@ -126,6 +126,7 @@ class Grade:
     status: str = ""
     peak_bytes: int = 0
     error: str = ""
+    used: tuple[str, ...] = ()  # the libraries the run used (torch, transformers): version notes
 
     def to_dict(self) -> dict[str, Any]:
         return {"challenge": self.challenge, "passed": self.passed, "status": self.status,
@@ -434,6 +435,7 @@ def check(ch: Challenge, runner, progress=None, on_event=None) -> Grade:
     result = runner.run(request(ch, path), on_event=on_event)
     start_result = _start_result(ch, runner, on_event) if ch.goal.needs_start else None
     g = grade(ch, result, start_result)
+    g.used = tuple(sorted(getattr(result, "versions", None) or {}))
     if progress is not None:
         record(progress, ch, g)
     return g

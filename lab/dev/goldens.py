@@ -155,23 +155,38 @@ def run_entry(e: Entry | PlainEntry) -> dict[str, Any]:
     """The entry's golden fields, run in this process."""
     if isinstance(e, PlainEntry):
         return plain_fields(_record_plain(e))
+    return result_fields(run_result(e))
+
+
+def run_result(e: Entry):
+    """The lesson variant's RunResult, run in this process as `memlab run LESSON --variant V
+    --mode sim` asks a worker for it (the variant's environment set before the experiment is
+    imported, as the worker sets it)."""
     from lab.runner.protocol import RunRequest
     from lab.runner.worker import measure_request
 
-    # what `memlab run LESSON --variant V --mode sim` asks a worker for, measured here (the
-    # variant's environment set before the experiment is imported, as the worker sets it)
     req = RunRequest.for_lesson(lesson_of(e), e.variant, sim_mode(), SCALE, timing=True)
-    return result_fields(measure_request(req))
+    return measure_request(req)
 
 
 def run_probed(e: Entry | PlainEntry) -> tuple[dict[str, Any], list[str], bool]:
     """`run_entry` under lab.dev.sim_probe: (fields, mechanisms taken, built a transformers
     model)."""
+    return probed(e)[1:]
+
+
+def probed(e: Entry | PlainEntry):
+    """`run_probed` with the RunResult first (None for a PlainEntry): the suite shares a lesson
+    variant's run between its golden test and the lesson's own tests."""
     from lab.dev.sim_probe import Probe
 
     with Probe() as probe:
-        fields = run_entry(e)
-    return fields, probe.taken(fields), probe.used_transformers
+        if isinstance(e, PlainEntry):
+            result, fields = None, run_entry(e)
+        else:
+            result = run_result(e)
+            fields = result_fields(result)
+    return result, fields, probe.taken(fields), probe.used_transformers
 
 
 def run_probed_by_name(name: str) -> tuple[dict[str, Any], list[str], bool]:
@@ -179,14 +194,25 @@ def run_probed_by_name(name: str) -> tuple[dict[str, Any], list[str], bool]:
     return run_probed(entry(name))
 
 
+def probed_by_name(name: str):
+    """`probed` of the entry called `name` (the RunResult first): picklable, as above."""
+    return probed(entry(name))
+
+
 def run_probed_apart(name: str) -> tuple[dict[str, Any], list[str], bool]:
     """`run_probed` in a fresh child forked from a forkserver that imported only the lab: what
     an earlier run in this process left behind (a global hook, a patch, a reference held) cannot
     move a golden's numbers. The lab's own runs get the same from the runner's forked workers."""
+    return probed_apart(name)[1:]
+
+
+def probed_apart(name: str):
+    """`run_probed_apart` with the RunResult first (None for a PlainEntry): the suite's one sim
+    run of a golden lesson variant, which the lesson's own tests read too."""
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=1, mp_context=_forkserver()) as pool:
-        return pool.submit(run_probed_by_name, name).result()
+        return pool.submit(probed_by_name, name).result()
 
 
 _FORKSERVER = None
@@ -341,5 +367,6 @@ def differences(golden: dict, got: dict) -> list[tuple[str, Any, Any]]:
 
 
 __all__ = ["Entry", "GOLDENS_DIR", "PlainEntry", "SUBSET", "differences", "entry",
-           "golden_document", "load_golden", "pinned", "result_fields", "run_entry", "run_probed",
-           "versions"]
+           "golden_document", "load_golden", "pinned", "probed", "probed_apart", "probed_by_name",
+           "result_fields", "run_entry", "run_probed", "run_probed_apart", "run_probed_by_name",
+           "run_result", "versions"]

@@ -27,7 +27,7 @@ from .spec import VariantSpec
 from .snapshot import save_snapshot
 from .timing import TIMED_STEPS, StepClock, timed_params
 from .tracker import TensorTracker
-from .versions import installed, library_versions
+from .versions import libraries_used, library_versions, transformers_version
 
 
 def error_line(exc: BaseException) -> str:
@@ -82,7 +82,7 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
     session = Session(backend, spec.params, tracker, on_phase=on_phase,
                       checked_phases=spec.checked_phases)
     sampler = _Sampler(tracker, emit)
-    with backend.measuring():
+    with backend.measuring(), libraries_used() as used:
         sampler.start()
         try:
             with backend.running(), tracker:
@@ -95,6 +95,7 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
         finally:
             sampler.stopped.set()
         trace = tracker.close()
+        result.versions = library_versions(used)  # before finish: sim's notes name what it used
         backend.collect_garbage()
         kept, session.kept_snapshot = session.kept_snapshot, None
         # the experiment's own recording (memory_history = "experiment") or the backend's
@@ -122,8 +123,7 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
 def _new_result(spec: VariantSpec, mode: str, device: DeviceInfo) -> RunResult:
     return RunResult(lesson=spec.lesson, variant=spec.variant, mode=mode, scale=spec.scale,
                      device=device, params=dict(spec.params), torch_version=torch.__version__,
-                     transformers_version=installed("transformers") or "",
-                     versions=library_versions(),
+                     transformers_version=transformers_version(),
                      created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 

@@ -31,9 +31,12 @@ import torch._subclasses.fake_tensor as _fake_tensor
 from torch._subclasses.fake_tensor import (FakeTensor, FakeTensorConfig, FakeTensorMode,
                                            unset_fake_temporarily)
 
-# The versions every entry below runs on: the H200 runs torch 2.11 (cu130), this lab's CPU
-# machines torch 2.13 (cpu); each entry's `read_in` says whose source it was read from.
-CHECKED_ON = ("2.11", "2.13")
+from .versions import validated_versions
+
+# The versions every entry below runs on (lab/measure/versions.json, the one table: the H200 runs
+# torch 2.11 (cu130), this lab's CPU machines 2.13 (cpu)); each entry's `read_in` says whose
+# source it was read from.
+CHECKED_ON = validated_versions("torch")
 
 
 @dataclass(frozen=True)

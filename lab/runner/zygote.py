@@ -49,7 +49,9 @@ class Zygote:
     """A zygote process and its socket; `fork()` hands out a `ForkedWorker`."""
 
     def __init__(self, python: str = sys.executable, root: str = str(PROJECT_ROOT),
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, stderr=subprocess.DEVNULL):
+        """`stderr`: where the zygote's own messages go (a test keeps them, to say why one
+        died); its workers' stderr is theirs, through the pipes each fork gets."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         # torch.cuda.is_available() by NVML, not by initialising the driver, which would leave
         # CUDA unusable in every fork (PyTorch's own switch for this); the pool gives zygotes
@@ -58,7 +60,7 @@ class Zygote:
         self.proc = subprocess.Popen(
             [python, "-m", "lab.runner.zygote", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True, env=worker_env(root, env))
+            stderr=stderr, start_new_session=True, env=worker_env(root, env))
         theirs.close()
         self.pid = self.proc.pid
         self.sock = mine

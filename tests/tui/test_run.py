@@ -124,7 +124,7 @@ async def test_virtual_gpu_size_is_passed_and_bad_sizes_are_refused():
 
 
 async def test_cancel_stops_the_run_and_the_app_keeps_working():
-    runner = ReplayRunner(RUNS, hold=True)
+    runner = ReplayRunner(RUNS, hold=True, hold_timeout_s=600)  # until cancelled, however loaded
     app = make_app(runner)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_first_lesson(pilot)
@@ -252,7 +252,8 @@ async def test_keys_are_handled_while_a_run_is_in_flight():
     # switches tabs and presses ?, then each key is handled at once (the tab changes, help
     # opens and closes) and the run is still running: the UI never waits for the run. How late
     # the event loop wakes up during a run is a figure: bench/ui_stall.py prints it.
-    runner = ReplayRunner(RUNS, hold=True)
+    # (Held until the test cancels it: a 10 s hold ran out on a loaded 2-core box.)
+    runner = ReplayRunner(RUNS, hold=True, hold_timeout_s=600)
     app = make_app(runner)
     async with app.run_test(size=(80, 24)) as pilot:
         await open_first_lesson(pilot)

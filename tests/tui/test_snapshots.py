@@ -50,7 +50,8 @@ from tui_helpers import (COURSE, FIXTURES, RUNS, make_app, open_first_lesson, ru
 COURSE_LESSONS = COURSE.lessons
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 36), id="120x36")]
-pytestmark = pytest.mark.slow  # the full suite's: each one starts an app and renders a screen
+# the full suite's: each one starts an app and renders a screen; SVGs made with the pinned Textual
+pytestmark = [pytest.mark.slow, pytest.mark.pinned("textual", "textual-plotext", "plotext")]
 
 
 def no_blink(app) -> None:

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from ..conftest import ROOT
+from ..stderr_lines import own_lines
 from lab.measure.result import SCHEMA
 
 
@@ -42,7 +43,7 @@ def test_a_lesson_folder_missing_a_file_is_one_line(tmp_path):
     (tmp_path / "01-linear-baseline" / "experiment.py").unlink()
     proc = memlab("run", "01", "--mode", "sim", env={"MEMLAB_LESSONS_DIR": str(tmp_path)})
     assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert len(own_lines(proc.stderr)) == 1
     assert "experiment.py" in proc.stderr and "missing" in proc.stderr
 
 

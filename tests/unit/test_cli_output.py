@@ -21,6 +21,7 @@ from lab.measure.result import Peak, DeviceInfo, RunResult
 from lab.course.reference import REFERENCE_DIR
 
 from ..conftest import ROOT
+from ..stderr_lines import own_lines
 
 
 class FakeRunner:
@@ -120,7 +121,7 @@ def test_snapshot_with_several_variants_names_each_file_and_view_finds_them(no_g
         assert f.is_file() and f"{f}  ({v})" in err
     assert "pytorch.org/memory_viz" in err
     code, out, err = _cli(capsys, "view", str(p))
-    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert code == 2 and len(own_lines(err)) == 1
     assert str(tmp_path / "p-baseline.pkl") in err and "one file per variant" in err
 
 
@@ -143,7 +144,7 @@ def test_save_creates_the_folder_and_says_where(no_gpu, capsys, tmp_path):
 
 def test_export_of_a_run_without_snapshot_says_why(no_gpu, capsys, tmp_path):
     code, out, err = _cli(capsys, "run", "01", "--json")
-    assert code == 0 and err == ""  # --json: stdout is the JSON, stderr stays quiet
+    assert code == 0 and own_lines(err) == []  # --json: stdout is the JSON, stderr stays quiet
     (tmp_path / "result.json").write_text(out)
     code, out, err = _cli(capsys, "export", str(tmp_path / "result.json"), "--to",
                           str(tmp_path / "out"))
@@ -207,7 +208,7 @@ def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
 def test_a_simulated_only_variant_asked_for_in_another_mode_is_refused_in_one_line(capsys):
     # lesson 22's fsdp_offload runs in sim only (lesson.toml: modes = ["sim"])
     code, out, err = _cli(capsys, "run", "22", "--mode", "cpu", "--variant", "fsdp_offload")
-    assert code == 2 and len(err.strip().splitlines()) == 2  # the mode line, then the error
+    assert code == 2 and len(own_lines(err)) == 2  # the mode line, then the error
     assert "fsdp_offload runs in sim only (simulated, not recorded on the H200), not in cpu" in err
 
 

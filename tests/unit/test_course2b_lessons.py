@@ -19,6 +19,9 @@ from lab.measure.tracker import TensorTracker
 from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request
 
+from .test_lesson_effects import SCALE
+from .test_lesson_effects import measured as lesson_run
+
 COURSE = load_course()
 LESSONS = {l.key: l for l in COURSE.lessons}
 HAS_PEFT = importlib.util.find_spec("peft") is not None
@@ -32,6 +35,8 @@ def _module(key):
 
 @functools.lru_cache(maxsize=None)
 def measured(key: str, variant: str, mode: str = "cpu", scale: str = "small"):
+    if SCALE.get(mode) == scale:  # the run test_lesson_effects makes: once per session, shared
+        return lesson_run(key, variant, mode)
     lesson = LESSONS[key]
     return measure_request(RunRequest.for_lesson(lesson, variant, mode, scale, timing=False),
                            getattr(_module(key), variant))
@@ -141,9 +146,10 @@ def test_torchao_8bit_state_is_optimizer_state_at_about_2_bytes_per_parameter():
 @pytest.mark.skipif(not HAS_PEFT, reason="needs peft (pip install 'memlab[peft]')")
 @pytest.mark.parametrize("mode", ["cpu", "sim"])
 def test_19_lora_saves_gradients_and_state_not_activations(mode):
-    base, lora, ckpt = (measured("15", v, mode) for v in ("baseline", "lora", "lora_checkpoint"))
+    scale = SCALE[mode]  # sim at the lesson's seed scale, as test_lesson_effects runs it
+    base, lora, ckpt = (measured("15", v, mode, scale) for v in ("baseline", "lora", "lora_checkpoint"))
     assert base.status == lora.status == ckpt.status == "ok", (base.error, lora.error, ckpt.error)
-    p = LESSONS["15"].params("small")
+    p = LESSONS["15"].params(scale)
     for res in (base, lora, ckpt):
         c = checks(res)
         params, grads, state = (v for k, v in c.items() if "parameters" in k), \
@@ -228,7 +234,7 @@ def test_20_stepping_inside_backward_never_holds_every_gradient():
 def test_20_adafactor_runs_in_sim_on_stand_in_values_and_says_so():
     # Adafactor reads .item() only for its step size: sim answers stand-ins inside the step and
     # the state is the formula's, as in cpu mode; the result says which values were stand-ins
-    res = measured("14", "adafactor", "sim", "small")
+    res = measured("14", "adafactor", "sim", SCALE["sim"])
     assert res.status == "ok", res.error
     (expected, got), = checks(res).values()
     assert got == expected
@@ -277,14 +283,15 @@ def test_real_values_makes_a_constant_with_values_in_sim_and_changes_nothing_els
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["cpu", "sim"])
 def test_21_the_cache_is_the_formula_and_static_does_not_churn(mode):
-    base, static, mha = (measured("16", v, mode) for v in ("baseline", "static", "mha"))
+    scale = SCALE[mode]
+    base, static, mha = (measured("16", v, mode, scale) for v in ("baseline", "static", "mha"))
     assert base.status == static.status == mha.status == "ok", (base.error, static.error, mha.error)
     for res in (base, static, mha):
         for expected, got in checks(res).values():
             assert got == expected
         assert res.metrics["kv_cache_bytes"] == next(
             got for name, (_, got) in checks(res).items() if name.startswith("KV cache"))
-    p = LESSONS["16"].params("small")
+    p = LESSONS["16"].params(scale)
     assert mha.metrics["kv_cache_bytes"] == base.metrics["kv_cache_bytes"] * p["heads"] // p["kv_heads"]
     assert static.metrics["decode_allocated_bytes"] < base.metrics["decode_allocated_bytes"]
     assert static.peak.bytes > base.peak.bytes  # room for every generated token from the start

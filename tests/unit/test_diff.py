@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from lab.snapshots.diff import SMALLER, diff_files, short_site
+from ..stderr_lines import own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 REF = ROOT / "assets" / "reference"
@@ -88,7 +89,7 @@ def test_variants_of_one_file_and_bad_input(tmp_path, capsys):
          "once (both sides) or twice"),
     ]:
         code, out, err = _cli(capsys, "diff", *argv)
-        assert code == 2 and out == "" and err.count("\n") == 1 and expect in err, err
+        assert code == 2 and out == "" and len(own_lines(err)) == 1 and expect in err, err
 
 
 def test_result_against_snapshot_meets_at_short_sites(tmp_path):

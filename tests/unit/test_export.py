@@ -10,6 +10,7 @@ import pytest
 from lab.export import ExportError, export, load, markdown, tradeoff_plot
 from lab.measure.result import Check, DeviceInfo, PhaseStats, Peak, RunResult, Timeline
 from lab.playground.compare import Comparison, rows_for
+from ..stderr_lines import own_lines
 
 
 def _result(variant, peak, step=0.1, profile=None) -> RunResult:
@@ -116,4 +117,4 @@ def test_cli_export(tmp_path, capsys):
     assert main(["export", str(tmp_path / "nope.json"), "--to", str(tmp_path)]) == 2
     assert main(["export", str(src), "--to", str(tmp_path), "--format", "svg"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 2 and "no such file" in err and "svg" in err
+    assert len(own_lines(err)) == 2 and "no such file" in err and "svg" in err

@@ -32,6 +32,7 @@ pytest.importorskip("textual_serve", reason="the serve extra: pip install 'memla
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from lab.serve.server import LabServer  # noqa: E402
+from ..stderr_lines import own_lines
 
 
 async def _client(root: Path, token: str | None = None, **kw):
@@ -43,7 +44,7 @@ async def _client(root: Path, token: str | None = None, **kw):
 
 
 def _one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip().splitlines()
+    err = own_lines(capsys.readouterr().err)
     assert len(err) == 1, err
     assert "Traceback" not in err[0]
     return err[0]

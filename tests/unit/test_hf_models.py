@@ -11,6 +11,7 @@ import pytest
 from lab.workloads import all_workloads, get_workload, parse_combo
 from lab.workloads.hf_config import (MODELS_DIR, TESTED_FAMILIES, ConfigError, read_config,
                                      shipped_models)
+from ..stderr_lines import own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUND_TRUTH = json.loads((ROOT / "assets" / "ground_truth" / "h200_hf_loop.json").read_text())
@@ -152,7 +153,7 @@ def test_a_config_the_lab_cannot_build_is_one_line_and_exit_2(tmp_path, capsys, 
         [command, "--config", str(f), "--gpu", "t4", "--no-confirm"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert why in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert why in err and len(own_lines(err)) == 1 and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv,why", [
@@ -169,7 +170,7 @@ def test_bad_model_arguments_are_one_line_and_exit_2(capsys, argv, why):
 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert why in err and len(err.splitlines()) == 1
+    assert why in err and len(own_lines(err)) == 1
 
 
 def test_mixture_of_experts_is_refused_in_sim_only():

@@ -26,6 +26,8 @@ TORCH_FREE = [
     "lab.workloads.phases", "lab.workloads.fit", "lab.workloads.fit_sim",
     "lab.workloads.hf_config", "import lab.workloads.hf_config as h; h.shipped_models()",
     "lab.measure.sim.gpus",
+    # the version rule: the CLI applies it before anything imports torch
+    "import lab.measure.versions as v; v.refusal(); v.unvalidated('transformers')",
     "lab.playground", "lab.playground.text", "lab.export",
     "lab.snapshots", "lab.snapshots.text", "lab.measure.snapshot", "lab.measure.result",
     "lab.runner.client", "lab.runner.replay",

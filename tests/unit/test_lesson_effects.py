@@ -35,6 +35,7 @@ from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request
 
 from ..shared_runs import shared
+from .test_sim_goldens import GOLDEN_RUNS, probed_run
 
 COURSE = load_course()
 LESSONS = {l.key: l for l in COURSE.lessons}
@@ -73,6 +74,8 @@ def _measure(key: str, variant: str, mode: str):
     lesson = LESSONS[key]
     scale = SCALE[mode]
     ranks = lesson.ranks(scale, mode)
+    if ranks == 1 and mode == "sim" and (lesson.id, variant) in GOLDEN_RUNS:
+        return probed_run(f"{lesson.id}/{variant}")[0]  # its golden test's run (the same request)
     if ranks > 1:  # a lesson on several ranks (gloo on cpu): one worker per rank, as memlab runs it
         from lab.runner.client import SubprocessRunner
 

@@ -125,15 +125,13 @@ def test_03_saved_tensor_hook_keeps_the_gradients_exact():
 def test_07_baseline_is_the_same_step_as_05_baseline():
     # Lesson 10 once kept step 0's gradients alive through zero_grad(set_to_none=True) (a list
     # made for comparing them), so its baseline peaked one gradient set above lesson 08's, which
-    # runs the same training step. Given both baselines on a real CPU, their peaks are equal.
-    from lab.runner.protocol import RunRequest
-    from lab.runner.worker import measure_request
+    # runs the same training step. Given both baselines on a real CPU, their peaks are equal
+    # (test_lesson_effects' runs of them: cpu mode at small scale, made once per session).
+    from .test_lesson_effects import measured
 
     peaks = []
     for lesson_id in ("mixed-precision", "gradient-accumulation"):
-        lesson = BY_ID[lesson_id]
-        res = measure_request(RunRequest.for_lesson(lesson, "baseline", "cpu", "small",
-                                                    timing=False), _experiment(lesson_id).baseline)
+        res = measured(BY_ID[lesson_id].key, "baseline", "cpu")
         assert res.status == "ok", res.error
         peaks.append(res.peak.bytes)
     assert peaks[0] == peaks[1]

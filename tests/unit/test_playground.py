@@ -10,6 +10,7 @@ import pytest
 from lab.measure.result import DeviceInfo, Peak, RunResult, Timeline
 from lab.playground import ComparePlan, Comparison, run_compare
 from lab.workloads import EXPERIMENT, TOKENS, TrainConfig, get_workload, parse_combo, parse_combos
+from ..stderr_lines import own_lines
 
 
 def test_plan_points_every_combination_at_the_generic_experiment():
@@ -120,7 +121,7 @@ def _cli(capsys, *argv):
 ])
 def test_cli_bad_input_one_line_exit_2(capsys, argv, expect):
     code, out, err = _cli(capsys, *argv)
-    assert code == 2 and out == "" and err.count("\n") == 1 and expect in err
+    assert code == 2 and out == "" and len(own_lines(err)) == 1 and expect in err
 
 
 def test_cli_list(capsys):

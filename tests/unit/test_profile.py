@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from lab.profile.run import CommandError, finish, parse_command
+from ..stderr_lines import own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "profile"
@@ -265,7 +266,7 @@ def test_track_in_process_and_phase_outside_is_a_no_op():
 ])
 def test_bad_input_one_line_exit_2(capsys, argv, expect):
     code, out, err = _cli(capsys, *argv)
-    assert code == 2 and out == "" and err.count("\n") == 1 and expect in err, err
+    assert code == 2 and out == "" and len(own_lines(err)) == 1 and expect in err, err
 
 
 def test_parse_command_forms():

@@ -22,6 +22,7 @@ pytest.importorskip("textual_serve", reason="the serve extra: pip install 'memla
 from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 
 from lab.serve.server import LabServer  # noqa: E402
+from ..stderr_lines import own_lines
 
 TOKEN = "s3cret-token"
 ROUTES = ["/", "/ws", "/static/js/textual.js", "/download/abc", "/learner?name=eve"]
@@ -254,5 +255,5 @@ def test_without_the_serve_extra_it_says_so_in_one_line():
             "sys.exit(main(['serve']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("memlab: error: memlab serve needs textual-serve: "
+    assert "\n".join(own_lines(proc.stderr)) == ("memlab: error: memlab serve needs textual-serve: "
                                    "pip install 'memlab[serve]'")

@@ -12,6 +12,7 @@ step with the files, and a golden rewritten only with a reason.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 import shutil
 from datetime import datetime, timezone
@@ -23,6 +24,8 @@ from lab.dev import goldens as G
 from lab.dev import goldens_h200 as H
 from lab.dev import goldens_regen as R
 from lab.dev.sim_probe import MECHANISMS, Mechanism, Probe, sim_modules
+from ..shared_runs import shared
+from ..stderr_lines import own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_DIR = ROOT / "lab" / "measure" / "sim"
@@ -193,7 +196,7 @@ def test_goldens_are_rewritten_only_with_a_reason(capsys):
 
     assert main(["dev", "goldens"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--why" in err and "Traceback" not in err
+    assert len(own_lines(err)) == 1 and "--why" in err and "Traceback" not in err
     assert main(["dev", "goldens", "--why", "   "]) == 2
     assert main(["dev", "goldens", "--why", "x", "--check"]) == 2
     with pytest.raises(ValueError, match="reason"):
@@ -232,7 +235,7 @@ def test_regenerating_logs_the_reason_the_versions_and_every_field_that_moved(go
     assert G.load_golden(G.entry(name))["sim"]["allocator"]["peak_reserved_bytes"] == old + 2**21
     log = (root / "CHANGES.md").read_text(encoding="utf-8")
     last = log.rsplit("\n## ", 1)[-1]
-    made = _golden(G.SUBSET[0])["made_with"]
+    made = G.versions()  # the log names the versions the new goldens were made with: these
     assert last.startswith(f"{datetime.now(timezone.utc).date().isoformat()}: the model now "
                            "rounds segments differently\n")
     assert f"torch {made['torch']}, transformers {made['transformers']}" in last
@@ -297,12 +300,25 @@ def test_a_renamed_function_fails_the_probe_by_its_mechanism(monkeypatch):
 
 
 # ---- re-running the subset (slow) ------------------------------------------------------------
+GOLDEN_RUNS = {(e.lesson, e.variant) for e in G.SUBSET if isinstance(e, G.Entry)}
+
+
+@functools.lru_cache(maxsize=None)
+def probed_run(name: str):
+    """(RunResult or None, fields, mechanisms, built a transformers model): the entry run once
+    per session under the probe (tests/shared_runs.py). test_lesson_effects takes a lesson
+    entry's RunResult from here: the same run as its own sim run (the worker's parameters,
+    checks and environment at seed scale; sim has no timed pass), not a second one."""
+    return shared(("golden", name), lambda: G.probed_apart(name))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _names(G.SUBSET))
 def test_sim_equals_its_golden_and_meets_the_h200_bars(name):
     e = G.entry(name)
     golden = _golden(e)
-    fields, mechanisms, used_tf = G.run_probed_apart(name)  # no earlier test's leftovers
+    # in a fresh forkserver child (no earlier test's leftovers), once per session
+    _, fields, mechanisms, used_tf = probed_run(name)
 
     problems = H.h200_misses(e, fields, H.baseline_golden_peak(e))
     here, made = G.versions(), golden["made_with"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from lab.snapshots import RefusedPickle, SnapshotError, load_plain, open_summary, summarize
+from ..stderr_lines import own_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "fixtures" / "h200_snapshot.pickle"
@@ -277,7 +278,7 @@ def _cli(*argv, capsys):
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, make, expect):
     code, out, err = _cli("view", str(make(tmp_path)), "--json", capsys=capsys)
     assert code == 2 and out == ""
-    assert err.count("\n") == 1 and expect in err and err.startswith("memlab: error:")
+    assert len(own_lines(err)) == 1 and expect in err and own_lines(err)[0].startswith("memlab: error:")
 
 
 def _write(p: Path, data: bytes) -> Path:

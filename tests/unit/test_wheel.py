@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import ROOT
+from ..stderr_lines import own_lines
 
 pytestmark = pytest.mark.slow
 LEFT_OUT = (".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
@@ -77,6 +78,8 @@ def test_the_wheel_holds_lessons_and_assets(installed):
     assert "lab/_course/assets/corpus/genesis-kjv.txt" in names
     assert any(n.startswith("lab/_course/assets/reference/linear-baseline/") for n in names)
     assert "lab/tui/app.tcss" in names
+    # the version table (the CLI reads it first) and what `memlab doctor --validate` compares with
+    assert {"lab/measure/versions.json", "lab/dev/validation_baseline.json"} <= names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
 
 
@@ -107,4 +110,4 @@ def test_a_missing_course_is_a_loud_error(installed):
     finally:
         hidden.rename(course)
     assert listed.returncode == 2
-    assert len(listed.stderr.strip().splitlines()) == 1 and "no course" in listed.stderr
+    assert len(own_lines(listed.stderr)) == 1 and "no course" in listed.stderr

@@ -17,6 +17,7 @@ from lab.course.curriculum import load_lesson
 from lab.runner.protocol import RunRequest
 from lab.runner.zygote import Zygote
 
+from ..children import wait_ready
 from ..conftest import FIXTURES, ROOT
 from .test_runner import alive
 
@@ -25,10 +26,18 @@ MISBEHAVE_LESSON = load_lesson(FIXTURES / "lessons" / "90-misbehave")
 TIMES = {"created", "wall_s", "t", "duration_s", "step_time_s", "timing"}
 
 
+def started_zygote(folder) -> Zygote:
+    """A zygote whose imports are done; a dead one fails at once, with its stderr."""
+    log = folder / "zygote.stderr"
+    with open(log, "wb") as err:
+        z = Zygote(stderr=err)
+    wait_ready(z.ready, z.alive, 300, "the zygote", stderr=log)
+    return z
+
+
 @pytest.fixture(scope="module")
-def zygote():
-    z = Zygote()
-    assert z.ready.wait(300), "the zygote never finished its imports"
+def zygote(tmp_path_factory):
+    z = started_zygote(tmp_path_factory.mktemp("zygote"))
     yield z
     z.kill()
 
@@ -89,11 +98,10 @@ def test_a_kill_stops_the_worker_and_what_it_started(zygote, tmp_path, monkeypat
     assert not alive(grandchild), "the worker's own child survived the kill"
 
 
-def test_workers_outlive_their_zygote():
-    z = Zygote()
-    assert z.ready.wait(300)
+def test_workers_outlive_their_zygote(tmp_path):
+    z = started_zygote(tmp_path)
     w = z.fork()
-    assert w.ready.wait(30)
+    wait_ready(w.ready, w.alive, 30, "the forked worker")
     z.kill()
     assert not z.alive() and w.alive()  # the zygote's group is itself alone
     req = RunRequest.for_lesson(MISBEHAVE_LESSON, "baseline", "cpu", "small")

@@ -195,7 +195,7 @@ class SimBackend(Backend):
 
     def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
         result.notes.extend(SIM_NOTES)
-        result.notes.extend(version_notes())
+        result.notes.extend(version_notes(set(result.versions)))  # what the run used
         result.notes.extend(f"not modelled: {what}" for what in sorted(self.policy.unmodelled))
         if not self.gpu.validated:
             result.notes.append(f"GPU {self.gpu.name}: its row of data (SMs, workspaces, memory) "
