@@ -1,0 +1,138 @@
+"""`torch.compile` in sim's estimate pass: Dynamo and AOTAutograd trace the region on fake
+tensors, Inductor's partitioner and decompositions decide the graphs, and sim runs the graphs.
+
+What a script's `torch.compile(model)` returns here is what the real call returns (an
+`OptimizedModule`, or a wrapped function), compiled with a backend of sim's own: Inductor's
+`compile_fx` (pre-grad passes, `select_decomp_table()`'s decompositions, the joint-graph passes
+and `min_cut_rematerialization_partition`, exactly as Inductor runs them), whose last step, code
+generation, is replaced by `runner.compiled_graph`: the post-grad passes, then a `GraphRunner`
+that runs the graph on the fake tensors with Inductor's buffers (fusion.py). The backward is
+compiled with the forward (`force_non_lazy_backward_lowering`), while Dynamo has every dispatch
+mode off. Graph breaks need nothing of their own: Dynamo runs the code between graphs eagerly,
+under the tracker, and compiles each graph separately.
+
+Two things sim's run has on that Dynamo must not see, during each call of the compiled region:
+  - the lab's tracker is a TorchDispatchMode, and Dynamo runs a frame eagerly while one is on
+    the stack unless the mode says `ignore_compile_internals()`; the tracker says so for the call
+    (Dynamo then takes every mode off while it compiles and runs the compiled graphs under them);
+  - the CUDA facade's placement is a TorchFunctionMode, which Dynamo would trace into; it is off
+    for the call, and the values the code between graphs reads (`bool(t)`, `t.item()`) are
+    answered by the facade as before (stand-ins, logged).
+
+The graphs are CPU graphs (sim's fake tensors are CPU tensors), so CUDA's choices come from the
+kernels sim already registers: SDPA's AutogradCPU kernel picks CUDA's attention op while
+AOTAutograd traces (lab.measure.sim.kernels.sdpa), and CUDA autocast's op lists are the
+AutocastCPU kernels the trace runs through (lab.measure.sim.kernels.autocast).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ...torch_compat import FakeTensor, current_dispatch_modes
+from ...tracker import TensorTracker
+from .runner import compiled_graph
+from .stats import CompileStats
+
+NOT_ESTIMATED_MODES = ("reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_VALUE_READS = ("__bool__", "item", "__float__", "__int__", "__index__", "tolist")
+
+
+def supported() -> str | None:
+    """None, or why this torch cannot estimate (the tracker must be able to say
+    `ignore_compile_internals`, read by Dynamo since torch 2.9)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
+        return f"torch {torch.__version__} has no TorchDispatchMode.ignore_compile_internals"
+    return None
+
+
+def compile_for_estimate(original, target, stats: CompileStats, placement=None, **kwargs):
+    """What `torch.compile(target, **kwargs)` returns in the estimate pass (`original`: the real
+    torch.compile; `placement`: a function returning the facade's placement mode at call time). A mode whose memory sim cannot estimate (CUDA graphs' pool, autotuning) is
+    noted and the region runs eagerly."""
+    mode = kwargs.get("mode")
+    if mode in NOT_ESTIMATED_MODES:
+        stats.not_estimated(f'mode="{mode}"')
+        return target if target is not None else (lambda fn: fn)
+    if kwargs.get("backend") not in (None, "inductor"):
+        stats.not_estimated(f"backend={kwargs['backend']!r}")
+        return target if target is not None else (lambda fn: fn)
+    if target is None:  # @torch.compile(...) as a decorator factory
+        return lambda fn: compile_for_estimate(original, fn, stats, placement, **kwargs)
+    backend = functools.partial(_backend, stats=stats)
+    keep = {k: kwargs[k] for k in ("fullgraph", "dynamic") if k in kwargs}
+    compiled = original(target, backend=backend, **keep)
+    if isinstance(compiled, torch.nn.Module):  # OptimizedModule: its forward is Dynamo's
+        compiled.forward = _region(compiled.forward, stats, placement)
+        return compiled
+    return _region(compiled, stats, placement)
+
+
+def _region(fn, stats: CompileStats, placement):
+    """`fn` (Dynamo's entry) called with the tracker saying it ignores compile internals and the
+    facade's placement mode off (module docstring)."""
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        trackers = [m for m in current_dispatch_modes() if isinstance(m, TensorTracker)]
+        for t in trackers:
+            t.ignore_compile_internals = _yes
+        modes = torch.overrides._get_current_function_mode_stack()
+        for _ in modes:
+            torch._C._pop_torch_function_stack()
+        mode = placement() if placement is not None else None
+        undo = _answer_values(mode) if mode is not None else []
+        stats.calls += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            for owner, name, old in undo:
+                setattr(owner, name, old)
+            for m in modes:
+                torch._C._push_on_torch_function_stack(m)
+            for t in trackers:
+                t.__dict__.pop("ignore_compile_internals", None)
+
+    return call
+
+
+def _yes() -> bool:
+    return True
+
+
+def _answer_values(placement) -> list:
+    """While the placement mode is off: values of fake tensors read between graphs are the
+    facade's stand-ins (lab.measure.sim.facade.placement), as when it is on."""
+    undo = []
+    for name in _VALUE_READS:
+        old = getattr(torch.Tensor, name)
+
+        def read(t, *a, _old=old, **kw):
+            if type(t) is FakeTensor:
+                return placement._value(_old, (t, *a), kw)
+            return _old(t, *a, **kw)
+
+        undo.append((torch.Tensor, name, old))
+        setattr(torch.Tensor, name, read)
+    return undo
+
+
+def _backend(gm: torch.fx.GraphModule, example_inputs, stats: CompileStats):
+    """The Dynamo backend: Inductor's compile_fx with sim's last step (module docstring)."""
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config
+    from torch._inductor.compile_fx import compile_fx
+
+    stats.dynamo_graph(gm)
+    with functorch_config.patch(force_non_lazy_backward_lowering=True,
+                                enable_autograd_cache=False), \
+            inductor_config.patch(fx_graph_cache=False, freezing=False):
+        return compile_fx(gm, example_inputs,
+                          inner_compile=functools.partial(compiled_graph, stats=stats))
+
+
+__all__ = ["NOT_ESTIMATED_MODES", "compile_for_estimate", "supported"]
