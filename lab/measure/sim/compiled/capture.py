@@ -28,6 +28,7 @@ AutocastCPU kernels the trace runs through (lab.measure.sim.kernels.autocast).
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import torch
 
@@ -61,15 +62,34 @@ def compile_for_estimate(original, target, stats: CompileStats, placement=None, 
     if kwargs.get("backend") not in (None, "inductor"):
         stats.not_estimated(f"backend={kwargs['backend']!r}")
         return target if target is not None else (lambda fn: fn)
+    _lab_never_compiled()
     if target is None:  # @torch.compile(...) as a decorator factory
         return lambda fn: compile_for_estimate(original, fn, stats, placement, **kwargs)
     backend = functools.partial(_backend, stats=stats)
     keep = {k: kwargs[k] for k in ("fullgraph", "dynamic") if k in kwargs}
-    compiled = original(target, backend=backend, **keep)
+    undo = _plain_module_call()  # what Dynamo's module wrapper binds is torch's own __call__
+    try:
+        compiled = original(target, backend=backend, **keep)
+    finally:
+        for owner, name, old in undo:
+            setattr(owner, name, old)
     if isinstance(compiled, torch.nn.Module):  # OptimizedModule: its forward is Dynamo's
         compiled.forward = _region(compiled.forward, stats, placement)
         return compiled
     return _region(compiled, stats, placement)
+
+
+def _lab_never_compiled() -> None:
+    """memlab's own frames (the tracker's __torch_dispatch__, sim's fake mode and facade) are
+    in Dynamo's skip list, as torch's own are: where Dynamo runs a frame eagerly (a graph break
+    in a loop skips the whole frame) every frame it calls passes Dynamo's frame callback, and
+    the lab's must run as they are, not be traced."""
+    from torch._dynamo import trace_rules
+
+    lab_dir = str(Path(__file__).resolve().parents[3])
+    if lab_dir not in trace_rules.SKIP_DIRS:
+        trace_rules.SKIP_DIRS.append(lab_dir)
+        trace_rules._recompile_re()
 
 
 def _region(fn, stats: CompileStats, placement):
@@ -86,6 +106,7 @@ def _region(fn, stats: CompileStats, placement):
             torch._C._pop_torch_function_stack()
         mode = placement() if placement is not None else None
         undo = _answer_values(mode) if mode is not None else []
+        undo += _device_read_not_traced() + _plain_module_call() + _lab_hooks_off()
         stats.calls += 1
         try:
             return fn(*args, **kwargs)
@@ -104,6 +125,69 @@ def _yes() -> bool:
     return True
 
 
+def _plain_module_call() -> list:
+    """torch's own `nn.Module.__call__` inside the region: the run's evaluation cap
+    (lab.profile.steps.EvalCap) wraps it for passes with autograd off, and Dynamo, which skips
+    memlab's frames, would break the graph at every module call into it. A compiled region's
+    evaluation passes are therefore never capped (each runs)."""
+    module = torch.nn.Module
+    plain = module.__dict__.get("_wrapped_call_impl")
+    current = module.__dict__.get("__call__")
+    if plain is None or current is plain:
+        return []
+    module.__call__ = plain
+    return [(module, "__call__", current)]
+
+
+def _lab_hooks_off() -> list:
+    """memlab's global module hooks (sim's RNN watch) off inside the region: Dynamo would break
+    the graph at each module to call them (an RNN inside a compiled region is not noted)."""
+    from torch.nn.modules import module as nn_module
+
+    undo = []
+    for name in ("_global_forward_pre_hooks", "_global_forward_hooks"):
+        hooks = getattr(nn_module, name, None)
+        if not hooks:
+            continue
+        mine = {k: h for k, h in hooks.items() if _is_lab(h)}
+        if mine:
+            saved = dict(hooks)
+            for k in mine:
+                del hooks[k]
+            undo.append((_Restore(hooks, saved), "items", None))
+    return undo
+
+
+class _Restore:
+    """An undo entry for a dict put back whole (capture's undo list sets attributes)."""
+
+    def __init__(self, target: dict, saved: dict):
+        self.target, self.saved = target, saved
+
+    def __setattr__(self, name, value):
+        if name == "items":
+            self.target.clear()
+            self.target.update(self.saved)
+        else:
+            object.__setattr__(self, name, value)
+
+
+def _is_lab(fn) -> bool:
+    return (getattr(fn, "__module__", None) or "").split(".")[0] == "lab"
+
+
+def _device_read_not_traced() -> list:
+    """The facade's `FakeTensor.device` (a Python property that looks at its caller's frame)
+    run as it is, never compiled: Dynamo would otherwise compile its frame when eager code
+    between graphs reads a device, and fail there."""
+    prop = FakeTensor.__dict__.get("device")
+    if not isinstance(prop, property) or getattr(prop.fget, "_torchdynamo_disable", False):
+        return []
+    FakeTensor.device = property(torch._dynamo.disable(prop.fget, recursive=True), prop.fset,
+                                 prop.fdel, prop.__doc__)
+    return [(FakeTensor, "device", prop)]
+
+
 def _answer_values(placement) -> list:
     """While the placement mode is off: values of fake tensors read between graphs are the
     facade's stand-ins (lab.measure.sim.facade.placement), as when it is on."""
@@ -117,7 +201,8 @@ def _answer_values(placement) -> list:
             return _old(t, *a, **kw)
 
         undo.append((torch.Tensor, name, old))
-        setattr(torch.Tensor, name, read)
+        # Dynamo must not trace into the facade: a read is a graph break, run eagerly
+        setattr(torch.Tensor, name, torch._dynamo.disable(read, recursive=True))
     return undo
 
 
