@@ -368,7 +368,7 @@ def compiled_cases() -> list[Case]:
             out.append(Case(f"compiled/{name}/{version}", f"compiled/{name}", script,
                             common.split() + own.split(), tiny.split(), cwd=cwd,
                             gib=gib if version == "compiled" else gib + 2,
-                            info={**info, "version": version}))
+                            info={**info, "version": version, "own": own.split()}))
     return out
 
 

@@ -235,7 +235,8 @@ class _SimScript:
     def estimator(self):
         """sim's compiled pass: torch.compile traced on fake tensors (lab.measure.sim.compiled),
         what it saw kept in `compile_stats` for the result."""
-        from lab.measure.sim.compiled import CompileStats, compile_for_estimate
+        from lab.measure.sim.compiled.capture import compile_for_estimate
+        from lab.measure.sim.compiled.stats import CompileStats
 
         self.compile_stats = CompileStats()
 

@@ -46,6 +46,25 @@ def _untracked(fn, args, kwargs, tracker, above):
             push_dispatch_mode(m)
 
 
+def _higher_order(hop, args, kwargs, tracker, above):
+    """The higher-order ops AOTAutograd leaves in a graph, run as their meaning: the RNG pair of
+    a recomputed random op (checkpointing, the partitioner) runs the op; the saved RNG state is
+    a few bytes on the host, made untracked. Another one runs as it is (the tracker off, said
+    by the error if it refuses)."""
+    name = getattr(hop, "_name", str(hop))
+    if name == "run_and_save_rng_state":
+        op, *rest = args
+        state = (_untracked(torch.get_rng_state, (), {}, tracker, above) if tracker is not None
+                 else torch.get_rng_state())
+        return state, op(*rest, **kwargs)
+    if name == "run_with_rng_state":
+        _state, op, *rest = args
+        return op(*rest, **kwargs)
+    if tracker is not None:
+        return _untracked(hop, args, kwargs, tracker, above)
+    return hop(*args, **kwargs)
+
+
 class GraphRunner:
     """The compiled artifact of one graph (forward, backward or inference)."""
 
@@ -92,7 +111,9 @@ class GraphRunner:
                 else:
                     a = torch.fx.node.map_arg(n.args, lambda a: env[a])
                     kw = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
-                    if tracker is not None and n not in self.plan.buffers:
+                    if isinstance(n.target, torch._ops.HigherOrderOperator):
+                        env[n] = _higher_order(n.target, a, kw, tracker, above)
+                    elif tracker is not None and n not in self.plan.buffers:
                         # inlined into a kernel: no memory of its own
                         env[n] = _untracked(n.target, a, kw, tracker, above)
                     else:
