@@ -209,6 +209,7 @@ class _SimScript:
         import torch
 
         backend = run.backend  # a SimBackend: its card, allocator model and CUDA paths
+        self.values = backend.policy.values  # sim's value assumptions for libraries
         self.card = backend.gpu
         self.capped = backend.allocator_model.model.cap is not None
         self.facade = backend.cuda_facade(script_dir=folder)
@@ -240,9 +241,14 @@ class _SimScript:
 
         self.compile_stats = CompileStats()
 
+        values = self.values
+
+        def library():  # transformers' own mask code inside a region (Dynamo traces it)
+            return values.suspend()
+
         def estimate(original, model, **kwargs):
             return compile_for_estimate(original, model, self.compile_stats,
-                                        lambda: self.facade.placement, **kwargs)
+                                        lambda: self.facade.placement, library, **kwargs)
 
         return estimate
 

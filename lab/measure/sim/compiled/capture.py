@@ -51,9 +51,13 @@ def supported() -> str | None:
     return None
 
 
-def compile_for_estimate(original, target, stats: CompileStats, placement=None, **kwargs):
+def compile_for_estimate(original, target, stats: CompileStats, placement=None, library=None,
+                         **kwargs):
     """What `torch.compile(target, **kwargs)` returns in the estimate pass (`original`: the real
-    torch.compile; `placement`: a function returning the facade's placement mode at call time). A mode whose memory sim cannot estimate (CUDA graphs' pool, autotuning) is
+    torch.compile; `placement`: a function returning the facade's placement mode at call time;
+    `library`: a function that takes sim's patches of libraries out for the region's call and
+    returns the function that puts them back: Dynamo traces the library's own code, as on the
+    GPU). A mode whose memory sim cannot estimate (CUDA graphs' pool, autotuning) is
     noted and the region runs eagerly."""
     mode = kwargs.get("mode")
     if mode in NOT_ESTIMATED_MODES:
@@ -64,7 +68,7 @@ def compile_for_estimate(original, target, stats: CompileStats, placement=None, 
         return target if target is not None else (lambda fn: fn)
     _lab_never_compiled()
     if target is None:  # @torch.compile(...) as a decorator factory
-        return lambda fn: compile_for_estimate(original, fn, stats, placement, **kwargs)
+        return lambda fn: compile_for_estimate(original, fn, stats, placement, library, **kwargs)
     backend = functools.partial(_backend, stats=stats)
     keep = {k: kwargs[k] for k in ("fullgraph", "dynamic") if k in kwargs}
     undo = _plain_module_call()  # what Dynamo's module wrapper binds is torch's own __call__
@@ -74,9 +78,9 @@ def compile_for_estimate(original, target, stats: CompileStats, placement=None, 
         for owner, name, old in undo:
             setattr(owner, name, old)
     if isinstance(compiled, torch.nn.Module):  # OptimizedModule: its forward is Dynamo's
-        compiled.forward = _region(compiled.forward, stats, placement)
+        compiled.forward = _region(compiled.forward, stats, placement, library)
         return compiled
-    return _region(compiled, stats, placement)
+    return _region(compiled, stats, placement, library)
 
 
 def _lab_never_compiled() -> None:
@@ -92,7 +96,7 @@ def _lab_never_compiled() -> None:
         trace_rules._recompile_re()
 
 
-def _region(fn, stats: CompileStats, placement):
+def _region(fn, stats: CompileStats, placement, library=None):
     """`fn` (Dynamo's entry) called with the tracker saying it ignores compile internals and the
     facade's placement mode off (module docstring)."""
 
@@ -107,10 +111,13 @@ def _region(fn, stats: CompileStats, placement):
         mode = placement() if placement is not None else None
         undo = _answer_values(mode) if mode is not None else []
         undo += _device_read_not_traced() + _plain_module_call() + _lab_hooks_off()
+        put_back = library() if library is not None else None
         stats.calls += 1
         try:
             return fn(*args, **kwargs)
         finally:
+            if put_back is not None:
+                put_back()
             for owner, name, old in undo:
                 setattr(owner, name, old)
             for m in modes:
