@@ -93,7 +93,7 @@ def test_the_workers_skip_note_is_the_one_the_client_reads():
 @pytest.mark.slow  # two sim passes of a script, one of them through Dynamo and AOTAutograd (~25 s)
 def test_sim_estimates_the_compiled_chain_below_its_eager_prediction(monkeypatch):
     # Given a script whose loss is a compiled chain of pointwise ops over a 4 MB weight
-    from test_profile_compiled import InProcessRunner
+    from tests.unit.test_profile_compiled import InProcessRunner
 
     from lab.profile.run import parse_command, run_profile
 
