@@ -58,7 +58,7 @@ def wants_estimate(r) -> bool:
 
 
 def estimate_request(req):
-    return replace(req, overrides={**req.overrides, compiled.COMPILED_PASS: True},
+    return replace(req, params={**req.params, compiled.COMPILED_PASS: True},
                    profile_path=None)
 
 

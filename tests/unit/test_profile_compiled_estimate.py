@@ -104,7 +104,7 @@ def test_sim_estimates_the_compiled_chain_below_its_eager_prediction(monkeypatch
     # then sim ran it twice (eager, then the estimate pass) and says both
     assert r.status == "ok", r.error
     assert len(runner.requests) == 2
-    assert runner.requests[1].overrides[compiled.COMPILED_PASS] is True
+    assert runner.requests[1].params[compiled.COMPILED_PASS] is True
     m = r.metrics
     assert m["compiled_dynamo_graphs"] == 1 and m["compiled_backward_graphs"] == 1
     # eager keeps the chain's intermediates for backward (sin, cos, their product, exp, tanh:
