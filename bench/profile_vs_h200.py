@@ -80,7 +80,8 @@ def run_profile(case: Case, args: list[str], mode: str, gpu_memory: str | None =
             "exit": p.returncode,
             "allocated": a.get("peak_allocated_bytes"), "reserved": a.get("peak_reserved_bytes"),
             "predicted": a.get("predicted"), "torch": r.get("torch_version"),
-            "transformers": r.get("transformers_version"), "notes": r.get("notes", [])[:6]}
+            "transformers": r.get("transformers_version"), "notes": r.get("notes", [])[:6],
+            "metrics": r.get("metrics", {})}
 
 
 def fit_sim(case: Case, truth: dict, mode: str) -> dict:

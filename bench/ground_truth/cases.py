@@ -15,6 +15,8 @@ both run exactly the same command. A case is a plain script and its arguments, r
     zoo/<category>/<name>     a practitioner's script of bench/ground_truth/zoo/ (CNNs, ViT,
                               MoE, seq2seq, MLM, generate, LoRA, Lightning, accumulation):
                               `zoo_cases()`, its own results file (ZOO_RESULTS), any card
+    compiled/<pair>/<version> a script under torch.compile (`compiled`) and its eager twin
+                              (`eager`): `compiled_cases()`, results COMPILED_RESULTS, any card
 
 `tiny` is the same case at a size a CPU runs in seconds (run_h200.py --dry-run). The split
 (tune / held_out) is assets/ground_truth/split.toml, fixed before any held-out number existed.
@@ -310,7 +312,67 @@ def half_of(case: Case, split: dict[str, str]) -> str:
     return split[case.group]
 
 
-SUITES = {"profile": all_cases, "zoo": zoo_cases}  # run_h200.py / profile_vs_h200.py --suite
+COMPILED = f"{HERE}/compiled"
+COMPILED_RESULTS = ROOT / "assets" / "ground_truth" / "compiled_gpu.json"
+# Each pair: (name, script, the arguments both versions share, the compiled version's own, the
+# eager twin's own, GiB estimate, the tiny CPU arguments). The split is split.toml's [[added]] of
+# 2026-12-07 (issue 41), fixed before any of these had run. Sizes keep each compile well under a
+# minute on the device's 16 cores with every case of the suite running at once.
+_NANOGPT_SMALL = ["--dataset=gt", "--n_layer=4", "--n_head=12", "--n_embd=768", "--batch_size=8",
+                  "--block_size=1024", "--max_iters=2", "--gradient_accumulation_steps=2",
+                  "--eval_interval=1000", "--eval_iters=1", "--log_interval=1"]
+_GPT = "--layers 4 --dim 768 --heads 12 --batch 8 --seq 1024 --steps 3"
+_GPT_TINY = "--vocab 512 --layers 2 --dim 64 --heads 4 --batch 2 --seq 32 --steps 2 --device cpu"
+_PAIRS = [
+    ("nanogpt-small", ".gt_scripts/nanoGPT/train.py", " ".join(_NANOGPT_SMALL),
+     "--compile=True --out_dir=out-gtc-compiled", "--compile=False --out_dir=out-gtc-eager", 7,
+     " ".join(NANOGPT_TINY)),
+    ("hf-gpt2-bf16", f"{HERE}/hf_loop.py", "--config assets/models/gpt2.json --layers 4 --combo "
+     "bf16 --batch 8 --seq 1024 --steps 3", "--compile", "", 7,
+     "--config assets/models/gpt2.json --combo bf16 --batch 2 --seq 32 --steps 2 --tiny "
+     "--device cpu"),
+    ("hf-llama-bf16-ckpt", f"{HERE}/hf_loop.py", "--config assets/models/llama-3.2-1b.json "
+     "--layers 2 --combo bf16+ckpt --batch 4 --seq 1024 --steps 3", "--compile", "", 10,
+     "--config assets/models/llama-3.2-1b.json --combo bf16+ckpt --batch 2 --seq 32 --steps 2 "
+     "--tiny --device cpu"),
+    ("gpt-fullgraph-fp32", f"{COMPILED}/gpt.py", _GPT, "--compile fullgraph", "--compile off", 9,
+     _GPT_TINY + " --compile off"),
+    ("gpt-breaks-bf16", f"{COMPILED}/gpt.py", _GPT + " --bf16", "--compile breaks",
+     "--compile off", 7, _GPT_TINY + " --bf16 --compile off"),
+    ("gpt-ckpt-bf16", f"{COMPILED}/gpt.py", _GPT + " --bf16 --ckpt", "--compile default",
+     "--compile off", 5, _GPT_TINY + " --bf16 --ckpt --compile off"),
+    ("cnn-resnet18-fp32", f"{COMPILED}/cnn.py", "--batch 64 --image 224 --steps 3",
+     "--compile default", "--compile off", 6, "--batch 2 --image 32 --width 8 --steps 2 --device cpu "
+     "--compile off"),
+    ("cnn-resnet18-bf16", f"{COMPILED}/cnn.py", "--batch 96 --image 160 --steps 3 --bf16",
+     "--compile default", "--compile off", 5, "--batch 2 --image 32 --width 8 --steps 2 --device cpu --bf16 "
+     "--compile off"),
+]
+# The suite's own env: a cold Inductor cache per case (a user's first run: autotuning's scratch
+# included) and two compile workers per process (every case compiles at once on 16 cores).
+COMPILED_ENV = {"TORCHINDUCTOR_COMPILE_THREADS": "2"}
+
+
+def compiled_cases() -> list[Case]:
+    """Scripts under torch.compile, each beside its eager twin (the same script, compile off):
+    the ground truth of sim's estimated compiled peak (bench/compiled_vs_gpu.py). The pair is
+    the group the split assigns, so both versions land in the same half."""
+    out = []
+    for name, script, common, comp, eager, gib, tiny in _PAIRS:
+        cwd = ".gt_scripts/nanoGPT" if script.startswith(".gt_scripts/nanoGPT") else "."
+        info = {"pair": name}
+        if cwd != ".":
+            info.update(source="nanoGPT", data="data/gt/{train,val}.bin: uint16 random tokens "
+                        "(bench/ground_truth/data.py)")
+        for version, own in (("compiled", comp), ("eager", eager)):
+            out.append(Case(f"compiled/{name}/{version}", f"compiled/{name}", script,
+                            common.split() + own.split(), tiny.split(), cwd=cwd,
+                            gib=gib if version == "compiled" else gib + 2,
+                            info={**info, "version": version, "own": own.split()}))
+    return out
+
+
+SUITES = {"profile": all_cases, "zoo": zoo_cases, "compiled": compiled_cases}  # run_h200.py / profile_vs_h200.py --suite
 
 
 if __name__ == "__main__":  # list the table (python cases.py [zoo])

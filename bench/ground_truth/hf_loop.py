@@ -5,7 +5,7 @@
     model = AutoModelForCausalLM.from_config(config)        # random weights, no hub
     for step in range(steps):
         with torch.autocast("cuda", dtype=torch.bfloat16):  # bf16 combos only
-            loss = model(input_ids=ids, labels=ids).loss
+            loss = model(input_ids=ids, labels=ids).loss   # --compile: torch.compile(model)
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)   # AdamW defaults
                                                    # (--no-set-to-none: False)
 
@@ -82,6 +82,8 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=None, help="fewer blocks than published")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="every width shrunk (a dry run)")
+    ap.add_argument("--compile", action="store_true",
+                    help="model = torch.compile(model) (the compiled ground truth)")
     ap.add_argument("--no-set-to-none", dest="set_to_none", action="store_false",
                     help="opt.zero_grad(set_to_none=False): gradients stay allocated, zeroed")
     args = ap.parse_args()
@@ -98,6 +100,8 @@ def main() -> int:
     if "ckpt" in args.combo:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if args.compile:
+        model = torch.compile(model)
     ids = torch.randint(0, cfg.vocab_size, (args.batch, args.seq), device=device)  # (B, T)
     bf16 = "bf16" in args.combo
     for step in range(args.steps):

@@ -43,8 +43,10 @@ def exclude(*names: str) -> None:
                 f.write(n + "\n")
 
 
-def copy_scripts(mirrors: Path) -> None:
+def copy_scripts(mirrors: Path, only: list[str] | None = None) -> None:
     for name, src in SOURCES.items():
+        if only and name not in only:
+            continue
         git_dir = mirrors / src["repo"].replace("/", "+") / "repo"
         if not git_dir.exists():
             sys.exit(f"prepare: no mirror of {src['repo']} at {git_dir}; fetch github:{src['repo']}")
@@ -91,10 +93,12 @@ def main() -> int:
     ap.add_argument("--no-scripts", action="store_true", help="no public scripts (the zoo has none)")
     ap.add_argument("--libraries", action="store_true",
                     help="also peft, pytorch-lightning, accelerate (the zoo's scripts import them)")
+    ap.add_argument("--source", action="append", choices=sorted(SOURCES),
+                    help="only this public script (repeatable; the compiled suite needs nanoGPT)")
     args = ap.parse_args()
     exclude("/.gt_scripts/", "/.whl/")
     if not args.no_scripts:
-        copy_scripts(args.mirrors)
+        copy_scripts(args.mirrors, args.source)
     if not args.no_wheels:
         download_wheels(args.libraries)
     return 0

@@ -4,10 +4,13 @@
         [--budget-s S] [--results FILE] [--out DIR] [--retry-errors]
     python bench/ground_truth/run_h200.py --dry-run      every case, tiny, on this CPU
 
-Two suites share this runner: `profile` (the default; cases.all_cases(), results
-assets/ground_truth/profile_h200.json, recorded on an H200) and `zoo` (the practitioner zoo,
-cases.zoo_cases(), results assets/ground_truth/zoo_gpu.json, on whichever card the device gives:
-each case names its card, and sim is compared on that card).
+Three suites share this runner: `profile` (the default; cases.all_cases(), results
+assets/ground_truth/profile_h200.json, recorded on an H200), `zoo` (the practitioner zoo,
+cases.zoo_cases(), results assets/ground_truth/zoo_gpu.json) and `compiled` (scripts under
+torch.compile beside their eager twins, cases.compiled_cases(), results
+assets/ground_truth/compiled_gpu.json; each case in a cold Inductor cache of its own). The last
+two run on whichever card the device gives: each case names its card, and sim is compared on
+that card.
 
 Resumable: results are merged into FILE (default assets/ground_truth/profile_h200.json) after
 every case, and a case already there is skipped, so a device command that stops at its time
@@ -42,12 +45,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import (ROOT, SOURCES, SUITES, ZOO_RESULTS, Case, half_of, load_split,  # noqa: E402
-                   with_batch)
+from cases import (COMPILED_ENV, COMPILED_RESULTS, ROOT, SOURCES, SUITES,  # noqa: E402
+                   ZOO_RESULTS, Case, half_of, load_split, with_batch)
 from peak_of import MARK  # noqa: E402
 
 PEAK_OF = Path(__file__).resolve().with_name("peak_of.py")
 RESULTS = ROOT / "assets" / "ground_truth" / "profile_h200.json"
+SUITE_RESULTS = {"profile": RESULTS, "zoo": ZOO_RESULTS, "compiled": COMPILED_RESULTS}
 GiB = 2**30
 CASE_TIMEOUT_S = 200
 TIMEOUT_S = [CASE_TIMEOUT_S]  # --case-timeout
@@ -96,6 +100,8 @@ def estimate_gib(case: Case) -> float:
         return case.gib
     if case.kind == "script":
         return SCRIPT_GIB.get(case.id, 24)
+    if case.kind == "compiled":
+        return 8
     with _ESTIMATING:
         return _estimate_hf(case)
 
@@ -122,6 +128,9 @@ def run_one(case: Case, args: list[str], *, cap_gib: float | None, dry: bool) ->
     cmd = [sys.executable, str(PEAK_OF)] + (["--cap-gib", str(cap_gib)] if cap_gib else []) \
         + ["--", str(ROOT / case.script), *args]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if case.kind == "compiled":  # a cold compile of its own (cases.COMPILED_ENV says why)
+        env.update(COMPILED_ENV)
+        env["TORCHINDUCTOR_CACHE_DIR"] = f"/tmp/memlab-gt-inductor/{case.id.replace('/', '-')}"
     if case.transformers == "native":  # the machine's own transformers: drop the carried one
         env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
                                             if p and p != os.environ.get("GT_CARRIED_SITE"))
@@ -257,7 +266,8 @@ def row(case: Case, r: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suite", choices=sorted(SUITES), default="profile",
-                    help="profile: the H200 cases (default); zoo: the practitioner zoo")
+                    help="profile: the H200 cases (default); zoo: the practitioner zoo; "
+                    "compiled: torch.compile beside eager")
     ap.add_argument("--only", help="comma-separated globs of case ids, e.g. 'hf/*,fit/*'")
     ap.add_argument("--shard", help="I/N: every N-th case starting at I")
     ap.add_argument("--results", type=Path, default=None)
@@ -274,8 +284,8 @@ def main() -> int:
     args = ap.parse_args()
     dry = args.dry_run
     if args.merge:
-        return merge(args.merge, args.results or (ZOO_RESULTS if args.suite == "zoo" else RESULTS))
-    default = ZOO_RESULTS if args.suite == "zoo" else RESULTS
+        return merge(args.merge, args.results or SUITE_RESULTS[args.suite])
+    default = SUITE_RESULTS[args.suite]
     results = args.results or (Path(f"/tmp/gt_dry_run_{args.suite}.json") if dry else default)
     TIMEOUT_S[0] = args.case_timeout
     split = load_split()
@@ -301,7 +311,7 @@ def main() -> int:
            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU (dry run)",
            "transformers_carried": _versions(True), "transformers_native": _versions(False),
            "cases": len(missing), "dry_run": dry, "suite": args.suite}
-    if args.suite == "zoo":  # the optional libraries the zoo's scripts import
+    if args.suite in ("zoo", "compiled"):  # the optional libraries the scripts may import
         run["libraries"] = {d: _versions(True, d) for d in ("peft", "pytorch-lightning",
                                                             "accelerate")}
     doc["runs"].append(run)
@@ -310,7 +320,8 @@ def main() -> int:
           f"(torch {run['torch']}, transformers {run['transformers_carried']} carried, "
           f"{run['transformers_native']} native)", flush=True)
     # long ones first: compiled scripts and fit bisections take several rounds
-    missing.sort(key=lambda c: (c.kind != "fit", "compiled" not in c.id, c.kind != "script"))
+    missing.sort(key=lambda c: (c.kind != "fit", "compiled" not in c.id.split("/", 1)[1],
+                                c.kind != "script"))
     budget = args.gib_budget or (0.85 * torch.cuda.get_device_properties(0).total_memory / GiB
                                  if torch.cuda.is_available() else 4)
     gate = Gate(4 if dry else budget)
@@ -322,6 +333,8 @@ def main() -> int:
         r = fit_case(case, gate, dry) if case.kind == "fit" else peak_case(case, gate, dry)
         entry = {"id": case.id, "half": half_of(case, split), "group": case.group,
                  **({"category": case.category} if case.kind == "zoo" else {}),
+                 **({"pair": case.info["pair"], "version": case.info["version"]}
+                    if case.kind == "compiled" else {}),
                  "script": case.script, "cwd": case.cwd, "args": case.tiny if dry else case.args,
                  **({"cap_gib": case.cap_gib} if case.cap_gib else {}),
                  **({"source": SOURCES[case.info["source"]]["repo"],

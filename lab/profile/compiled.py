@@ -47,8 +47,9 @@ class CompileWatch:
     `torch.compile`. real=False hands back the model itself (the eager version); real=True
     compiles it."""
 
-    def __init__(self, real: bool = False):
+    def __init__(self, real: bool = False, estimate=None):
         self.real = real
+        self.estimate = estimate  # sim's compiled pass: (original, model, **kwargs) -> compiled
         self.sites: list[str] = []
         self._orig = None
 
@@ -70,6 +71,8 @@ class CompileWatch:
             site = caller_site()
             if site not in self.sites:
                 self.sites.append(site)
+        if self.estimate is not None:
+            return self.estimate(self._orig, model, **kwargs)
         if self.real:
             return self._orig(model, **kwargs) if model is not None else self._orig(**kwargs)
         if model is None:  # @torch.compile(mode=...) as a decorator factory

@@ -23,7 +23,7 @@ from typing import Callable
 from lab.measure.result import DeviceInfo, Peak, RunResult
 from lab.runner.protocol import RunRequest
 
-from . import compiled
+from . import compiled, compiled_estimate
 from .imports import script_imports
 
 SCRIPT = str(Path(__file__).with_name("script.py"))
@@ -123,6 +123,16 @@ def run_profile(cmd: ScriptCommand, runner, mode: str, *, timeout_s: float = DEF
         return compiled.measure_compiled(
             r, req, lambda again: finish(runner.run(again, on_event=on_event, cancel=cancel),
                                          cmd, [], timeout_s), snapshot)
+    if compiled_estimate.wants_estimate(r) and not (cancel is not None and cancel.is_set()):
+        # sim: a second pass with torch.compile traced on fake tensors (compiled_estimate.py)
+        if on_event:
+            on_event({"type": "status", "stage": "compiled",
+                      "text": "the script calls torch.compile: estimating the compiled run "
+                              "(Dynamo and AOTAutograd on fake tensors, a fresh worker)"})
+        est = finish(runner.run(compiled_estimate.estimate_request(req), on_event=on_event,
+                                cancel=cancel), cmd, [], timeout_s)
+        compiled_estimate.add(r, est)
+        return r
     if compiled.sites(r):
         compiled.say_eager(r)
     return r

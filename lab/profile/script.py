@@ -132,13 +132,14 @@ def script(run, p=None) -> None:
     compiled_pass = bool(getattr(p, compiled.COMPILED_PASS, False))
     auto = AutoPhases(run.tracker, records=run.phases, on_phase=run._on_phase) \
         if run.tracker is not None and not compiled_pass else None
-    watch = compiled.CompileWatch(real=compiled_pass)
     sim = _SimScript(run, folder, steps) if run.simulated else None
+    watch = compiled.CompileWatch(real=compiled_pass and sim is None,
+                                  estimate=sim.estimator() if compiled_pass and sim else None)
     limit = StepLimit(steps, progress=_Progress(run, out or sys.__stderr__, steps, sim))
     try:
         if timeout > 0:
             signal.setitimer(signal.ITIMER_REAL, timeout)
-        with watch, compiled.untracked() if compiled_pass else _nothing(), \
+        with watch, compiled.untracked() if compiled_pass and sim is None else _nothing(), \
                 auto if auto is not None else _nothing(), sim or _nothing(), limit:
             _run(p)
     except StepsDone as e:
@@ -185,6 +186,7 @@ def script(run, p=None) -> None:
         if sim is not None:
             for note in sim.notes():
                 run.note(note)
+            sim.record_estimate(run)
     if sim is not None and sim.facade.log.refused is not None:
         raise sim.facade.log.refused  # the script caught it and went on: still not supported
 
@@ -207,6 +209,7 @@ class _SimScript:
         import torch
 
         backend = run.backend  # a SimBackend: its card, allocator model and CUDA paths
+        self.values = backend.policy.values  # sim's value assumptions for libraries
         self.card = backend.gpu
         self.capped = backend.allocator_model.model.cap is not None
         self.facade = backend.cuda_facade(script_dir=folder)
@@ -229,6 +232,32 @@ class _SimScript:
     def __exit__(self, *exc):
         self._stack.close()
         return False
+
+    def estimator(self):
+        """sim's compiled pass: torch.compile traced on fake tensors (lab.measure.sim.compiled),
+        what it saw kept in `compile_stats` for the result."""
+        from lab.measure.sim.compiled.capture import compile_for_estimate
+        from lab.measure.sim.compiled.stats import CompileStats
+
+        self.compile_stats = CompileStats()
+
+        values = self.values
+
+        def library():  # transformers' own mask code inside a region (Dynamo traces it)
+            return values.suspend()
+
+        def estimate(original, model, **kwargs):
+            return compile_for_estimate(original, model, self.compile_stats,
+                                        lambda: self.facade.placement, library, **kwargs)
+
+        return estimate
+
+    def record_estimate(self, run) -> None:
+        """The compiled pass: what the estimate saw, as metrics and notes the client reads
+        (lab.profile.compiled_estimate)."""
+        stats = getattr(self, "compile_stats", None)
+        if stats is not None:
+            stats.record(run)
 
     def refused(self, exc: BaseException) -> bool:
         from lab.measure.sim.facade.script_values import NotSupportedInSim

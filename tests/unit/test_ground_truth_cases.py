@@ -21,7 +21,7 @@ def test_every_case_is_in_exactly_one_half_and_every_group_has_cases():
     table = cases.all_cases()
     halves = {c.id: cases.half_of(c, split) for c in table}  # raises on a group in neither
     assert set(halves.values()) == {"tune", "held_out", "versions"}
-    used = {c.group for c in table + cases.zoo_cases()}
+    used = {c.group for c in table + cases.zoo_cases() + cases.compiled_cases()}
     assert set(split) <= used, f"split.toml names groups no case has: {set(split) - used}"
     assert len({c.id for c in table}) == len(table)
 

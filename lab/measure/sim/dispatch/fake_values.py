@@ -66,6 +66,20 @@ class ValueAssumptions:
         self._swaps.restore()
         self.active = False
 
+    def suspend(self):
+        """The library's own functions back while sim's compiled estimate traces a region
+        (Dynamo traces them as on the GPU); `active` stays set so no op re-patches meanwhile.
+        Returns the function that patches again."""
+        was = self.active
+        self._swaps.restore()
+
+        def resume() -> None:
+            if was:
+                self.active = False
+                self.maybe_patch()
+
+        return resume
+
 
 def _no_fake_padding(orig):
     def wrapper(padding_mask, *a, **k):
