@@ -123,6 +123,16 @@ def lesson_view(workshop: Path, lesson: Lesson) -> LessonView:
     return LessonView(lesson, rows, q, measured, by, common)
 
 
+def class_views(workshop: Path, lessons: list[Lesson], every: bool) -> list[LessonView]:
+    """The views `memlab class` and the hub's class page show: each of `lessons`; when
+    `every` lesson was asked for, those someone has touched (or the first, so the page is
+    never empty)."""
+    views = [lesson_view(workshop, lesson) for lesson in lessons]
+    if every:
+        views = [v for v in views if any(r.status != "not started" for r in v.rows)] or views[:1]
+    return views
+
+
 # ---- output ------------------------------------------------------------------------------------
 def _gb(v: float | None) -> str:
     return DASH if v is None else format_bytes(v * 1e9)
@@ -224,5 +234,5 @@ def csv_report(views: list[LessonView]) -> str:
     return out.getvalue()
 
 
-__all__ = ["LearnerRow", "LessonView", "csv_report", "histogram", "lesson_view",
+__all__ = ["LearnerRow", "LessonView", "class_views", "csv_report", "histogram", "lesson_view",
            "markdown_report", "measured_peak", "text_report"]

@@ -49,13 +49,16 @@ from textual_serve.server import Server
 from lab.runner.paths import RUNNER_HOME_ENV, runner_home
 from lab.serve import lifeline, policy
 from lab.serve.auth import Guard, refused, secure_request, security_headers
+from lab.serve.hub.launcher import PROXY_SECRET_ENV
 from lab.serve.identity import (MAX_LEARNERS, ClaimRefused, Identity, format_code,
                                 load_or_create_secret)
 from lab.serve.limits import FLAG, LIMITS_ENV, TabLimits
 from lab.serve.page import PAGE_ORIGIN, relative_page
 from lab.serve.workshop import NAME_MAX, learner_home
 
-SECRET_ENV = ("MEMLAB_SERVE_TOKEN",)  # never passed on to a tab's process
+# never passed on to a tab's process: the access token; behind JupyterHub, the proxy's secret
+# and the server's hub token (the lab's server talks to the hub; a tab never needs to)
+SECRET_ENV = ("MEMLAB_SERVE_TOKEN", PROXY_SECRET_ENV, "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN")
 
 LEARNER_COOKIE = "memlab_learner"
 LEARNER_COOKIE_MAX_AGE = 30 * 24 * 3600
@@ -63,6 +66,8 @@ _TAB_COMMAND: ContextVar[str | None] = ContextVar("memlab_tab_command", default=
 
 
 class LabServer(Server):
+    asks_names = True  # the name form (/learner); behind JupyterHub the hub names the learner
+
     def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 8000,
                  token: str | None = None, public_url: str | None = None, say=print,
                  max_learners: int = MAX_LEARNERS, limits: TabLimits | None = None):
@@ -141,8 +146,9 @@ class LabServer(Server):
         app = await super()._make_app()
         app.middlewares.append(self.guard.middleware)  # before the app is frozen at startup
         app.on_response_prepare.append(security_headers)
-        app.router.add_post("/learner", self.handle_learner)
-        app.router.add_get("/learner", self.handle_learner_page)
+        if self.asks_names:
+            app.router.add_post("/learner", self.handle_learner)
+            app.router.add_get("/learner", self.handle_learner_page)
         return app
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
