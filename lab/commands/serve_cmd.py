@@ -128,9 +128,10 @@ def _hub(args, limits) -> int:
     secret = os.environ.pop(PROXY_SECRET_ENV, "")
     user = os.environ.get("JUPYTERHUB_USER", "")
     if not user or len(secret) < 16:
+        missing = "JUPYTERHUB_USER" if not user else PROXY_SECRET_ENV
         raise UsageError("memlab serve --hub runs inside a JupyterHub server, started by "
                          "jupyter-server-proxy (the launcher's GPU Memory Lab entry: pip install "
-                         f"'memlab[hub]'); missing ${'JUPYTERHUB_USER' if not user else PROXY_SECRET_ENV}")
+                         f"'memlab[hub]'); missing ${missing}")
     from lab.progress import FILE_NAME, data_dir
     from lab.serve.classroom import Classroom
     from lab.serve.hub.client import TOKEN_ENV, ClassClient, ServiceError, service_url

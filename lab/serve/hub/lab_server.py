@@ -57,7 +57,8 @@ class HubLabServer(LabServer):
         self._sync: asyncio.Task | None = None
 
     def learner_of(self, request: web.Request) -> str | None:
-        return self.learner_name  # the hub's login, checked by the single-user server before the proxy
+        # the hub's login, checked by the single-user server before its proxy forwarded this
+        return self.learner_name
 
     def tab_env(self, name: str) -> dict[str, str]:
         return {"MEMLAB_HOME": str(self.home), policy.LEARNER_ENV: name,

@@ -30,7 +30,6 @@ Who may do what, checked on every request:
 from __future__ import annotations
 
 import html
-import json
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -291,7 +290,7 @@ class ClassService:
                             headers={"Content-Disposition": f"attachment; filename={name}"})
 
 
-# ---- running it ------------------------------------------------------------------------------------
+# ---- running it ---------------------------------------------------------------------------------
 SERVICE_ENV = ("JUPYTERHUB_API_TOKEN", "JUPYTERHUB_SERVICE_URL", "JUPYTERHUB_SERVICE_PREFIX",
                "JUPYTERHUB_CLIENT_ID")
 
@@ -321,9 +320,13 @@ def hub_auth_from_env(environ):
 
 
 def serve(root: Path, instructors: str, max_learners: int, say=print) -> None:
+    import logging
     import os
 
     from lab.serve.server import AccessLog
+
+    # one line per request on the hub's log (the path, never the query; no token is in either)
+    logging.basicConfig(level=logging.INFO, format="memlab-class %(message)s")
 
     auth = hub_auth_from_env(os.environ)
     host, port = listen_address(os.environ)
@@ -334,5 +337,5 @@ def serve(root: Path, instructors: str, max_learners: int, say=print) -> None:
                 access_log_class=AccessLog)
 
 
-__all__ = ["ClassService", "HUB_MAX_LEARNERS", "INSTRUCTORS", "NotAService", "SERVICE_NAME", "hub_auth_from_env",
-           "listen_address", "serve"]
+__all__ = ["ClassService", "HUB_MAX_LEARNERS", "INSTRUCTORS", "NotAService", "SERVICE_NAME",
+           "hub_auth_from_env", "listen_address", "serve"]
