@@ -68,6 +68,7 @@ def _push_with_the_cli(hub, token: str, lesson: str) -> subprocess.CompletedProc
 
 
 async def test_the_lab_in_a_real_jupyterhub(tmp_path):
+    import time; T0 = time.monotonic(); mark = lambda w: print(f'PHASE {w} {time.monotonic() - T0:.1f}', flush=True)
     if not (shutil.which(CHROMIUM) or Path(CHROMIUM).is_file()):
         pytest.fail(f"no Chromium at {CHROMIUM}: .ci/run installs Debian's chromium")
     H = _harness()
@@ -78,11 +79,12 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
     browser = Browser(tmp_path / "chromium-profile")
     users = {name: H.HubUser(hub, name) for name in ("ada", "bob", "carol", "teacher")}
     try:
-        await hub.start()
+        await asyncio.gather(hub.start(), browser.start())
         # the learners' servers start together, as a class arriving
+        mark('hub')
         await asyncio.gather(*(hub.start_server(n) for n in ("ada", "bob", "carol")))
-        for user in users.values():
-            await user.login()
+        mark('servers')
+        await asyncio.gather(*(user.login() for user in users.values()))
         bob, carol, teacher = users["bob"], users["carol"], users["teacher"]
 
         # the launcher entry, in the server-proxy's listing that JupyterLab's launcher reads
@@ -92,8 +94,8 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         status, _, icon = await bob.get(entries["memlab"]["launcher_entry"]["icon_url"])
         assert status == 200 and "<svg" in icon
 
+        mark('launcher')
         # ada, in Chromium: the hub's login page, then her server's default page is the lab
-        await browser.start()
         await browser.goto(f"{hub.url}/hub/login")
         await browser.wait_js("document.getElementById('username_input') !== null")
         await browser.js("document.getElementById('username_input').value = 'ada';"
@@ -101,6 +103,7 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
                          "document.getElementById('login_submit').click()")
         await browser.wait_js("document.querySelector('.xterm-helper-textarea') !== null", 90)
         assert await browser.js("location.pathname") == "/user/ada/memlab/"
+        mark('browser-lab')
         ada_state = hub.memlab_home("ada") / "test-state.json"
 
         async def ada_runs_lesson_01():
@@ -117,6 +120,7 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
 
         # bob and carol, over HTTP and the lab's websocket, while ada runs hers
         ada, *others = await asyncio.gather(ada_runs_lesson_01(), plays(bob), plays(carol))
+        mark('lesson01')
         assert [(r["variant"], r["status"], r["mode"], r["scale"]) for r in ada["results"]] \
             == [("baseline", "ok", "cpu", "small"), ("no_grad", "ok", "cpu", "small")]
         assert all(s["results"] and s["results"][0]["device"] == "NVIDIA H200" for s in others)
@@ -128,6 +132,7 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
             if len(rows) == 3:
                 break
             await asyncio.sleep(0.3)
+        mark('rows')
         assert sorted(rows) == ["ada", "bob", "carol"]
         status, url, page = await teacher.get("/services/memlab-class/")
         assert status == 200 and url.endswith("/services/memlab-class/")
@@ -152,6 +157,7 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         assert (await _api(bob, "GET", "api/class", None))[0] == 401
         assert (await _api(bob, "GET", "api/class", "not-a-hub-token"))[0] == 403
 
+        mark('refusals')
         # the instructor pushes lesson 01's run with the CLI: bob, who predicted it, sees it
         teacher_token = await hub.token("teacher", [SCOPE])
         done = await asyncio.to_thread(_push_with_the_cli, hub, teacher_token,
@@ -159,15 +165,18 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         assert done.returncode == 0, done.stderr
         label = "run by your instructor on NVIDIA H200"
         await bob.until(lambda s: s.get("class_run") == label, "the instructor's run", 30)
+        mark('push')
         # ... and moves the class to lesson 02: carol's lab opens it
         status, body = await _api(teacher, "POST", "api/goto", teacher_token,
                                   json={"lesson": "02"})
         assert status == 200
         await carol.until(lambda s: s["lesson"] == body["lesson"], "lesson 02", 30)
+        mark('goto')
     finally:
         await browser.close()
         for user in users.values():
             await user.close()
         left = hub.stop()
+    mark('stop')
     # the hub stopped its servers, their proxies the labs, and each lab its tabs
     assert left == [], f"processes that outlived the hub: {left}"

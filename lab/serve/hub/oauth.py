@@ -130,7 +130,7 @@ class HubLogin:
         response.del_cookie(self.state_cookie, path=self.path)
         response.set_cookie(self.cookie, self.signed("token", token),
                             **self._cookie_options(request, LOGIN_MAX_AGE_S))
-        return response
+        raise response
 
     async def user(self, request: web.Request) -> dict | None:
         """Step 3: the hub user of this browser's login cookie, or None."""

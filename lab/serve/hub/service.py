@@ -176,9 +176,14 @@ class ClassService:
         if model.get("kind", "user") != "user" or name != model.get("name"):
             raise Refusal(403, f"{model.get('name')!r} may report only their own progress, "
                                f"not {name!r}'s")
-        body = await request.content.read(PROGRESS_UPLOAD_LIMIT + 1)
-        if len(body) > PROGRESS_UPLOAD_LIMIT:
-            raise Refusal(413, f"a progress file is at most {PROGRESS_UPLOAD_LIMIT >> 20} MiB")
+        chunks, size = [], 0
+        async for chunk in request.content.iter_chunked(1 << 16):
+            size += len(chunk)
+            if size > PROGRESS_UPLOAD_LIMIT:  # read no further than the limit
+                raise Refusal(413, f"a progress file is at most {PROGRESS_UPLOAD_LIMIT >> 20} "
+                                   "MiB")
+            chunks.append(chunk)
+        body = b"".join(chunks)
         from lab.progress import FILE_NAME, decoded, parse
 
         text = decoded(body)
@@ -326,7 +331,11 @@ def serve(root: Path, instructors: str, max_learners: int, say=print) -> None:
     from lab.serve.server import AccessLog
 
     # one line per request on the hub's log (the path, never the query; no token is in either)
-    logging.basicConfig(level=logging.INFO, format="memlab-class %(message)s")
+    access = logging.getLogger("aiohttp.access")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("memlab-class %(message)s"))
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
 
     auth = hub_auth_from_env(os.environ)
     host, port = listen_address(os.environ)
