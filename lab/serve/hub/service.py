@@ -305,11 +305,20 @@ class NotAService(Exception):
 
 
 def listen_address(environ) -> tuple[str, int]:
+    """Where to listen: the service URL's address and port. A name there (Zero to JupyterHub:
+    `http://hub:10101`) is how the proxy reaches this machine, not an address to bind: then
+    every interface (each route checks the hub's token or login anyway)."""
+    import ipaddress
+
     url = urlsplit(environ.get("JUPYTERHUB_SERVICE_URL", ""))
     if url.scheme != "http" or not url.hostname:
         raise NotAService(f"$JUPYTERHUB_SERVICE_URL must be the service's http:// address "
                           f"(got {environ.get('JUPYTERHUB_SERVICE_URL')!r})")
-    return url.hostname, url.port or 80
+    try:
+        host = str(ipaddress.ip_address(url.hostname))
+    except ValueError:
+        host = "127.0.0.1" if url.hostname == "localhost" else "0.0.0.0"
+    return host, url.port or 80
 
 
 def hub_auth_from_env(environ):
