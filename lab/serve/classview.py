@@ -244,5 +244,5 @@ def csv_report(views: list[LessonView]) -> str:
     return out.getvalue()
 
 
-__all__ = ["LearnerRow", "LessonView", "class_progress", "class_views", "csv_report", "histogram", "lesson_view",
-           "markdown_report", "measured_peak", "text_report"]
+__all__ = ["LearnerRow", "LessonView", "class_progress", "class_views", "csv_report", "histogram",
+           "lesson_view", "markdown_report", "measured_peak", "text_report"]

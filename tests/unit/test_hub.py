@@ -32,7 +32,7 @@ SCOPE = "access:services!service=memlab-class"
 PREFIX = "/services/memlab-class/"
 
 
-# ---- the launcher entry ---------------------------------------------------------------------------
+# ---- the launcher entry -------------------------------------------------------------------------
 def test_the_launcher_entry_is_a_valid_server_process_with_a_fresh_secret_each_time():
     proxy = pytest.importorskip("jupyter_server_proxy.config", reason="memlab[hub]")
     from importlib.metadata import entry_points
@@ -50,7 +50,7 @@ def test_the_launcher_entry_is_a_valid_server_process_with_a_fresh_secret_each_t
     assert one["environment"][PROXY_SECRET_ENV] != two["environment"][PROXY_SECRET_ENV]
 
 
-# ---- the lab behind the proxy -------------------------------------------------------------------------
+# ---- the lab behind the proxy -------------------------------------------------------------------
 def _hub_server(tmp_path, **kw):
     from lab.serve.hub.lab_server import HubLabServer
 
@@ -175,7 +175,7 @@ def test_serve_hub_outside_a_hub_says_what_is_missing_in_one_line(tmp_path):
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
-# ---- hub users' folders -------------------------------------------------------------------------------
+# ---- hub users' folders -------------------------------------------------------------------------
 def test_each_hub_user_gets_one_folder_no_other_user_can_take(tmp_path):
     assert folder_of(tmp_path, "a.b", 10) == "a-b"
     assert folder_of(tmp_path, "a.b", 10) == "a-b"  # the same, for good
@@ -188,7 +188,7 @@ def test_each_hub_user_gets_one_folder_no_other_user_can_take(tmp_path):
         folder_of(tmp_path, "newcomer", 3)  # the class is full
 
 
-# ---- the class service, with JupyterHub's HubOAuth -------------------------------------------------
+# ---- the class service, with JupyterHub's HubOAuth ----------------------------------------------
 def _auth(models: dict, codes: dict):
     auth_mod = pytest.importorskip("jupyterhub.services.auth", reason="memlab[hub]")
 
@@ -356,7 +356,7 @@ async def test_a_learner_logged_in_with_the_hub_does_not_see_the_class(tmp_path)
         await client.close()
 
 
-# ---- the learner's server and the service ------------------------------------------------------------
+# ---- the learner's server and the service -------------------------------------------------------
 async def test_the_learners_server_reports_progress_and_mirrors_the_class(tmp_path):
     from lab.serve.hub.client import ClassClient
     from lab.serve.hub.sync import ClassLink
