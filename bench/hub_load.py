@@ -207,20 +207,36 @@ class Hub:
                                json={"scopes": scopes, "note": "memlab hub test"})
         return model["token"]
 
-    def stop(self, grace_s: float = 20) -> list[str]:
-        """Stop the hub (it stops the servers and the proxy it started; each server's proxy
-        stops its lab, each lab its tabs); what still ran `grace_s` later is killed and
-        returned (command lines)."""
+    async def stop_server(self, user: str, grace_s: float = 30) -> list[str]:
+        """Stop a learner's server as their "Stop My Server" does (the hub's API); the command
+        lines of their processes (Jupyter server, lab server, tabs) still running `grace_s`
+        later."""
+        await self.api("DELETE", f"users/{user}/server")
+        mine = [f"JUPYTERHUB_USER={user}".encode(),
+                f"MEMLAB_HOME={self.memlab_home(user)}".encode()]
+
+        def left() -> list[int]:
+            return [pid for pid in processes_of(self.work)
+                    if any(m in _environ(pid) for m in mine)]
+        deadline = time.monotonic() + grace_s
+        while left() and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+        return [_cmdline(pid)[:200] for pid in left()]
+
+    def stop(self, graceful: bool = True, grace_s: float = 20) -> list[str]:
+        """Stop the hub. Graceful: SIGTERM (it stops the servers and the proxy it started; each
+        server's proxy stops its lab, each lab its tabs), and what still runs `grace_s` later is
+        killed and returned (command lines). Else everything is killed at once."""
         if self.proc is None:
             return []
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            self.proc.send_signal(signal.SIGTERM if graceful else signal.SIGKILL)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        deadline = time.monotonic() + grace_s
+        deadline = time.monotonic() + (grace_s if graceful else 0)
         while processes_of(self.work) and time.monotonic() < deadline:
             time.sleep(0.25)
         left = processes_of(self.work)
@@ -230,7 +246,7 @@ class Hub:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        return described
+        return described if graceful else []
 
 
 # ---- processes and their memory -----------------------------------------------------------------

@@ -88,6 +88,10 @@ class Browser:
     async def js(self, expression: str):
         out = await self.send("Runtime.evaluate", expression=expression, returnByValue=True,
                               awaitPromise=True)
+        if "exceptionDetails" in out:  # a script that threw (an element not there yet): said
+            details = out["exceptionDetails"]
+            raise RuntimeError(f"{expression[:80]}: "
+                               f"{details.get('exception', {}).get('description') or details}")
         return out.get("result", {}).get("value")
 
     async def goto(self, url: str) -> None:

@@ -7,9 +7,10 @@ One learner logs in with headless Chromium, lands on the lab behind the hub's pr
 (`/user/ada/memlab/`) and runs lesson 01 on the CPU; two more learners open their labs through
 the hub's proxy and predict and play lesson 01 over the lab's websocket; the instructor, over
 HTTP, logs in to the class service with the hub's OAuth and sees the three of them, pushes a
-run and moves the class (each learner's lab shows it). What must be refused is refused: one
-learner's lab opened by another, progress reported under another's name, a push by a learner,
-the class page for a learner. One test, so the hub starts once per run.
+run and moves the class (each learner's lab shows it); a learner stops their server and their
+lab ends with it. What must be refused is refused: one learner's lab opened by another,
+progress reported under another's name, a push by a learner, the class page for a learner.
+One test, so the hub starts once per run.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         mark('launcher')
         # ada, in Chromium: the hub's login page, then her server's default page is the lab
         await browser.goto(f"{hub.url}/hub/login")
-        await browser.wait_js("document.getElementById('username_input') !== null")
+        await browser.wait_js("document.readyState === 'complete' && "
+                              "document.getElementById('login_submit') !== null")
         await browser.js("document.getElementById('username_input').value = 'ada';"
                          f"document.getElementById('password_input').value = '{H.PASSWORD}';"
                          "document.getElementById('login_submit').click()")
@@ -158,7 +160,9 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         assert (await _api(bob, "GET", "api/class", "not-a-hub-token"))[0] == 403
 
         mark('refusals')
+        # carol leaves (her "Stop My Server"): her lab and its tab end with her server, while
         # the instructor pushes lesson 01's run with the CLI: bob, who predicted it, sees it
+        carol_left = asyncio.create_task(hub.stop_server("carol"))
         teacher_token = await hub.token("teacher", [SCOPE])
         done = await asyncio.to_thread(_push_with_the_cli, hub, teacher_token,
                                        "linear-baseline")
@@ -166,17 +170,16 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         label = "run by your instructor on NVIDIA H200"
         await bob.until(lambda s: s.get("class_run") == label, "the instructor's run", 30)
         mark('push')
-        # ... and moves the class to lesson 02: carol's lab opens it
+        # ... and moves the class to lesson 02: bob's lab opens it
         status, body = await _api(teacher, "POST", "api/goto", teacher_token,
                                   json={"lesson": "02"})
         assert status == 200
-        await carol.until(lambda s: s["lesson"] == body["lesson"], "lesson 02", 30)
+        await bob.until(lambda s: s["lesson"] == body["lesson"], "lesson 02", 30)
         mark('goto')
+        assert await carol_left == [], "processes that outlived carol's server"
     finally:
         await browser.close()
         for user in users.values():
             await user.close()
-        left = hub.stop()
+        hub.stop(graceful=False)
     mark('stop')
-    # the hub stopped its servers, their proxies the labs, and each lab its tabs
-    assert left == [], f"processes that outlived the hub: {left}"

@@ -291,6 +291,12 @@ async def test_only_instructors_push_move_or_clear_the_class(tmp_path):
         bad = await client.post(PREFIX + "api/goto", json={"lesson": "99"},
                                 headers=_token("teacher"))
         assert bad.status == 400
+        # the class survives the service's restart: a new service on the same folder
+        from lab.serve.hub.service import ClassService
+
+        again = ClassService(service.root, service.auth)
+        assert again.room.read()["lesson"]["id"] == "forward-backward"
+        assert list(again.room.pushed("linear-baseline")) == ["baseline"]
     finally:
         await client.close()
 
@@ -335,6 +341,21 @@ async def test_the_class_page_logs_in_with_the_hub_and_is_for_instructors(tmp_pa
         assert resp.status == 200 and "linear-baseline,ada," in await resp.text()
         page = await (await client.get(PREFIX)).text()
         assert "Signed in as teacher" in page and "Lesson 01" in page
+        # a script on another page of the hub's origin may not read it with that login
+        for mode in ("cors", "same-origin"):
+            resp = await client.get(PREFIX, headers={"Sec-Fetch-Mode": mode},
+                                    allow_redirects=False)
+            assert resp.status == 403, mode
+        resp = await client.get(PREFIX, headers={"Sec-Fetch-Mode": "navigate"})
+        assert resp.status == 200
+        # the service restarted (a new process on the same folder): still signed in
+        again = TestClient(TestServer(type(service)(service.root, service.auth).make_app()),
+                           cookie_jar=client.session.cookie_jar)
+        await again.start_server()
+        try:
+            assert (await again.get(PREFIX, allow_redirects=False)).status == 200
+        finally:
+            await again.close()
         # a cookie the service did not sign is no login (a page elsewhere on the hub's origin
         # could set one)
         client.session.cookie_jar.clear()

@@ -22,6 +22,12 @@ Why signed cookies (tornado's secure cookies are signed too): other users' serve
 hub's origin, and a page there can set a cookie for this path; a cookie this service did not
 sign is no login, so nobody can sign a browser in as themselves here (login fixation).
 The key is the workshop's `secret` (lab/serve/identity.py).
+
+Why only navigations (JupyterHub 4.1's XSRF rule for cookie logins, `_needs_check_xsrf`): a
+script on another page of the hub's origin (a learner's server that an admin opens) could
+`fetch` the class page with the instructor's cookie and read it; the pages here have no forms
+and so no XSRF token, so a request a script made (`Sec-Fetch-Mode` cors, same-origin) is no
+login at all. Browsers that send no Sec-Fetch-Mode are let through, as the hub lets them.
 """
 
 from __future__ import annotations
@@ -43,6 +49,14 @@ def page(text: str, status: int) -> web.Response:
             f"<body style='font-family:monospace;background:#0c181f;color:#eee;padding:2em'>"
             f"<h1>GPU Memory Lab · class</h1><p>{text}</p></body>")
     return web.Response(status=status, text=body, content_type="text/html")
+
+
+def navigation(request: web.Request) -> bool:
+    """A page the browser opens (typed, a link, a redirect), not a request a script made."""
+    mode = request.headers.get("Sec-Fetch-Mode", "unspecified")
+    site = request.headers.get("Sec-Fetch-Site", "unspecified")
+    return request.method in ("GET", "HEAD") and (
+        mode in ("navigate", "unspecified") or (mode == "no-cors" and site == "same-origin"))
 
 
 class HubLogin:
@@ -100,6 +114,8 @@ class HubLogin:
 
     async def callback(self, request: web.Request) -> web.StreamResponse:
         """Step 2: `<prefix>oauth_callback`."""
+        if not navigation(request):
+            return page("A login finishes in the browser's address bar, not in a script.", 403)
         query = request.query
         if query.get("error"):
             why = query.get("error_description") or query["error"]
@@ -133,11 +149,14 @@ class HubLogin:
         raise response
 
     async def user(self, request: web.Request) -> dict | None:
-        """Step 3: the hub user of this browser's login cookie, or None."""
+        """Step 3: the hub user of this browser's login cookie, or None (also for a request
+        a script made: see the module docstring)."""
+        if not navigation(request):
+            return None
         token = self.unsigned("token", request.cookies.get(self.cookie), LOGIN_MAX_AGE_S)
         if not token:
             return None
         return await self.auth.user_for_token(token, sync=False)
 
 
-__all__ = ["HubLogin", "LOGIN_MAX_AGE_S", "STATE_MAX_AGE_S", "page"]
+__all__ = ["HubLogin", "LOGIN_MAX_AGE_S", "STATE_MAX_AGE_S", "navigation", "page"]

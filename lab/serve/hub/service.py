@@ -140,6 +140,10 @@ class ClassService:
 
     async def page_user(self, request: web.Request) -> dict:
         """The instructor signed in with the hub in this browser; else the hub's login."""
+        from lab.serve.hub.oauth import navigation
+
+        if not navigation(request):  # a script on another page of the hub's origin
+            raise Refusal(403, "The class page opens in the browser, not from a script.")
         try:
             model = await self.login.user(request)
         except Exception:
@@ -330,7 +334,11 @@ def hub_auth_from_env(environ):
                           f"docs/WORKSHOPS.md); missing ${', $'.join(missing)}")
     from jupyterhub.services.auth import HubOAuth
 
-    return HubOAuth(cache_max_age=60)
+    auth = HubOAuth(cache_max_age=60)
+    if not auth.access_scopes:  # then every request would be refused: say why instead
+        raise NotAService("the hub gave no access scope for this service: set "
+                          "$JUPYTERHUB_SERVICE_NAME (memlab-class) for an external service")
+    return auth
 
 
 def serve(root: Path, instructors: str, max_learners: int, say=print) -> None:
