@@ -41,6 +41,7 @@ class Browser:
 
     async def start(self, timeout: float = 30) -> None:
         self.profile.mkdir(parents=True, exist_ok=True)
+        (self.profile / "DevToolsActivePort").unlink(missing_ok=True)  # a reused profile's
         self.proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}",
                                       "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

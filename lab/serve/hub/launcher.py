@@ -38,7 +38,8 @@ def setup_memlab() -> dict:
         "environment": {PROXY_SECRET_ENV: secret},
         "request_headers_override": {PROXY_HEADER: secret},
         "new_browser_tab": True,  # a terminal app wants the whole tab, not a Lab panel
-        "launcher_entry": {"title": TITLE, "icon_path": str(ICON), "category": "Other"},
+        # "Notebook": JupyterLab's launcher draws an entry's icon in its kernel sections only
+        "launcher_entry": {"title": TITLE, "icon_path": str(ICON), "category": "Notebook"},
     }
 
 
