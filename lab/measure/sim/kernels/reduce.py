@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from .gpus import H200, Gpu
+from ..gpus import H200, Gpu
 
 # setReduceConfig reads the number of SMs and the threads per SM from the device (a row of
 # lab.measure.sim.gpus: the H200 by default, the card the lessons were recorded on); the warp is

@@ -14,7 +14,7 @@ than the same bytes on one stream would.
 
 Other events: ("empty_cache",), ("expandable", True|False) (allocator settings changed at run
 time, as lesson 17 does) and ("settings", "max_split_size_mb:256,...") (any PYTORCH_CUDA_ALLOC_CONF
-string given at run time; lab.measure.sim.allocator_settings says what it resets).
+string given at run time; lab.measure.sim.allocator.settings says what it resets).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import snapshot_format as fmt
-from ..counters import KEYS, AllocatorCounters
+from ... import snapshot_format as fmt
+from ...counters import KEYS, AllocatorCounters
 
 from dataclasses import replace
 
-from .allocator import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel
-from .allocator_settings import AllocatorSettings, parse_alloc_conf
+from .model import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel
+from .settings import AllocatorSettings, parse_alloc_conf
 
 
 class SimulatedOutOfMemory(torch.OutOfMemoryError):
@@ -88,7 +88,7 @@ class Replay:
         self.log: list[tuple] | None = [] if record else None
         self.result = ReplayResult()
         # the stream the next allocation is made on (0: the default one); sim sets a callable
-        # that reads the stream the code selected (lab.measure.sim.policy)
+        # that reads the stream the code selected (lab.measure.sim.dispatch.policy)
         self.current_stream = None
         self._aliases: dict[Hashable, list[Hashable]] = {}  # relayout(): old key -> new keys
         # a PYTORCH_CUDA_ALLOC_CONF the allocator refuses: raised at the first allocation
@@ -176,7 +176,7 @@ def replay(events: Iterable[tuple], *, cap: int | None = None, expandable: bool 
            settings: AllocatorSettings | None = None) -> ReplayResult:
     """Run `events` until the end or the first out-of-memory (then `result.oom` says where).
     `cap`: what set_per_process_memory_fraction allows; `device_free`: what cudaMalloc can get;
-    `settings`: PYTORCH_CUDA_ALLOC_CONF at the start (lab.measure.sim.allocator_settings)."""
+    `settings`: PYTORCH_CUDA_ALLOC_CONF at the start (lab.measure.sim.allocator.settings)."""
     r = Replay(cap=cap, expandable=expandable, total=total, series=series, device_free=device_free,
                settings=settings)
     for ev in events:

@@ -2,8 +2,9 @@
 the chosen card's row of lab.measure.sim.gpus; streams that are torch.cpu's (the allocator
 model keeps the blocks of each apart, as the caching allocator does); events that time this
 CPU; one host generator for the GPU's random state; CUDA graphs refused. `CudaRuntime` is what
-the table of lab.measure.sim.cuda_facade names (`Intercept.impl`); what it answers for torch's
-libraries is its mixin, lab.measure.sim.facade_calls."""
+the table of lab.measure.sim.facade.cuda_facade names (`Intercept.impl`); what it answers for
+torch's libraries is its mixin, lab.measure.sim.facade.calls. It reads the facade through
+`FacadeParts` (the facade imports this module, not the other way round)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,25 @@ import os
 import sys
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from .. import torch_compat
-from .facade_calls import ScriptCalls
-from .gpus import Gpu
+from ... import torch_compat
+from ..gpus import Gpu
+from .calls import ScriptCalls
+from .memory_api import MemoryApi
+from .placement import DevicePlacement
+from .script_values import ScriptLog
 
-if TYPE_CHECKING:
-    from .cuda_facade import CudaFacade
+
+class FacadeParts(Protocol):
+    """What the runtime reads of the CUDA facade (lab.measure.sim.facade.cuda_facade)."""
+
+    gpu: Gpu
+    memory: MemoryApi  # torch.cuda's memory API, answered by the allocator model
+    log: ScriptLog  # what the result must say
+    placement: DevicePlacement | None  # where tensors land, while the facade is on
 
 
 class _DeviceProperties:
@@ -57,7 +67,7 @@ class _Nothing:
 class CudaRuntime(ScriptCalls):
     """The answers the table's rows name (`Intercept.impl`)."""
 
-    def __init__(self, facade: "CudaFacade"):
+    def __init__(self, facade: FacadeParts):
         self.facade = facade
         self.gpu = facade.gpu
         self.memory = facade.memory
@@ -70,7 +80,7 @@ class CudaRuntime(ScriptCalls):
 
         class Stream(cpu.Stream):
             """A CUDA stream in sim: a torch.cpu stream (the allocator model numbers the
-            stream code selects, lab.measure.sim.policy)."""
+            stream code selects, lab.measure.sim.dispatch.policy)."""
 
             def __init__(self, device=None, priority: int = 0, **kwargs):
                 super().__init__(priority)

@@ -2,7 +2,7 @@
 
 Modelled on c10/cuda/CUDACachingAllocator.cpp (`garbage_collect_cached_blocks`,
 `release_available_cached_blocks`, `get_free_block`'s counter, `insert_into_blocks`), read in
-the stored copies named in lab/measure/sim/allocator_settings.py; rules, not code:
+the stored copies named in lab/measure/sim/allocator/settings.py; rules, not code:
 
 - A cache miss first runs garbage collection, when `garbage_collection_threshold` is set AND a
   memory fraction is (the model's `cap`): if reserved <= T x cap nothing happens; otherwise it

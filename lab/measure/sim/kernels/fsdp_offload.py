@@ -15,10 +15,10 @@ three places:
   aten/src/ATen/native/TensorConversions.cpp), and the device buffer is freed.
 The optimizer then steps on the host: its state and its temporaries never touch the GPU.
 
-Sim's fake tensors live on the CPU (lab/measure/sim/backend.py says why), so there `.cpu()` is a
+Sim's fake tensors live on the CPU (lab/measure/backends/sim.py says why), so there `.cpu()` is a
 no-op, `.pin_memory()` is not implemented for fake tensors, and every shard would stay counted as
 GPU memory: the offloaded run's peak was the plain run's to the byte. As in
-lab/measure/sim/cuda_offload.py (save_on_cpu), a host tensor in sim is a *meta* tensor of the
+lab/measure/sim/kernels/offload.py (save_on_cpu), a host tensor in sim is a *meta* tensor of the
 same size: the tracker does not count it, and every op on host tensors only (the optimizer's
 step, zero_grad) makes meta tensors, so the whole host side stays out of the GPU's count with no
 rule of its own. Its pinned bytes are counted in the pinned-host model (`PinnedHostModel`,
@@ -49,9 +49,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .. import torch_compat
-from .cuda_offload import PinnedHostModel
-from .patches import Swaps
+from ... import torch_compat
+from ..patches import Swaps
+from .offload import PinnedHostModel
 
 _TO, _CPU, _PIN = torch.Tensor.to, torch.Tensor.cpu, torch.Tensor.pin_memory
 

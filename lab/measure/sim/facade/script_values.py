@@ -3,14 +3,14 @@ calls sim answered its own way, and the first thing it could not run.
 
 Sim's tensors are fake: shapes and bytes, no values. A script still reads values (`loss.item()`,
 `f"{loss:.4f}"`, `if torch.isnan(loss):`), so those get stand-ins - 1, 1.0 or True, as
-lab.measure.sim.fake_values answers inside `run.stand_in_values` - and the result names every
-line that read one, since code that decides on a value (an early stop, a skipped step) may
+lab.measure.sim.dispatch.fake_values answers inside `run.stand_in_values` - and the result names
+every line that read one, since code that decides on a value (an early stop, a skipped step) may
 have taken another branch than on the GPU. What cannot get a stand-in is refused in one line:
 
     not supported in sim: torch.nonzero at train.py:12 (its output's shape depends on values)
 
-`ScriptLog` collects all of it while the script runs (lab.measure.sim.cuda_facade writes to it;
-lab/profile/script.py turns it into notes); torch-free except for the stand-ins.
+`ScriptLog` collects all of it while the script runs (lab.measure.sim.facade.cuda_facade writes to
+it; lab/profile/script.py turns it into notes); torch-free except for the stand-ins.
 """
 
 from __future__ import annotations

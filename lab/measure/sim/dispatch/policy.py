@@ -7,84 +7,62 @@ Fake tensors carry shapes, dtypes and storages of the right size but no data, so
 bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's device guard),
 so where CUDA and the CPU take different paths that change memory, sim takes CUDA's:
 
-- autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.sim.cuda_autocast);
-- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.sim.cuda_sdpa; the
-  math backend's real-tensor branch and CUDA's `_safe_softmax`: cuda_sdpa_math), and
-  no materialised mask where transformers would see real, unpadded data (lab.measure.sim.fake_values);
+- autocast: CUDA autocast's op lists and weight-cast cache (lab.measure.sim.kernels.autocast);
+- attention: the SDPA backend CUDA picks and the tensors it saves (lab.measure.sim.kernels.sdpa;
+  the math backend's real-tensor branch and CUDA's `_safe_softmax`: kernels.sdpa_math), and no
+  materialised mask where transformers would see real, unpadded data
+  (lab.measure.sim.dispatch.fake_values);
 - backward: where sim stands for a run without memlab's tracker (`memlab fit`), gradients of a
   tensor used twice summed in place in the engine's input buffer, as on real tensors
-  (lab.measure.sim.grad_accumulate);
+  (lab.measure.sim.kernels.grad_accumulate);
 - dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
-  dtype (lab.measure.sim.cuda_dropout);
+  dtype (lab.measure.sim.kernels.dropout);
 - optimizers left at PyTorch's default: the foreach implementation CUDA picks, with its
   all-parameter `_foreach_*` intermediates, not the CPU's per-parameter loop
-  (lab.measure.sim.cuda_optim);
+  (lab.measure.sim.kernels.optim);
 - allocations that back no tensor: attention kernels' scratch (taken and given back inside the
   op, sized as measured on the H200); the staging buffer and semaphores of long CUDA reductions
-  (lab.measure.sim.cuda_reduce, a port of Reduce.cuh's launch configuration); one cuBLAS workspace (32 MiB on Hopper: the GPU's row in lab.measure.sim.gpus) per thread that runs a
-  matmul (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
+  (lab.measure.sim.kernels.reduce, a port of Reduce.cuh's launch configuration); one cuBLAS
+  workspace (32 MiB on Hopper: the GPU's row in lab.measure.sim.gpus) per thread that runs a matmul
+  (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
   (1 MiB) per thread that runs an addmm with a bias (at::cuda::getCurrentCUDABlasHandle,
   getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp);
-- the caching allocator: a model (lab.measure.sim.allocator) places every allocation in segments as it
-  happens, so sim predicts max_memory_allocated / max_memory_reserved and raises out-of-memory
-  where the GPU would under the same cap.
+- the caching allocator: a model (lab.measure.sim.allocator.model) places every allocation in
+  segments as it happens, so sim predicts max_memory_allocated / max_memory_reserved and raises
+  out-of-memory where the GPU would under the same cap.
 
-The tracker consumes a `SimPolicy` (the protocol below); `CudaPaths` is the one implementation.
+The tracker consumes a `TrackerPolicy` (lab.measure.tracker); `CudaPaths` is sim's, and its
+`answer` is sim's fast path through the fake mode's dispatch cache
+(lab.measure.sim.dispatch.fake_mode.cached_answer).
 Which torch/transformers versions these paths were checked on: lab.measure.sim.versions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
 from contextlib import contextmanager
-from typing import Any, Hashable, Protocol
 
 import torch
 
-from ..torch_compat import current_graph_task_id, storage_key
-from .cuda_autocast import CudaAutocast
-from .cuda_dropout import CudaDropout
-from .cuda_offload import CudaOffload
-from .cuda_optim import CudaOptimDefaults
-from .cuda_reduce import OPS as _REDUCTIONS, op_staging
-from .cuda_sdpa import CudaSdpa, scratch_bytes
-from .cuda_sdpa_math import safe_softmax
+from ...torch_compat import current_graph_task_id, storage_key
+from ...tracker import ExtraAllocations
+from ..gpus import H200, Gpu
+from ..kernels.autocast import CudaAutocast
+from ..kernels.dropout import CudaDropout
+from ..kernels.grad_accumulate import AccumulateInPlace
+from ..kernels.offload import CudaOffload
+from ..kernels.optim import CudaOptimDefaults
+from ..kernels.reduce import OPS as _REDUCTIONS, op_staging
+from ..kernels.sdpa import CudaSdpa, scratch_bytes
+from ..kernels.sdpa_math import safe_softmax
+from .fake_mode import cached_answer
 from .fake_values import LOCAL_SCALAR, ValueAssumptions, stand_in_scalar
-from .gpus import H200, Gpu
-from .grad_accumulate import AccumulateInPlace
-
-
-
-class ExtraAllocations(Protocol):
-    """Where a policy reports allocations that back no tensor (the tensor tracker)."""
-
-    def extra_alloc(self, key: Hashable, nbytes: int) -> None: ...
-
-    def extra_transient(self, key: Hashable, nbytes: int) -> None: ...
-
-    def extra_transients(self, items: list[tuple[Hashable, int]]) -> None: ...
-
-
-class SimPolicy(Protocol):
-    """The tensor tracker's hooks in sim (lab.measure.tracker calls exactly these)."""
-
-    rerouted: Container  # ops the tracker hands to `reroute` instead of running them
-
-    def reroute(self, func, args: tuple, kwargs: dict) -> Any:
-        """Run `func` as CUDA would (its parts are dispatched, and counted, one by one)."""
-
-    def unmade_outputs(self, func, args: tuple, kwargs: dict, out) -> tuple:
-        """Outputs of `func` that the fake kernel made and CUDA's kernel does not: not counted."""
-
-    def after(self, func, args: tuple, kwargs: dict, out, sink: ExtraAllocations) -> None:
-        """After `func` ran: the allocations CUDA makes beside its tensors (workspaces)."""
-
 
 _A = torch.ops.aten
 _BLAS = {_A.mm.default, _A.addmm.default, _A.bmm.default, _A.baddbmm.default, _A.addbmm.default,
          _A.addmv.default, _A.mv.default, _A.dot.default, _A.vdot.default,
          _A._addmm_activation.default}
-# ops whose CUDA kernels take scratch memory from the caching allocator (lab.measure.sim.cuda_sdpa)
+# ops whose CUDA kernels take scratch memory from the caching allocator
+# (lab.measure.sim.kernels.sdpa)
 _SCRATCH = {_A._scaled_dot_product_cudnn_attention.default,
             _A._scaled_dot_product_cudnn_attention_backward.default,
             _A._scaled_dot_product_efficient_attention_backward.default}
@@ -117,8 +95,8 @@ def _arg(args, kwargs, index: int, name: str, default):
 
 
 class _Rerouted:
-    """The ops the tracker hands to `SimPolicy.reroute`: a fixed set, and backward's gradient
-    accumulations (lab.measure.sim.grad_accumulate), which only the moment tells apart."""
+    """The ops the tracker hands to `CudaPaths.reroute`: a fixed set, and backward's gradient
+    accumulations (lab.measure.sim.kernels.grad_accumulate), which only the moment tells apart."""
 
     def __init__(self, ops: set, accumulate: AccumulateInPlace):
         self.ops, self.accumulate = ops, accumulate
@@ -128,12 +106,14 @@ class _Rerouted:
 
 
 class CudaPaths:
-    """The `SimPolicy` of sim: which ops to reroute, what CUDA allocates beside the tensors, on
+    """The tracker's policy in sim (lab.measure.tracker.TrackerPolicy): plain cache hits of the
+    fake mode answered directly, which ops to reroute, what CUDA allocates beside the tensors, on
     the GPU of `gpu` (a row of lab.measure.sim.gpus). A context manager: on entry, CUDA's
-    autocast, attention, dropout and optimizer defaults go in (lab.measure.sim.cuda_*)."""
+    autocast, attention, dropout and optimizer defaults go in (lab.measure.sim.kernels)."""
 
     def __init__(self, tracked: bool = True, gpu: Gpu = H200):
         self.gpu = gpu
+        self.answer = cached_answer  # the tracker calls it on every op: a plain function
         # tracked: the CUDA run this stands for has memlab's tracker (a TorchDispatchMode) on, as
         # cuda mode and the lessons' recordings do; ATen then takes its tensor-subclass branches
         # on CUDA too. False: a plain run (`memlab fit`): real tensors' in-place branches
@@ -168,7 +148,8 @@ class CudaPaths:
 
     @contextmanager
     def stand_in_values(self):
-        """`.item()` of a fake tensor answers a stand-in meanwhile (lab.measure.sim.fake_values)."""
+        """`.item()` of a fake tensor answers a stand-in meanwhile
+        (lab.measure.sim.dispatch.fake_values)."""
         self.rerouted.ops.add(LOCAL_SCALAR)
         try:
             yield
@@ -268,4 +249,4 @@ class CudaPaths:
         self.autocast.uninstall()
 
 
-__all__ = ["CudaPaths", "ExtraAllocations", "SimPolicy"]
+__all__ = ["CudaPaths"]

@@ -7,7 +7,7 @@ CPU it draws a noise tensor in the input's dtype (`empty_like(input).bernoulli_(
 `div_(1 - p)`) and multiplies, and autograd saves that noise (4 bytes per element in fp32). A
 model with dropout (GPT-2's configs: 0.1 on embeddings, residuals and attention weights) would
 keep 4x the mask bytes in sim. Installed as the AutogradCPU kernel of `aten::dropout`, as
-lab.measure.sim.cuda_sdpa does for attention, so autograd records CUDA's op. The in-place
+lab.measure.sim.kernels.sdpa does for attention, so autograd records CUDA's op. The in-place
 `dropout_` takes the noise path on CUDA too and is left alone.
 """
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 import sys
 
 import torch
-from ..torch_compat import FakeTensor, disable_current_modes
-from .patches import Swaps
+from ...torch_compat import FakeTensor, disable_current_modes
+from ..patches import Swaps
 
 _MODULE = "transformers.masking_utils"
 

@@ -27,7 +27,7 @@ from collections import Counter
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 
-from .patches import Swaps
+from ..patches import Swaps
 
 _TRANSFORMERS = "transformers.modeling_utils"
 

@@ -19,7 +19,7 @@ taken to have them too; the H200 allocator traces of bench/h200_new_lessons.sh c
   MiB where its value starts, `>` the rest). D must be a power of two (0 or 1: no rounding).
 - `garbage_collection_threshold:T` (0 < T < 1): only with a memory fraction set
   (`set_per_process_memory_fraction`): before each new segment, if reserved > T x allowed, free
-  the cached whole segments that waited longest (lab.measure.sim.allocator_release).
+  the cached whole segments that waited longest (lab.measure.sim.allocator.release).
 - Every `parseArgs` call resets `max_split_size_mb`, `roundup_power2_divisions` and
   `garbage_collection_threshold` to their defaults unless the string sets them again
   (`torch.cuda.memory._set_allocator_settings("expandable_segments:False")` drops them);

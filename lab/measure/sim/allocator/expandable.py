@@ -1,4 +1,4 @@
-"""Expandable segments (`expandable_segments:True`) for lab.measure.sim.allocator's model.
+"""Expandable segments (`expandable_segments:True`) for lab.measure.sim.allocator.model's model.
 
 One growing segment per pool and stream, a virtual range of 1 1/8 of the GPU's memory mapped in
 pages of 2 MiB (small pool) / 20 MiB (large pool) as it is needed; freed memory stays mapped (and

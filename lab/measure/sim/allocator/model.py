@@ -20,13 +20,13 @@ changed in 2.x), not copied from it:
   reserved + its size would exceed the cap (`alloc_block`);
 - `expandable_segments:True`: one growing segment per pool and stream, mapped in pages of
   2 MiB (small) / 20 MiB (large); freeing maps nothing back until memory runs short or
-  `empty_cache()` unmaps the whole free pages (lab.measure.sim.allocator_expandable);
+  `empty_cache()` unmaps the whole free pages (lab.measure.sim.allocator.expandable);
 - `max_split_size_mb`, `max_non_split_rounding_mb`, `roundup_power2_divisions` (how requests
   are rounded, which cached blocks a request may take, which are split) and
   `garbage_collection_threshold` (what is freed before a new segment): the settings are parsed
-  in lab.measure.sim.allocator_settings, the freeing in lab.measure.sim.allocator_release, the
+  in lab.measure.sim.allocator.settings, the freeing in lab.measure.sim.allocator.release, the
   counters and segments `torch.cuda.memory_stats()` / `memory_snapshot()` report in
-  lab.measure.sim.allocator_view.
+  lab.measure.sim.allocator.view.
 
 Validated on real H200 allocator traces (bench/sim_allocator_traces.py): given the GPU's segment
 addresses, the model's max allocated / max reserved / OOM / retries equal the GPU's to the byte;
@@ -42,10 +42,10 @@ import bisect
 from dataclasses import dataclass, field
 from itertools import count
 
-from ..counters import AllocatorCounters
-from .allocator_expandable import ExpandableSegments
-from .allocator_release import ReleaseRules
-from .allocator_settings import (LARGE_BUFFER as _LARGE_BUFFER, UNLIMITED, AllocatorSettings,
+from ...counters import AllocatorCounters
+from .expandable import ExpandableSegments
+from .release import ReleaseRules
+from .settings import (LARGE_BUFFER as _LARGE_BUFFER, UNLIMITED, AllocatorSettings,
                                  divisions_for, next_division)
 
 MIN_BLOCK = 512  # kMinBlockSize
@@ -168,7 +168,7 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules):
     # a real trace, pass the recorded segment addresses to reproduce it to the byte
     next_address: object = None
 
-    Block = Block  # for the expandable-segments mixin (lab.measure.sim.allocator_expandable)
+    Block = Block  # for the expandable-segments mixin (lab.measure.sim.allocator.expandable)
     SMALL_PAGE, LARGE_PAGE = SMALL_BUFFER, LARGE_BUFFER
     UNLIMITED = UNLIMITED
 

@@ -1,5 +1,5 @@
 """What the CUDA facade answers for calls a CUDA script makes into torch's libraries (not the
-torch.cuda runtime: lab.measure.sim.facade_runtime): CUDA autocast as CPU autocast, GradScaler's
+torch.cuda runtime: lab.measure.sim.facade.runtime): CUDA autocast as CPU autocast, GradScaler's
 step, a model moved to the GPU, torch.save / torch.load, DataLoader workers, and what a fake
 tensor says of its device and values. A mixin of `CudaRuntime`, which has `log`, `facade`,
 `saved` and `_orig` (the originals the table's answers wrap, filled by CudaFacade)."""
@@ -10,9 +10,9 @@ import os
 
 import torch
 
-from .. import torch_compat
-from ..torch_compat import FakeTensor
-from .facade_placement import device_reads_of_fake
+from ... import torch_compat
+from ...torch_compat import FakeTensor
+from .placement import device_reads_of_fake
 
 
 def _autocast_device(device_type):

@@ -4,15 +4,15 @@ An experiment about the allocator is plain PyTorch (`torch.cuda.memory_stats()`,
 `torch.cuda.memory_snapshot()`, `torch.cuda.mem_get_info()`,
 `torch.cuda.set_per_process_memory_fraction()`); on the CPU build sim runs on, those would
 answer nothing or fail. Inside a sim run they answer from the model
-(lab.measure.sim.allocator_view): the same keys, the same segments, the model's numbers.
+(lab.measure.sim.allocator.view): the same keys, the same segments, the model's numbers.
 `mem_get_info` answers (total - reserved, total) for the model's GPU: a real GPU's free memory
 is also short of the CUDA context (about 1.2 GB on the H200, lesson 17), which sim does not
 have; and, as on a GPU, it ignores `set_per_process_memory_fraction`. Patching
 torch.cuda.memory.memory_stats also answers memory_allocated / memory_reserved /
 max_memory_*, which read it through their module's globals. Peaks are the run's:
-reset_peak_memory_stats is not routed. (empty_cache and the settings: lab.measure.sim.backend.)
+reset_peak_memory_stats is not routed. (empty_cache and the settings: lab.measure.backends.sim.)
 
-A user's script under the CUDA facade (lab.measure.sim.cuda_facade) asks more of it: its own
+A user's script under the CUDA facade (lab.measure.sim.facade.cuda_facade) asks more of it: its own
 logging prints `max_memory_allocated()` after a `reset_peak_memory_stats()`. `MemoryApi` answers
 the whole memory API for it; the peaks it reports are the script's (since its last reset), kept
 from the model's series of (event, bytes) changes, while the model's own peaks stay the run's
@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import torch
 
-from .allocator_replay import Replay
-from .allocator_view import memory_snapshot, memory_stats
-from .gpus import CONTEXT_BYTES
-from .patches import Patch
+from ..allocator.replay import Replay
+from ..allocator.view import memory_snapshot, memory_stats
+from ..gpus import CONTEXT_BYTES
+from ..patches import Patch
 
 
 def memory_api_patches(allocator) -> list[Patch]:
-    """Rows of sim's patch table (lab.measure.sim.backend.allocator_api) for `allocator`, the
-    run's lab.measure.sim.allocator_replay.Replay."""
+    """Rows of sim's patch table (lab.measure.backends.sim.allocator_api) for `allocator`, the
+    run's lab.measure.sim.allocator.replay.Replay."""
     m = allocator.model
 
     def stats(device=None) -> dict[str, int]:
@@ -126,7 +126,7 @@ class MemoryApi:
         return max(0, free), self.total_bytes
 
     def memory_stats(self, device=None) -> dict[str, int]:
-        """The model's counters (lab.measure.sim.allocator_view), with the script's peaks."""
+        """The model's counters (lab.measure.sim.allocator.view), with the script's peaks."""
         out = memory_stats(self.replay.model)
         peak_alloc, peak_res = self.max_memory_allocated(), self.max_memory_reserved()
         out.update({"allocated_bytes.all.peak": peak_alloc, "active_bytes.all.peak": peak_alloc,

@@ -31,7 +31,7 @@ import weakref
 
 import torch
 
-from ..torch_compat import aten_ops_with_kernel, exclude_autocast_cpu, has_kernel_for, op_schema
+from ...torch_compat import aten_ops_with_kernel, exclude_autocast_cpu, has_kernel_for, op_schema
 
 LOWER, FP32, SET_DTYPE, APPEND_DTYPE, PROMOTE, BANNED, NONE = (
     "lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype", "promote", "banned", "none")

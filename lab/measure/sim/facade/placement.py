@@ -25,7 +25,7 @@ autocast and autograd run there, and torch's branches on the device take their C
 result names the script's own lines that branched.
 
 Values of fake tensors (`.item()`, `.tolist()`, `float(t)`, `bool(t)`, `f"{t:.4f}"`, `print(t)`)
-answer stand-ins and the site is logged (lab.measure.sim.script_values); an op whose output
+answer stand-ins and the site is logged (lab.measure.sim.facade.script_values); an op whose output
 shape depends on values (`nonzero`, `masked_select`, `unique`, boolean-mask indexing) is refused
 in one line with its site. One ambiguity is resolved by rule, not seen: a `torch.device("cpu")`
 *object* counts as the GPU (it is what `x.device` of a GPU tensor reads in sim); only the string
@@ -39,8 +39,8 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .. import torch_compat
-from ..torch_compat import FakeTensor
+from ... import torch_compat
+from ...torch_compat import FakeTensor
 from .script_values import ScriptLog, stand_in, stand_in_list
 
 _CPU = torch.device("cpu")

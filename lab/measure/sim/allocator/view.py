@@ -2,7 +2,7 @@
 
 So an experiment can ask the same questions in sim as on a GPU (sim's policy routes those calls
 here). The keys and their meaning follow c10/cuda/CUDACachingAllocator.cpp's `DeviceStats`
-(stored copies named in lab/measure/sim/allocator_settings.py):
+(stored copies named in lab/measure/sim/allocator/settings.py):
 
   allocated_bytes.all.current|peak   the handed-out blocks (requests rounded up, unsplit rests)
   reserved_bytes.all.current|peak    the segments (mapped pages of expandable ones)
@@ -22,8 +22,8 @@ Peaks are the run's (the model keeps no separate reset_peak_memory_stats() windo
 
 from __future__ import annotations
 
-from .. import snapshot_format as fmt
-from .allocator import CachingAllocatorModel
+from ... import snapshot_format as fmt
+from .model import CachingAllocatorModel
 
 
 def _all_blocks(m: CachingAllocatorModel):

@@ -4,10 +4,12 @@ row of data (lab.measure.sim.gpus), with a model of the caching allocator listen
 Fake tensors carry shapes, dtypes and storages of the right size but no data, so a 2 GB
 `nn.Linear` or a 1.5B-parameter model "runs" in seconds on a laptop and the tracker counts exact
 bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's device guard);
-`CudaPaths` (lab.measure.sim.policy) makes the ops take CUDA's paths where the CPU's differ, and
-the allocator model (lab.measure.sim.allocator_replay.Replay), a storage observer of the
-tracker, places every allocation in segments as it happens: predicted max_memory_allocated /
-max_memory_reserved, and out-of-memory where the GPU would under the same cap.
+`CudaPaths` (lab.measure.sim.dispatch.policy) makes the ops take CUDA's paths where the CPU's
+differ, and the allocator model (lab.measure.sim.allocator.replay.Replay), a storage observer of
+the tracker, places every allocation in segments as it happens: predicted max_memory_allocated /
+max_memory_reserved, and out-of-memory where the GPU would under the same cap. This module puts
+the simulator (lab.measure.sim) together behind the `Backend` interface; the simulator never
+imports it.
 
 While a run executes, code that calls the CUDA allocator's API directly (Lightning's Trainer
 calls `torch.cuda.empty_cache()`, lesson 17 changes settings at run time) reaches the model:
@@ -17,26 +19,29 @@ calls `torch.cuda.empty_cache()`, lesson 17 changes settings at run time) reache
 from __future__ import annotations
 
 import os
-from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Any, ContextManager, Iterator
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any, ContextManager
 
 import torch
 
 from .. import torch_compat
-from ..backends.base import Backend
 from ..result import AllocatorStats, DeviceInfo, RunResult
 from ..result_parts import series_timelines
+from ..sim.allocator.replay import Replay
+from ..sim.allocator.settings import AllocatorSettingsError, settings_from_env
+from ..sim.dispatch.fake_mode import fake_mode
+from ..sim.dispatch.policy import CudaPaths
+from ..sim.facade.memory_api import memory_api_patches
+from ..sim.gpus import H200, Gpu
+from ..sim.patches import Patch, Patches
+from ..sim.ranks import simulated_ranks
+from ..sim.versions import version_notes
+from ..trace import PhaseRecord
 from ..tracker import TensorTracker
-from .allocator_replay import Replay
-from .allocator_settings import AllocatorSettingsError, settings_from_env
-from .cuda_memory_api import memory_api_patches
-from .gpus import H200, Gpu
-from .patches import Patch, Patches
-from .policy import CudaPaths
-from .versions import version_notes
+from .base import Backend
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..distributed import Ranks
 
 SIM_NOTES = (
     "Simulated with FakeTensorMode, taking CUDA's paths (CUDA autocast's op lists and weight "
@@ -47,22 +52,14 @@ SIM_NOTES = (
 )
 
 
-@contextmanager
-def fake_mode() -> Iterator[torch_compat.FakeTensorMode]:
-    """FakeTensorMode alone (tests and tools that only need shapes), with its dispatch cache's
-    key built the fast way (torch_compat.SimFakeTensorMode: the same key, in less time)."""
-    # allow_non_fake_inputs: module-level constants and tensors made before the mode still work
-    with torch_compat.SimFakeTensorMode(allow_non_fake_inputs=True) as mode:
-        yield mode
-
-
 def new_allocator(cap: int | None, gpu: Gpu = H200) -> Replay:
     """The allocator model of a run on `gpu` capped at `cap` (None: the whole card).
 
     The real allocator reads PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) when CUDA starts; a
     variant's env sets it before the worker imports torch (lessons 17 and 23). A setting the
     allocator would refuse fails the run's first allocation with a one-line
-    AllocatorSettingsError, as CUDA's first allocation would (lab.measure.sim.allocator_settings)."""
+    AllocatorSettingsError, as CUDA's first allocation would (lab.measure.sim.allocator.settings).
+    """
     try:
         settings, refused = settings_from_env(os.environ), None
     except AllocatorSettingsError as e:
@@ -141,14 +138,15 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
 class SimBackend(Backend):
     name = "sim"
 
-    def __init__(self, gpu_memory: int | None = None, *, gpu: Gpu = H200, tracked: bool = True,
-                 allocator: Replay | None = None):
+    def __init__(self, gpu_memory: int | None = None, *, gpu: Gpu | None = None,
+                 tracked: bool = True, allocator: Replay | None = None):
         """`tracked`: the CUDA run this stands for has memlab's tracker on (the lessons'
         recordings); False: a plain run (`memlab fit`), whose ATen takes real tensors' in-place
-        branches (lab.measure.sim.policy). `allocator`: a model made by the caller (fit's
-        recording one), else one for `gpu` capped at `gpu_memory`."""
+        branches (lab.measure.sim.dispatch.policy). `allocator`: a model made by the caller (fit's
+        recording one), else one for `gpu` (a row of lab.measure.sim.gpus, default the H200)
+        capped at `gpu_memory`."""
         super().__init__(gpu_memory)
-        self.gpu = gpu
+        self.gpu = gpu = gpu or H200
         self.allocator = allocator if allocator is not None else new_allocator(gpu_memory, gpu)
         self.policy = CudaPaths(tracked=tracked, gpu=gpu)
 
@@ -170,7 +168,7 @@ class SimBackend(Backend):
     def collect_garbage(self) -> None:
         """Fake tensors hold no memory; a full collection costs ~0.5 s here."""
 
-    def finish(self, result: RunResult, session: Session, snapshot: dict | None) -> None:
+    def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
         result.notes.extend(SIM_NOTES)
         result.notes.extend(version_notes())
         result.notes.extend(f"not modelled: {what}" for what in sorted(self.policy.unmodelled))
@@ -188,7 +186,7 @@ class SimBackend(Backend):
         return True
 
     def set_allocator_settings(self, settings: str) -> bool:
-        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,..." (lab.measure.sim.allocator_settings; a
+        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,..." (lab.measure.sim.allocator.settings; a
         refused one raises AllocatorSettingsError, one line)."""
         self.allocator.set_settings(settings)
         return True
@@ -199,7 +197,7 @@ class SimBackend(Backend):
 
     @property
     def pinned_host(self):
-        """The model of the pinned host allocator (lab.measure.sim.cuda_offload.PinnedHostModel)
+        """The model of the pinned host allocator (lab.measure.sim.kernels.offload.PinnedHostModel)
         that offloading counts in and `torch.cuda.host_memory_stats()` answers from."""
         return self.policy.offload.host
 
@@ -210,13 +208,17 @@ class SimBackend(Backend):
     def stand_in_values(self) -> ContextManager[None]:
         return self.policy.stand_in_values()
 
+    def simulated_ranks(self, run, world_size: int, device_type: str) -> ContextManager[Ranks]:
+        """Every rank in this process: the fake process group (lab.measure.sim.ranks)."""
+        return simulated_ranks(run, world_size, device_type, self.pinned_host)
+
     # ---- someone else's CUDA script (memlab profile --mode sim) ----------------------------------
     def cuda_facade(self, script_dir: str | None = None):
-        """The CUDA facade (lab.measure.sim.cuda_facade) over this run's allocator model and CUDA
-        paths, on this backend's card: a script's `cuda` tensors, `torch.cuda` calls and memory
-        counters land here. Without a --gpu-memory cap the model has the whole card: its memory
-        minus the CUDA context (lab.measure.sim.gpus says why)."""
-        from .cuda_facade import CudaFacade
+        """The CUDA facade (lab.measure.sim.facade.cuda_facade) over this run's allocator model and
+        CUDA paths, on this backend's card: a script's `cuda` tensors, `torch.cuda` calls and
+        memory counters land here. Without a --gpu-memory cap the model has the whole card: its
+        memory minus the CUDA context (lab.measure.sim.gpus says why)."""
+        from ..sim.facade.cuda_facade import CudaFacade
 
         model = self.allocator.model
         if model.cap is None:
@@ -225,5 +227,4 @@ class SimBackend(Backend):
         return CudaFacade(self.allocator, self.gpu, policy=self.policy, script_dir=script_dir)
 
 
-__all__ = ["SIM_NOTES", "SelectedStream", "SimBackend", "allocator_api", "fake_mode",
-           "new_allocator"]
+__all__ = ["SIM_NOTES", "SelectedStream", "SimBackend", "allocator_api", "new_allocator"]

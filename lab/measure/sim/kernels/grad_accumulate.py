@@ -29,7 +29,7 @@ import threading
 
 import torch
 
-from ..torch_compat import current_graph_task_id, storage_use_count, tensor_use_count
+from ...torch_compat import current_graph_task_id, storage_use_count, tensor_use_count
 
 _ADD = torch.ops.aten.add.Tensor
 

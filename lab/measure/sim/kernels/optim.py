@@ -23,7 +23,7 @@ the untouched function.
 
 from __future__ import annotations
 
-from ..torch_compat import FakeTensor, optimizer_foreach_defaults
+from ...torch_compat import FakeTensor, optimizer_foreach_defaults
 
 
 class CudaOptimDefaults:

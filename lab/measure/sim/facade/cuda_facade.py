@@ -5,21 +5,21 @@
     facade.log.render()     # what the result must say (values read, writes skipped, ...)
 
 ONE context manager, installed and restored as a unit, over sim's FakeTensorMode, CUDA paths and
-tensor tracker (the sim backend enters those, lab.measure.sim.backend):
+tensor tracker (the sim backend enters those, lab.measure.backends.sim):
 
-- where tensors live: a TorchFunctionMode (lab.measure.sim.facade_placement) rewrites `cuda`
+- where tensors live: a TorchFunctionMode (lab.measure.sim.facade.placement) rewrites `cuda`
   to fake CPU tensors and keeps host tensors real (a mode reaches factories, `torch.device`
   arguments, `torch.set_default_device("cuda")`'s DeviceContext, `Tensor.cuda/.to/.pin_memory`,
   `Module.cuda/.to` through them, numpy data via `torch.from_numpy`);
 - what a mode cannot reach is patched from the table `INTERCEPTED` below (each row: where,
   what, what sim answers; docs/SIMULATION.md renders it): `torch.cuda`'s runtime (a GPU is
   there: the chosen card's row of lab.measure.sim.gpus), its memory API (answered by the
-  allocator model: lab.measure.sim.cuda_memory_api), CUDA autocast (routed to CPU autocast,
+  allocator model: lab.measure.sim.facade.memory_api), CUDA autocast (routed to CPU autocast,
   which CudaPaths' CudaAutocast makes take CUDA's op lists), GradScaler's step, CUDA
   generators, `torch.save` (not written), DataLoader workers (in this process);
   `torch.compile` is lab/profile/compiled.py's in every mode (in sim: eager, said first);
-  (the answers: lab.measure.sim.facade_runtime for torch.cuda, facade_calls for the libraries);
-- values: stand-ins, and the sites that read them (lab.measure.sim.script_values); with the
+  (the answers: lab.measure.sim.facade.runtime for torch.cuda, .calls for the libraries);
+- values: stand-ins, and the sites that read them (lab.measure.sim.facade.script_values); with the
   policy given, CudaPaths stands for a run without memlab's tracker (`plain_run`): the truth a
   user's script is judged by is its own max_memory_allocated.
 
@@ -37,12 +37,12 @@ from operator import attrgetter
 
 import torch
 
-from .. import torch_compat
-from .allocator_replay import Replay
-from .cuda_memory_api import MemoryApi
-from .facade_placement import DevicePlacement
-from .facade_runtime import CudaRuntime
-from .gpus import Gpu
+from ... import torch_compat
+from ..allocator.replay import Replay
+from ..gpus import Gpu
+from .memory_api import MemoryApi
+from .placement import DevicePlacement
+from .runtime import CudaRuntime
 from .script_values import ScriptLog
 
 

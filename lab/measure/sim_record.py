@@ -2,7 +2,7 @@
 
     rec = record_sim(experiment_fn, params)        # FakeTensorMode + CUDA's paths, no cap
     rec.log                                        # [("alloc", key, nbytes) | ("free", key) ...]
-    replay(rec.log, cap=16 * 2**30).oom            # out of memory under that cap? (allocator_replay)
+    replay(rec.log, cap=16 * 2**30).oom            # out of memory under that cap? (replay.py)
 
 The run is `measure_variant`'s sim pass without what a result needs (phases, timeline,
 categories, a sampler thread): only the tensor tracker feeding a recording allocator model. The
@@ -18,9 +18,11 @@ from typing import Any, Callable
 
 import torch
 
-from ..session import Session
-from .allocator_replay import Replay
-from .backend import SimBackend
+from .backends.sim import SimBackend
+from .measure import error_line, warm_up_dispatch_mode
+from .session import Session
+from .sim.allocator.replay import Replay
+
 
 @dataclass
 class SimRecord:
@@ -35,9 +37,7 @@ class SimRecord:
 
 def record_sim(fn: Callable[[Session], Any], params: dict[str, Any]) -> SimRecord:
     """Run `fn` (an experiment function taking `run`) in sim once, recording the allocations."""
-    from ..measure import _first_line, _warm_up_dispatch_mode
-
-    _warm_up_dispatch_mode()
+    warm_up_dispatch_mode()
     torch.manual_seed(0)
     # `memlab fit` asks about the user's own training, which runs without memlab's tracker
     backend = SimBackend(tracked=False, allocator=Replay(record=True))
@@ -48,7 +48,7 @@ def record_sim(fn: Callable[[Session], Any], params: dict[str, Any]) -> SimRecor
         with backend.running(), tracker:
             fn(session)
     except Exception as exc:  # the experiment's failure is the probe's answer, never a crash
-        rec.status, rec.error = "error", _first_line(exc)
+        rec.status, rec.error = "error", error_line(exc)
     tracker.close()
     r = backend.allocator.finish()
     rec.log = backend.allocator.log or []

@@ -14,7 +14,7 @@ saves on CUDA:
              out + fp32 logsumexp (B, H, ceil(L/32)*32) when a gradient is needed + seed/offset
   math       anything else (e.g. fp32 with grouped-query attention): matmul, softmax, matmul,
              with k/v repeated per query head; saves the (B, H, L, S) attention weights
-             (lab.measure.sim.cuda_sdpa_math: the real-tensor branch, not FakeTensor's)
+             (lab.measure.sim.kernels.sdpa_math: the real-tensor branch, not FakeTensor's)
   cudnn      fp16/bf16 with head dim <= 256 (a multiple of 8), masks and grouped-query ok: out +
              fp32 logsumexp (B, H, L, 1) + seed/offset; first in the order where torch prefers
              it: sm90 with cuDNN > 9.15 (sdp_utils.cpp check_prefer_cudnn_attention), as on the
@@ -37,7 +37,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from .cuda_sdpa_math import convert_boolean_attn_mask, math_attention
+from .sdpa_math import convert_boolean_attn_mask, math_attention
 
 # torch 2.11 + cuDNN 9.19 on an H200 (sm90): cudnn, flash, efficient, math. (Where torch does not
 # prefer cuDNN - other GPUs, cuDNN <= 9.15 - the order is flash, efficient, math, cudnn.)
@@ -132,7 +132,7 @@ def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, en
          priority: tuple[str, ...] = PRIORITY, tracked: bool = True):
     """What the composite op does on CUDA, backend by backend (attention.cpp). `tracked`: the
     CUDA run has a dispatch mode on (memlab's tracker), which makes ATen take its tensor-subclass
-    branches (lab.measure.sim.cuda_sdpa_math)."""
+    branches (lab.measure.sim.kernels.sdpa_math)."""
     backend = choose(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, priority)
     need_lse = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     aten = torch.ops.aten
