@@ -246,6 +246,9 @@ class Hub:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        deadline = time.monotonic() + 5  # a killed process is gone a moment later
+        while processes_of(self.work) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return described if graceful else []
 
 
@@ -270,8 +273,10 @@ def _pids() -> list[int]:
 
 
 def processes_of(work: Path) -> list[int]:
-    """Every process started for this hub (its command line or environment names the work
-    folder: the hub, the proxy's pid file, the service's data, the learners' homes)."""
+    """Every process started for this hub: its command line or environment names the work
+    folder (the hub, the service's data, the learners' homes), or it is the proxy, whose pid
+    the hub writes to `work/proxy.pid` (its command line names no folder, and it runs in a
+    session of its own)."""
     mark = str(work).encode()
     found = []
     for pid in _pids():
@@ -279,6 +284,12 @@ def processes_of(work: Path) -> list[int]:
             continue
         if str(work) in _cmdline(pid) or any(mark in v for v in _environ(pid)):
             found.append(pid)
+    try:
+        proxy = int((work / "proxy.pid").read_text().strip())
+    except (OSError, ValueError):
+        proxy = None
+    if proxy is not None and "configurable-http-proxy" in _cmdline(proxy):
+        found.append(proxy)
     return found
 
 

@@ -42,7 +42,10 @@ async def run_lesson_01_on_the_cpu(browser, path: Path, timeout: float = 150) ->
     await until(path, lambda s: s["lesson"] == "linear-baseline", "lesson 01")
     # the experiment's controls: small scale, so auto picks a real CPU run
     await browser.press("2")
-    await until(path, lambda s: s["tab"] == "experiment", "the experiment tab")
+    # the tab lets the focus go, then focuses its code: wait for that, or the first Tab below
+    # is still on its way when that focus counts as the focus moving (then one Tab too many)
+    await until(path, lambda s: s["tab"] == "experiment" and s["focus_type"] is not None,
+                "the experiment tab, focused")
     for _ in range(20):  # Tab to the scale selector
         if read_state(path).get("focus") == "scale":
             break

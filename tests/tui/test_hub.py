@@ -175,3 +175,5 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         for user in users.values():
             await user.close()
         hub.stop(graceful=False)
+    # nothing of the hub outlives the test (configurable-http-proxy neither)
+    assert not H.processes_of(hub.work)
