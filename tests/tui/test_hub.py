@@ -75,7 +75,9 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
     if not shutil.which("configurable-http-proxy"):
         pytest.fail("no configurable-http-proxy: .ci/run installs it (npm install -g "
                     "configurable-http-proxy)")
-    hub = H.Hub(tmp_path / "hub", instructors=["teacher"])
+    # the hub's configuration sets every lab's served limits (the launcher reads them)
+    hub = H.Hub(tmp_path / "hub", instructors=["teacher"],
+                learner_env={"MEMLAB_HUB_LIMITS": "--max-tabs 2 --max-size-factor 2"})
     browser = Browser(tmp_path / "chromium-profile")
     users = {name: H.HubUser(hub, name) for name in ("ada", "bob", "carol", "teacher")}
     try:
@@ -120,6 +122,12 @@ async def test_the_lab_in_a_real_jupyterhub(tmp_path):
         assert [(r["variant"], r["status"], r["mode"], r["scale"]) for r in ada["results"]] \
             == [("baseline", "ok", "cpu", "small"), ("no_grad", "ok", "cpu", "small")]
         assert all(s["results"] and s["results"][0]["device"] == "NVIDIA H200" for s in others)
+        ada_home = f"MEMLAB_HOME={hub.memlab_home('ada')}".encode()
+        tab_limits = [json.loads(v.split(b"=", 1)[1]) for pid in H.processes_of(hub.work)
+                      if ada_home in (env := H._environ(pid))
+                      for v in env if v.startswith(b"MEMLAB_TAB_LIMITS=")]
+        assert tab_limits and all(t["max_tabs"] == 2 and t["size_factor"] == 2
+                                  for t in tab_limits)
         await asyncio.sleep(1)  # let the canvas catch up with the last frame
         shots = Path(os.environ.get("MEMLAB_BROWSER_SHOTS") or tmp_path)
         shots.mkdir(parents=True, exist_ok=True)

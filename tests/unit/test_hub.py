@@ -50,6 +50,23 @@ def test_the_launcher_entry_is_a_valid_server_process_with_a_fresh_secret_each_t
     assert one["environment"][PROXY_SECRET_ENV] != two["environment"][PROXY_SECRET_ENV]
 
 
+def test_the_hubs_configuration_sets_every_labs_limits(monkeypatch):
+    from lab.serve.hub.launcher import LIMITS_ENV
+
+    monkeypatch.setenv(LIMITS_ENV, "--tab-modes sim,cpu --max-tabs 2")
+    command = setup_memlab()["command"]
+    assert command[command.index("{unix_socket}") + 1:] == ["--tab-modes", "sim,cpu",
+                                                            "--max-tabs", "2"]
+    import argparse
+
+    from lab.commands.serve_cmd import add_parser  # what `memlab serve` makes of them
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_parser(sub)
+    args = sub.choices["serve"].parse_args(command[4:])
+    assert args.hub and args.tab_modes == "sim,cpu" and args.max_tabs == "2"
+
+
 # ---- the lab behind the proxy -------------------------------------------------------------------
 def _hub_server(tmp_path, **kw):
     from lab.serve.hub.lab_server import HubLabServer
@@ -167,6 +184,7 @@ def test_serve_hub_outside_a_hub_says_what_is_missing_in_one_line(tmp_path):
     for args, says in ((["serve", "--hub"], "missing $JUPYTERHUB_USER"),
                        (["serve", "--unix-socket", "s"], "--unix-socket is for --hub"),
                        (["serve", "--hub", "--token", "t"], "--token is not for --hub"),
+                       (["serve", "--hub", "--max-tabs", "0"], "--max-tabs"),
                        (["class", "--hub"], "runs as a JupyterHub service"),
                        (["class", "goto", "02", "--hub"], "$MEMLAB_CLASS_URL is not set")):
         out = subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True,

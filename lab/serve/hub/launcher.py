@@ -14,7 +14,9 @@ both). Imported by every learner's Jupyter server at start: nothing heavy here.
 
 from __future__ import annotations
 
+import os
 import secrets
+import shlex
 import sys
 from pathlib import Path
 
@@ -23,6 +25,10 @@ TITLE = "GPU Memory Lab"
 ICON = Path(__file__).with_name("memlab.svg")
 PROXY_SECRET_ENV = "MEMLAB_PROXY_SECRET"  # the lab's copy of the secret (never in a tab's env)
 PROXY_HEADER = "X-Memlab-Proxy"  # the proxy's copy, on every request it forwards
+# the served limits for every learner's lab, as `memlab serve` takes them ("--tab-modes sim,cpu
+# --max-tabs 2"): the hub's configuration sets it (c.Spawner.environment), `memlab serve --hub`
+# checks them (a bad value: one line in the server's log, and the lab does not start)
+LIMITS_ENV = "MEMLAB_HUB_LIMITS"
 # the first start imports the lab and, on a cold node, reads it from a network disk
 START_TIMEOUT_S = 60
 
@@ -30,9 +36,12 @@ START_TIMEOUT_S = 60
 def setup_memlab() -> dict:
     """jupyter-server-proxy's server process (its `ServerProcess` traits)."""
     secret = secrets.token_urlsafe(32)  # URL-safe: no braces for the proxy's .format()
+    # braces doubled: the proxy formats each argument ({unix_socket})
+    limits = [a.replace("{", "{{").replace("}", "}}")
+              for a in shlex.split(os.environ.get(LIMITS_ENV, ""))]
     return {
         "command": [sys.executable, "-m", "lab", "serve", "--hub", "--unix-socket",
-                    "{unix_socket}"],
+                    "{unix_socket}", *limits],
         "unix_socket": True,
         "timeout": START_TIMEOUT_S,
         "environment": {PROXY_SECRET_ENV: secret},
@@ -43,4 +52,4 @@ def setup_memlab() -> dict:
     }
 
 
-__all__ = ["ICON", "NAME", "PROXY_HEADER", "PROXY_SECRET_ENV", "TITLE", "setup_memlab"]
+__all__ = ["ICON", "LIMITS_ENV", "NAME", "PROXY_HEADER", "PROXY_SECRET_ENV", "TITLE", "setup_memlab"]
