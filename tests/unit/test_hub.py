@@ -177,20 +177,31 @@ async def test_the_labs_page_has_only_relative_addresses(tmp_path):
         relative_page("<html><body>no addresses</body></html>")
 
 
-def test_serve_hub_outside_a_hub_says_what_is_missing_in_one_line(tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("JUPYTERHUB_USER", PROXY_SECRET_ENV)}
-    env["MEMLAB_HOME"] = str(tmp_path)
-    for args, says in ((["serve", "--hub"], "missing $JUPYTERHUB_USER"),
-                       (["serve", "--unix-socket", "s"], "--unix-socket is for --hub"),
+HUB_ENV = ("JUPYTERHUB_USER", PROXY_SECRET_ENV, "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_SERVICE_URL",
+           "JUPYTERHUB_SERVICE_PREFIX", "JUPYTERHUB_CLIENT_ID", "MEMLAB_CLASS_URL")
+
+
+def test_serve_hub_outside_a_hub_says_what_is_missing_in_one_line(tmp_path, monkeypatch,
+                                                                   capsys):
+    from lab.cli import main
+
+    for key in HUB_ENV:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("MEMLAB_HOME", str(tmp_path))
+    # the command itself once (exit status, stderr); the other refusals in this process: each
+    # is said before anything starts listening
+    out = subprocess.run([sys.executable, "-m", "lab", "serve", "--hub"], capture_output=True,
+                         text=True, env=os.environ)
+    assert out.returncode == 2 and "missing $JUPYTERHUB_USER" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    for args, says in ((["serve", "--unix-socket", "s"], "--unix-socket is for --hub"),
                        (["serve", "--hub", "--token", "t"], "--token is not for --hub"),
                        (["serve", "--hub", "--max-tabs", "0"], "--max-tabs"),
                        (["class", "--hub"], "runs as a JupyterHub service"),
                        (["class", "goto", "02", "--hub"], "$MEMLAB_CLASS_URL is not set")):
-        out = subprocess.run([sys.executable, "-m", "lab", *args], capture_output=True,
-                             text=True, env=env)
-        assert out.returncode == 2 and says in out.stderr, (args, out.stderr)
-        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert says in err and len(err.strip().splitlines()) == 1, (args, err)
 
 
 # ---- hub users' folders -------------------------------------------------------------------------
