@@ -45,8 +45,7 @@ class ReplayRunner:
     def path_for(self, req: RunRequest) -> Path:
         if req.variant in self.overrides:
             return self.root / self.overrides[req.variant]
-        lesson_id = Path(req.lesson_path).name.split("-", 1)[-1]
-        return self.root / lesson_id / f"{req.variant}.{req.mode}-{req.scale}.jsonl"
+        return self.root / req.lesson / f"{req.variant}.{req.mode}-{req.scale}.jsonl"
 
     def run(self, req: RunRequest, on_event: OnEvent | None = None,
             cancel: threading.Event | None = None) -> RunResult:

@@ -16,15 +16,11 @@ import threading
 from pathlib import Path
 
 from lab.measure.result import RunResult
-from lab.reference import load_reference
+from lab.course.reference import load_reference
 from lab.runner.client import OnEvent, failed_result
 from lab.runner.protocol import RunRequest
 
 FRAMES = 24  # samples streamed per variant
-
-
-def lesson_id_of(req: RunRequest) -> str:
-    return Path(req.lesson_path).name.split("-", 1)[-1]
 
 
 class RecordingRunner:
@@ -42,7 +38,7 @@ class RecordingRunner:
         self.requests.append(req)
         on_event = on_event or (lambda msg: None)
         cancel = cancel or threading.Event()
-        lesson_id = lesson_id_of(req)
+        lesson_id = req.lesson
         result = load_reference(lesson_id, self.root).get(req.variant)
         if result is None:
             return failed_result(req, lesson_id, "error",
@@ -72,4 +68,4 @@ class RecordingRunner:
         return result
 
 
-__all__ = ["RecordingRunner", "lesson_id_of"]
+__all__ = ["RecordingRunner"]

@@ -3,7 +3,7 @@
 Quick tests: the lab's hand-over of an experiment's own snapshot, the saved-tensor hook's
 bookkeeping, and the issue's bar for the shipped H200 snapshot (skipped while it is pending).
 Slow tests run the lessons at small scale in cpu mode (and lesson 05 in sim) through
-`measure_variant`, in-process.
+`measure_request` (the worker's path), in-process.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import weakref
 import pytest
 import torch
 
-from lab.curriculum import load_course
-from lab.measure.measure import measure_variant
-from lab.reference import REFERENCE_DIR, load_reference
-from lab.runner.worker import load_experiment
+from lab.course.curriculum import load_course
+from lab.measure.backends import backend_for
+from lab.measure.measure import VariantSpec, measure
+from lab.course.reference import REFERENCE_DIR, load_reference
+from lab.runner.protocol import RunRequest
+from lab.runner.worker import load_experiment, measure_request
 from lab.snapshots import open_summary
 
 COURSE = load_course()
@@ -34,9 +36,8 @@ def _module(key):
 @functools.lru_cache(maxsize=None)
 def measured(key: str, variant: str, mode: str = "cpu", scale: str = "small"):
     lesson = LESSONS[key]
-    return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
-                           mode=mode, scale=scale, params=lesson.params(scale),
-                           checks=list(lesson.checks), timing=False)
+    return measure_request(RunRequest.for_lesson(lesson, variant, mode, scale, timing=False),
+                           getattr(_module(key), variant))
 
 
 # ---- the lab: an experiment that records the allocator history itself ------------------------
@@ -52,9 +53,10 @@ def test_a_kept_snapshot_is_what_snapshot_saves(tmp_path):
         run.keep_snapshot(mine)
 
     out = tmp_path / "p.pkl"
-    res = measure_variant(fn, lesson="t", variant="v", mode="cpu", scale="small",
-                          params={"memory_history": "experiment"}, profile_path=str(out),
-                          timing=False)
+    res = measure(fn,
+                  VariantSpec("t", "v", "small", {"memory_history": "experiment"},
+                              profile_path=str(out), timing=False),
+                  backend_for("cpu"))
     assert res.status == "ok" and res.profile_path == str(out)
     s = open_summary(out)[0]
     assert s.events == 1 and s.peak_bytes == 1024
@@ -62,8 +64,9 @@ def test_a_kept_snapshot_is_what_snapshot_saves(tmp_path):
 
 def test_without_a_kept_snapshot_the_tracker_snapshot_is_saved(tmp_path):
     out = tmp_path / "p.pkl"
-    res = measure_variant(lambda run: torch.ones(256), lesson="t", variant="v", mode="cpu",
-                          scale="small", params={}, profile_path=str(out), timing=False)
+    res = measure(lambda run: torch.ones(256),
+                  VariantSpec("t", "v", "small", {}, profile_path=str(out), timing=False),
+                  backend_for("cpu"))
     assert res.status == "ok" and open_summary(out)[0].peak_bytes == 1024
 
 
@@ -178,12 +181,23 @@ def test_05_the_formula_predicts_the_saved_bytes_in_cpu_mode(variant):
     res = measured("05", variant)
     assert res.status == "ok", res.error
     assert res.checks, "every variant has its formula check"
-    for c in res.checks:  # the CPU kernels are the ones the formula was derived from: exact
-        assert c.measured_bytes == c.expected_bytes, c
+    p = LESSONS["05"].params("small")
+    for c in res.checks:  # the CPU kernels save what the formula counts, but for LayerNorm's dtype
+        assert c.measured_bytes == c.expected_bytes - bf16_norm_stats_saving(variant, p), c
 
 
 SEQ_PARAM = {"baseline": "seq", "short": "short_seq", "long": "long_seq",
              "longest": "longest_seq", "math": "seq", "math_longest": "longest_seq", "gpt2": "seq"}
+
+
+def bf16_norm_stats_saving(variant: str, p: dict) -> int:
+    """What the CPU's LayerNorm saves less than CUDA's: on a bf16 input the CPU kernel keeps
+    mean and rstd in bf16 (2 + 2 B a token), CUDA's in fp32 (4 + 4 B), the formula's count.
+    Sim takes the CPU kernel's dtype here today. GPT-2 has two LayerNorms a layer; Qwen2's
+    RMSNorm computes its rsqrt in fp32 in Python on every device."""
+    if variant != "gpt2":
+        return 0
+    return p["gpt2_layers"] * p["batch"] * p[SEQ_PARAM[variant]] * 2 * 4
 
 
 def sim_mask_extra(variant: str, p: dict) -> int:
@@ -208,7 +222,8 @@ def test_05_sim_is_the_formula_plus_its_known_mask_detour(variant):
         if variant.startswith("math"):  # the math path adds a mask in place: nothing extra saved
             assert c.measured_bytes == c.expected_bytes, c
         else:  # exact once sim takes CUDA's attention path; until then, the detour and no more
-            assert c.measured_bytes in (c.expected_bytes, c.expected_bytes + sim_mask_extra(variant, p)), c
+            exact = c.expected_bytes - bf16_norm_stats_saving(variant, p)
+            assert c.measured_bytes in (exact, exact + sim_mask_extra(variant, p)), c
 
 
 ACTIVATION_RECORDED = sorted(load_reference("activation-memory").items())

@@ -21,8 +21,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
 
-from lab.curriculum import Lesson, Question
-from lab.progress import QUIZ_DONE, QUIZ_PASSED
+from lab.course.curriculum import Lesson, Question
+from lab.course.progress import QUIZ_DONE, QUIZ_PASSED
 
 from ..lesson_model import LessonRun, Restored, fold, idle_words
 from ..look import variant_color
@@ -165,15 +165,15 @@ class LessonScreen(LessonRunMixin, Screen):
         lp = self.progress.lessons.get(self.lesson.id)
         if lp:
             self.query_one(QuizView).restore(lp.quiz)
-        session = self.deps.session
-        if self.lesson.id in session.sets:
-            self.dispatch(Restored(*session.sets[self.lesson.id]))
+        kept = self.deps.kept
+        if self.lesson.id in kept.sets:
+            self.dispatch(Restored(*kept.sets[self.lesson.id]))
         else:
             lead, beside, saved = load_sets(self.progress, self.lesson.id, self.deps.reference_root)
             if lead:
                 self.dispatch(Restored(lead, beside, "from your last session "
                                                      f"({saved[:16].replace('T', ' ')})"))
-                session.sets[self.lesson.id] = (self.state.lead, self.state.beside)
+                kept.sets[self.lesson.id] = (self.state.lead, self.state.beside)
         self.refresh_prediction()
         self.show_results()
         self.idle_status()
@@ -255,7 +255,7 @@ class LessonScreen(LessonRunMixin, Screen):
             progress.reveal(self.lesson.id, *(truth or (None, "")))
         lp = progress.lessons.get(self.lesson.id)
         mine, recording = state.mine, state.recording
-        mine_now = self.deps.session.records.get(self.lesson.id, [])
+        mine_now = self.deps.kept.records.get(self.lesson.id, [])
         data = ResultsData(
             lesson=self.lesson, lead=state.lead, beside=state.beside,
             prediction_gb=lp.prediction_gb if lp else None,

@@ -10,7 +10,7 @@ Every message becomes an event of the headless `LessonRun` model (lab/tui/lesson
 folded into the screen's one state; the screen then renders the state and does the side
 effects the model does not (progress, notifications). The selected variant runs first.
 
-The results are kept per lesson (`Session.sets`, and on disk through `Progress`), so the
+The results are kept per lesson (`KeptRuns.sets`, and on disk through `Progress`), so the
 Results tab shows them again after a restart.
 """
 
@@ -228,11 +228,8 @@ class LessonRunMixin:
         cancel, total = self._cancel, len(plan.variants)
         jobs = 1 if plan.recorded else side_by_side(plan.mode)  # sim: one variant per core
         # side by side, the first variant (the one the learner looks at) keeps the CPU first
-        reqs = [RunRequest(lesson_path=str(self.lesson.path), variant=variant, mode=plan.mode,
-                           scale=plan.scale, gpu_memory=plan.gpu_memory,
-                           timeout_s=self.lesson.timeout_s,
-                           ranks=self.lesson.ranks(plan.scale, plan.mode),
-                           background=jobs > 1 and i > 0)
+        reqs = [RunRequest.for_lesson(self.lesson, variant, plan.mode, plan.scale,
+                                      gpu_memory=plan.gpu_memory, background=jobs > 1 and i > 0)
                 for i, variant in enumerate(plan.variants)]
         results = run_all(  # the one run loop (lab.runner.loop): "queued" first, then the worker's
             runner, reqs, jobs=jobs, cancel=cancel, stop=lambda: worker.is_cancelled, announce=True,
@@ -263,7 +260,7 @@ class LessonRunMixin:
         if state.plan and state.plan.recorded:
             return  # a recording is not a run of yours: no history, no run count
         rec = self.progress.record_run(r, gpu_memory=state.plan.gpu_memory if state.plan else None)
-        records = self.deps.session.records.setdefault(self.lesson.id, [])
+        records = self.deps.kept.records.setdefault(self.lesson.id, [])
         if message.position == 0:
             records.clear()
         records.append(rec)
@@ -281,7 +278,7 @@ class LessonRunMixin:
         status = self.query_one(RunStatus)
         status.stop()
         if message.results:
-            self.deps.session.sets[self.lesson.id] = (state.lead, state.beside)
+            self.deps.kept.sets[self.lesson.id] = (state.lead, state.beside)
             save_sets(self.progress, self.lesson.id, state.lead, state.beside)
         if plan.recorded and not message.cancelled and any(r.ok or r.status == "oom"
                                                            for r in message.results):

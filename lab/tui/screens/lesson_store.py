@@ -7,7 +7,7 @@ here is kept whole; an H200 recording is kept as a pointer and read again from t
 from __future__ import annotations
 
 from lab.measure.result import RunResult
-from lab.reference import load_reference
+from lab.course.reference import load_reference
 
 from ..provenance import CLASS, LIVE, RECORDING
 from ..result_set import ResultSet

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.modes import MODES
 
 from ..look import size, variant_color

@@ -16,8 +16,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, RadioButton, RadioSet, Static
 
-from lab.curriculum import Lesson, Question, predicted_answer_gb
-from lab.progress import parse_prediction
+from lab.course.curriculum import Lesson, Question, predicted_answer_gb
+from lab.course.progress import parse_prediction
 from lab.report.numbers import NumberError
 
 from ..look import percent, size, size_delta

@@ -21,9 +21,9 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
-from lab.progress import RunRecord
+from lab.course.progress import RunRecord
 
 from ..look import percent, size, size_delta, variant_rgb
 from ..provenance import is_version_note

@@ -11,10 +11,10 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
-from lab.progress import RunRecord
+from lab.course.progress import RunRecord
 
 from ..align import merge_orders, phase_keys
 from ..look import (STATUS_LABEL, STATUS_STYLE, category_color, percent, seconds, size,
