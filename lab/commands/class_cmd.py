@@ -168,7 +168,7 @@ def _hub(args, root: Path) -> int:
         raise UsageError(f"with --hub, {args.action} is the class service's page (open "
                          "$MEMLAB_CLASS_URL as an instructor), or memlab class "
                          f"{args.action} --data DIR on the service's machine")
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     try:
         client = ClassClient.from_env()

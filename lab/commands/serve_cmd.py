@@ -132,7 +132,7 @@ def _hub(args, limits) -> int:
         raise UsageError("memlab serve --hub runs inside a JupyterHub server, started by "
                          "jupyter-server-proxy (the launcher's GPU Memory Lab entry: pip install "
                          f"'memlab[hub]'); missing ${missing}")
-    from lab.progress import FILE_NAME, data_dir
+    from lab.course.progress import FILE_NAME, data_dir
     from lab.serve.classroom import Classroom
     from lab.serve.hub.client import TOKEN_ENV, ClassClient, ServiceError, service_url
     from lab.serve.hub.lab_server import HubLabServer

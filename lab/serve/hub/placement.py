@@ -1,7 +1,7 @@
 """Which lessons fit a GPU of a given size (a MIG slice, a small card), by the queue's own rule.
 
 A hub's spawner gives each learner a whole GPU, a MIG slice or a share of a GPU. Which lessons
-run there at seed scale is what the machine's runner admits: a variant's H200 recording's
+run there at seed scale is what the machine's runner admits: a variant's reference recording's
 reserved peak + 5 % + 1 GiB (the CUDA context, fragmentation: lab/runner/peaks.py) must fit the
 GPU's memory. A lesson with several ranks needs that many GPUs, which a single slice is not.
 
@@ -26,7 +26,7 @@ class LessonFit:
     title: str
     fits: list[str] = field(default_factory=list)  # variants whose need fits the GPU
     too_big: list[tuple[str, int]] = field(default_factory=list)  # (variant, bytes needed)
-    unrecorded: list[str] = field(default_factory=list)  # no H200 recording: not known
+    unrecorded: list[str] = field(default_factory=list)  # no reference recording: not known
     ranks: int = 1
 
 
@@ -38,9 +38,9 @@ def need_bytes(peak_reserved: int) -> int:
 
 
 def fits(gpu_bytes: int, reference: Path | None = None) -> list[LessonFit]:
-    from lab.curriculum import load_course
-    from lab.reference import REFERENCE_DIR
-    from lab.runner.peaks import _recorded_peak
+    from lab.course.curriculum import load_course
+    from lab.course.reference import REFERENCE_DIR
+    from lab.runner.peaks import recorded_peak
 
     root = Path(reference or REFERENCE_DIR)
     out = []
@@ -48,8 +48,7 @@ def fits(gpu_bytes: int, reference: Path | None = None) -> list[LessonFit]:
         fit = LessonFit(lesson.number, lesson.id, lesson.title,
                         ranks=lesson.ranks("seed", "cuda"))
         for variant in lesson.variants:
-            path = root / lesson.id / f"{variant.name}.json"
-            peak = _recorded_peak(str(path), path.stat().st_mtime) if path.is_file() else None
+            peak = recorded_peak(lesson.id, variant.name, root)  # the runner's own reading
             if peak is None:
                 fit.unrecorded.append(variant.name)
             elif need_bytes(peak) <= gpu_bytes:
@@ -82,8 +81,8 @@ def markdown(gpu_bytes: int, reference: Path | None = None) -> str:
                                   f"{format_bytes(min(b for _, b in f.too_big))})")
     size = format_bytes(gpu_bytes)
     heads = {"all": f"Every variant fits {size}", "some": "Some variants fit",
-             "none": "No variant fits (small scale, sim, or the H200 recording)",
-             "ranks": "Needs several GPUs", "unknown": "Not recorded on the H200 (no need known)"}
+             "none": "No variant fits (small scale, sim, or the recording)",
+             "ranks": "Needs several GPUs", "unknown": "Not recorded yet (no need known)"}
     lines = []
     for key, items in groups.items():
         if items:

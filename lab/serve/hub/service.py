@@ -188,7 +188,7 @@ class ClassService:
                                    "MiB")
             chunks.append(chunk)
         body = b"".join(chunks)
-        from lab.progress import FILE_NAME, decoded, parse
+        from lab.course.progress import FILE_NAME, decoded, parse
 
         text = decoded(body)
         state, bad = parse(text)
@@ -213,7 +213,7 @@ class ClassService:
             raise Refusal(400, str(e)) from None
 
     def _lesson(self, ref: object):
-        from lab.curriculum import load_course
+        from lab.course.curriculum import load_course
 
         try:
             return load_course().find(str(ref))
@@ -254,7 +254,7 @@ class ClassService:
 
     # ---- the class page --------------------------------------------------------------------------
     def _views(self, ref: str | None):
-        from lab.curriculum import load_course
+        from lab.course.curriculum import load_course
         from lab.serve.classview import class_views
 
         course = load_course()
