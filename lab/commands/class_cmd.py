@@ -14,10 +14,18 @@
                                       changed machines and lost the code; progress is kept)
 
 `--data DIR` is the workshop folder `memlab serve --data DIR` uses (default: the same).
+
+Inside JupyterHub (docs/WORKSHOPS.md):
+
+    memlab class --hub                the class service itself (the hub starts it; its page is
+                                      the class view for instructors, its API the learners')
+    memlab class push 03 --hub        from an instructor's hub server: run lesson 03 there and
+                                      push it through the service (also goto, clear)
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from pathlib import Path
@@ -29,6 +37,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("class", help="the instructor's view of a served workshop; push runs, "
                                      "move everyone to a lesson")
     p.add_argument("--data", metavar="DIR", help="the workshop folder (as given to memlab serve)")
+    p.add_argument("--hub", action="store_true",
+                   help="JupyterHub: without an action, run the class service (the hub starts "
+                        "it); with push, goto or clear, act through it from your hub server")
+    p.add_argument("--instructors", metavar="GROUP", default="instructors",
+                   help="with --hub: the hub group whose members are instructors (default "
+                        "instructors)")
     acts = p.add_subparsers(dest="action", metavar="ACTION")
     show = acts.add_parser("show", help="the class on one lesson (default: every lesson)")
     show.add_argument("lesson", nargs="?")
@@ -45,10 +59,13 @@ def add_parser(sub) -> None:
     push.add_argument("--variant", action="append", metavar="V")
     goto = acts.add_parser("goto", help="move every learner to a lesson")
     goto.add_argument("lesson")
-    acts.add_parser("clear", help="forget pushed runs and the current lesson")
+    clear = acts.add_parser("clear", help="forget pushed runs and the current lesson")
     release = acts.add_parser("release", help="free a learner's name for another browser "
                                               "(their progress is kept)")
     release.add_argument("name")
+    for action in (show, exp, push, goto, clear, release):  # `push 03 --hub`, as `--hub push 03`
+        action.add_argument("--hub", action="store_true", default=argparse.SUPPRESS,
+                            help="through the hub's class service (push, goto, clear)")
     p.set_defaults(func=main)
 
 
@@ -69,6 +86,8 @@ def main(args) -> int:
         root = workshop_dir(args.data)
     except UserFileError as e:  # --data names a file
         raise UsageError(str(e)) from None
+    if args.hub:
+        return _hub(args, root)
     action = args.action or "show"
     if action == "release":
         return _release(root, args.name)
@@ -97,16 +116,14 @@ def main(args) -> int:
         print("pushed runs and the current lesson forgotten (learners' progress is kept)")
         return 0
 
-    from lab.serve.classview import csv_report, lesson_view, markdown_report, text_report
+    from lab.serve.classview import class_views, csv_report, markdown_report, text_report
 
     ref = getattr(args, "lesson", None)
     lessons = [_lesson(course, ref)] if ref else course.lessons  # a wrong ref: its line alone
     if not learners(root):
         print(f"no learners yet in {root} (memlab serve --data {root} creates them)",
               file=sys.stderr)
-    views = [lesson_view(root, lesson) for lesson in lessons]
-    if not ref:  # every lesson: those someone has touched
-        views = [v for v in views if any(r.status != "not started" for r in v.rows)] or views[:1]
+    views = class_views(root, lessons, every=not ref)
     if action == "export":
         out = Path(args.to).expanduser()
         try:
@@ -119,6 +136,75 @@ def main(args) -> int:
         return 0
     width = max(40, min(100, shutil.get_terminal_size((80, 24)).columns - 2))
     print("\n\n".join(text_report(v, width) for v in views))
+    return 0
+
+
+def _hub(args, root: Path) -> int:
+    """`memlab class --hub`: the service (no action), or push/goto/clear through it."""
+    import asyncio
+
+    from lab.serve.hub.client import ClassClient, ServiceError
+
+    if args.action is None:
+        try:
+            import jupyterhub  # noqa: F401
+            import textual_serve  # noqa: F401
+        except ImportError as e:
+            raise UsageError(f"memlab class --hub needs {e.name}: pip install 'memlab[hub]'"
+                             ) from None
+        from lab.serve.hub.service import HUB_MAX_LEARNERS, NotAService, serve
+
+        try:
+            serve(root, args.instructors, HUB_MAX_LEARNERS,
+                  say=lambda text: print(text, flush=True))
+        except NotAService as e:
+            raise UsageError(str(e)) from None
+        except OSError as e:
+            raise UsageError(f"the class service cannot start: {e.strerror or e}") from None
+        return 0
+    if args.action == "release":
+        raise UsageError("with --hub, learners are the hub's users: no name to release")
+    if args.action not in ("push", "goto", "clear"):
+        raise UsageError(f"with --hub, {args.action} is the class service's page (open "
+                         "$MEMLAB_CLASS_URL as an instructor), or memlab class "
+                         f"{args.action} --data DIR on the service's machine")
+    from lab.course.curriculum import load_course
+
+    try:
+        client = ClassClient.from_env()
+    except ServiceError as e:
+        raise UsageError(str(e)) from None
+    course = load_course()
+    results = []
+    if args.action in ("push", "goto"):
+        lesson = _lesson(course, args.lesson)
+    if args.action == "push":
+        results = _load_results(args.results, lesson) if args.results else _run(args, lesson)
+        if not results:
+            raise UsageError(f"no run of lesson {lesson.key} to push")
+
+    async def act():
+        async with client:
+            if args.action == "push":
+                return await client.push(results)
+            if args.action == "goto":
+                return await client.goto(lesson.id)
+            return await client.clear()
+    try:
+        reply = asyncio.run(act())
+    except ServiceError as e:
+        print(f"memlab: {e}", file=sys.stderr)
+        return 1
+    if args.action == "push":
+        info = reply.get("push") or {}
+        print(f"pushed {', '.join(info.get('variants', []))} of {lesson.key} "
+              f"({info.get('label', '')}) through the class service: learners see it after "
+              "their prediction")
+        return 0 if any(r.ok for r in results) else 1
+    if args.action == "goto":
+        print(f"every learner's lab moves to {lesson.key} · {lesson.title}")
+    else:
+        print("pushed runs and the current lesson forgotten (learners' progress is kept)")
     return 0
 
 

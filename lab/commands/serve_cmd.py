@@ -3,14 +3,18 @@
     memlab serve                          http://localhost:8000 on this machine (or an SSH tunnel)
     memlab serve --host 0.0.0.0           every address: learners need the access token it prints
     memlab serve --data /srv/workshop     where learners' progress and the class state live
+    memlab serve --hub --unix-socket P    one learner's lab inside their JupyterHub server: what
+                                          jupyter-server-proxy starts (the launcher's entry)
 
-Needs the optional extra: `pip install 'memlab[serve]'`. docs/WORKSHOPS.md says how to run a
-workshop with it (SSH tunnels, the token, TLS in front, `memlab class`).
+Needs the optional extra: `pip install 'memlab[serve]'` (`memlab[hub]` for JupyterHub).
+docs/WORKSHOPS.md says how to run a workshop with it (SSH tunnels, the token, TLS in front,
+`memlab class`, JupyterHub).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from lab.commands import UsageError
 from lab.serve.identity import MAX_LEARNERS
@@ -47,6 +51,12 @@ def add_parser(sub) -> None:
     p.add_argument("--public-url", metavar="URL",
                    help="the address learners use when a proxy (TLS) stands in front, "
                         "e.g. https://lab.example.org")
+    p.add_argument("--hub", action="store_true",
+                   help="behind JupyterHub: the lab of the server's hub user, trusting only "
+                        "jupyter-server-proxy (started by the launcher's GPU Memory Lab entry; "
+                        "pip install 'memlab[hub]')")
+    p.add_argument("--unix-socket", metavar="PATH",
+                   help="with --hub: listen on this Unix socket instead of 127.0.0.1:PORT")
     p.set_defaults(func=main)
 
 
@@ -71,6 +81,8 @@ def main(args) -> int:
                                hi=1000)))
     except (NumberError, LimitError) as e:
         raise UsageError(str(e)) from None
+    if args.hub or args.unix_socket:
+        return _hub(args, limits)
     if args.public_url and not args.public_url.startswith(("http://", "https://")):
         raise UsageError(f"--public-url must start with http:// or https:// "
                          f"(got {args.public_url!r})")
@@ -100,4 +112,52 @@ def main(args) -> int:
         server.serve()
     except OSError as e:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None
+    return 0
+
+
+def _hub(args, limits) -> int:
+    """`memlab serve --hub`: what jupyter-server-proxy starts in a learner's hub server."""
+    from lab.serve.hub.launcher import PROXY_SECRET_ENV
+
+    if not args.hub:
+        raise UsageError("--unix-socket is for --hub (the lab behind JupyterHub's proxy)")
+    for flag, given in (("--token", args.token), ("--public-url", args.public_url),
+                        ("--host", args.host != "127.0.0.1")):
+        if given:
+            raise UsageError(f"{flag} is not for --hub: the hub's login guards the lab there")
+    secret = os.environ.pop(PROXY_SECRET_ENV, "")
+    user = os.environ.get("JUPYTERHUB_USER", "")
+    if not user or len(secret) < 16:
+        missing = "JUPYTERHUB_USER" if not user else PROXY_SECRET_ENV
+        raise UsageError("memlab serve --hub runs inside a JupyterHub server, started by "
+                         "jupyter-server-proxy (the launcher's GPU Memory Lab entry: pip install "
+                         f"'memlab[hub]'); missing ${missing}")
+    from lab.course.progress import FILE_NAME, data_dir
+    from lab.serve.classroom import Classroom
+    from lab.serve.hub.client import TOKEN_ENV, ClassClient, ServiceError, service_url
+    from lab.serve.hub.lab_server import HubLabServer
+    from lab.serve.hub.sync import ClassLink
+    from lab.user_files import UserFileError, usable_folder
+
+    home = data_dir()
+    root = Path(args.data or home / "hub")  # the class mirror, the tabs' registry
+    try:
+        root = usable_folder(root, "--data")
+        root.mkdir(parents=True, exist_ok=True)
+        url = service_url()
+    except (UserFileError, ServiceError) as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"the lab's folder ({root}): {e.strerror or e}") from None
+    token = os.environ.get(TOKEN_ENV)
+    link = (ClassLink(ClassClient(url, token), user, home / FILE_NAME, Classroom(root))
+            if url and token else None)
+    server = HubLabServer(root, user, secret, home, unix_socket=args.unix_socket,
+                          port=args.port, limits=limits, link=link,
+                          say=lambda text: print(text, flush=True))
+    try:
+        server.serve()
+    except OSError as e:
+        where = args.unix_socket or f"127.0.0.1:{args.port}"
+        raise UsageError(f"cannot listen on {where}: {e.strerror or e}") from None
     return 0

@@ -44,6 +44,25 @@ def instructor_label(result) -> str:
     return f"run by your instructor on {device}"
 
 
+def normalised(state: Any) -> dict[str, Any]:
+    """A class state whose every value has the type the served apps expect (every served app
+    polls it, and a mirrored one came over the network): what is not is dropped."""
+    if not isinstance(state, dict):
+        return {"seq": 0, "lesson": None, "pushes": {}}
+    if not isinstance(state.get("seq"), int) or isinstance(state.get("seq"), bool):
+        state["seq"] = 0
+    pushes = state.get("pushes")
+    state["pushes"] = {k: v for k, v in pushes.items()
+                       if isinstance(k, str) and isinstance(v, dict)
+                       and isinstance(v.get("seq", 0), int)
+                       } if isinstance(pushes, dict) else {}
+    lesson = state.get("lesson")
+    if not (isinstance(lesson, dict) and isinstance(lesson.get("seq", 0), int)
+            and isinstance(lesson.get("id", ""), str)):
+        state["lesson"] = None
+    return state
+
+
 class Classroom:
     def __init__(self, workshop: Path | str):
         self.dir = Path(workshop) / CLASS_DIR
@@ -57,20 +76,7 @@ class Classroom:
             state = json.loads(read_user_file(self.state_path, PROGRESS_LIMIT))
         except (OSError, ValueError, RecursionError):
             state = None
-        if not isinstance(state, dict):
-            return {"seq": 0, "lesson": None, "pushes": {}}
-        # every served app polls this file: a value of the wrong type must not reach them
-        if not isinstance(state.get("seq"), int) or isinstance(state.get("seq"), bool):
-            state["seq"] = 0
-        pushes = state.get("pushes")
-        state["pushes"] = {k: v for k, v in pushes.items()
-                           if isinstance(v, dict) and isinstance(v.get("seq", 0), int)
-                           } if isinstance(pushes, dict) else {}
-        lesson = state.get("lesson")
-        if not (isinstance(lesson, dict) and isinstance(lesson.get("seq", 0), int)
-                and isinstance(lesson.get("id", ""), str)):
-            state["lesson"] = None
-        return state
+        return normalised(state)
 
     def pushed(self, lesson_id: str) -> dict:
         """variant -> the pushed RunResult for a lesson ({} when none was pushed)."""
@@ -123,6 +129,30 @@ class Classroom:
                 "label": instructor_label(first)}
         return self._change(edit)
 
+    def mirror(self, state: dict[str, Any], runs: dict[str, list]) -> dict[str, Any]:
+        """Make this folder a copy of another class state (the hub's class service, for the
+        apps of one learner's server): the runs of each lesson in `runs` (RunResults) replace
+        what was here, then `state` is written with its own sequence numbers (the apps that
+        follow this folder compare them), last, so no app sees a push before its runs."""
+        state = normalised(state)
+        for lesson_id, results in runs.items():
+            checked_name(lesson_id, "lesson id")
+            texts = {checked_name(r.variant, "variant name"): json.dumps(r.to_dict())
+                     for r in results if r.lesson == lesson_id}
+            folder = self.runs_dir / lesson_id
+            folder.mkdir(parents=True, exist_ok=True)
+            for old in folder.glob("*.json"):
+                if old.stem not in texts:
+                    old.unlink()
+            for variant, text in texts.items():
+                atomic_write(folder / f"{variant}.json", text)
+        from filelock import FileLock
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.dir / "state.lock"), timeout=30):
+            atomic_write(self.state_path, json.dumps(state, indent=1))
+        return state
+
     def goto(self, lesson_id: str) -> dict[str, Any]:
         """Move every served app to a lesson."""
         return self._change(lambda state, seq: state.__setitem__(
@@ -139,4 +169,4 @@ class Classroom:
         return self._change(edit)
 
 
-__all__ = ["CLASS_DIR", "Classroom", "instructor_label"]
+__all__ = ["CLASS_DIR", "Classroom", "instructor_label", "normalised"]

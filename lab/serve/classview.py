@@ -98,11 +98,19 @@ def measured_peak(workshop: Path, lesson: Lesson, q: Question | None) -> tuple[f
     return None, ""
 
 
-def lesson_view(workshop: Path, lesson: Lesson) -> LessonView:
+def class_progress(workshop: Path) -> dict[str, dict[str, LessonProgress]]:
+    """Every learner's lessons, each progress file read once (a class of 100 on 26 lessons
+    read each file 26 times before)."""
+    return {name: _load(workshop / LEARNERS / name / FILE_NAME) for name in learners(workshop)}
+
+
+def lesson_view(workshop: Path, lesson: Lesson,
+                progress: dict[str, dict[str, LessonProgress]] | None = None) -> LessonView:
     q = next((q for q in lesson.quiz if q.kind == "predict_peak"), None)
     rows, wrong = [], Counter()
-    for name in learners(workshop):
-        lp = _load(workshop / LEARNERS / name / FILE_NAME).get(lesson.id)
+    progress = class_progress(workshop) if progress is None else progress
+    for name, lessons in progress.items():
+        lp = lessons.get(lesson.id)
         row = LearnerRow(name, _status(lp))
         if lp is not None:
             row.runs, row.prediction_gb, row.invalid = lp.runs, lp.prediction_gb, lp.invalid
@@ -121,6 +129,18 @@ def lesson_view(workshop: Path, lesson: Lesson) -> LessonView:
     measured, by = measured_peak(workshop, lesson, q)
     common = [(i, text, n) for (i, text), n in wrong.most_common()]
     return LessonView(lesson, rows, q, measured, by, common)
+
+
+def class_views(workshop: Path, lessons: list[Lesson], every: bool) -> list[LessonView]:
+    """The views `memlab class` and the hub's class page show: each of `lessons`; when
+    `every` lesson was asked for, those someone has touched (or the first, so the page is
+    never empty)."""
+    progress = class_progress(workshop)
+    if every:  # only the lessons someone started (a view measures its lesson's peak: slow)
+        lessons = [lesson for lesson in lessons
+                   if any(_status(p.get(lesson.id)) != "not started" for p in progress.values())
+                   ] or lessons[:1]
+    return [lesson_view(workshop, lesson, progress) for lesson in lessons]
 
 
 # ---- output ------------------------------------------------------------------------------------
@@ -224,5 +244,5 @@ def csv_report(views: list[LessonView]) -> str:
     return out.getvalue()
 
 
-__all__ = ["LearnerRow", "LessonView", "csv_report", "histogram", "lesson_view",
-           "markdown_report", "measured_peak", "text_report"]
+__all__ = ["LearnerRow", "LessonView", "class_progress", "class_views", "csv_report", "histogram",
+           "lesson_view", "markdown_report", "measured_peak", "text_report"]

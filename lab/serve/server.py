@@ -12,8 +12,10 @@ hooks in at three places of its `Server`, without copying its code:
   connection's alone). The command `exec`s the app, so the server is its parent and the app
   exits when the server dies (lab/serve/lifeline.py).
 - `handle_index`: asks for a name first (a cookie signed by the workshop's secret keeps it:
-  lab/serve/identity.py), and builds the page's websocket address from the address the
-  browser used, so an SSH tunnel on any local port works.
+  lab/serve/identity.py); the page's addresses are all relative to it (lab/serve/page.py: the
+  websocket's is made in the browser from the page's own), so an SSH tunnel on any local port,
+  a TLS proxy and a proxy's path prefix (`/user/ada/memlab/` behind JupyterHub) all work. The
+  name form posts and redirects relatively too.
 
 Each learner may have `limits.max_tabs` tabs open (lab/serve/limits.py): the server counts the
 websockets per learner; the page of one tab too many says so, and its websocket is refused
@@ -47,12 +49,16 @@ from textual_serve.server import Server
 from lab.runner.paths import RUNNER_HOME_ENV, runner_home
 from lab.serve import lifeline, policy
 from lab.serve.auth import Guard, refused, secure_request, security_headers
+from lab.serve.hub.launcher import PROXY_SECRET_ENV
 from lab.serve.identity import (MAX_LEARNERS, ClaimRefused, Identity, format_code,
                                 load_or_create_secret)
 from lab.serve.limits import FLAG, LIMITS_ENV, TabLimits
+from lab.serve.page import PAGE_ORIGIN, relative_page
 from lab.serve.workshop import NAME_MAX, learner_home
 
-SECRET_ENV = ("MEMLAB_SERVE_TOKEN",)  # never passed on to a tab's process
+# never passed on to a tab's process: the access token; behind JupyterHub, the proxy's secret
+# and the server's hub token (the lab's server talks to the hub; a tab never needs to)
+SECRET_ENV = ("MEMLAB_SERVE_TOKEN", PROXY_SECRET_ENV, "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN")
 
 LEARNER_COOKIE = "memlab_learner"
 LEARNER_COOKIE_MAX_AGE = 30 * 24 * 3600
@@ -60,6 +66,8 @@ _TAB_COMMAND: ContextVar[str | None] = ContextVar("memlab_tab_command", default=
 
 
 class LabServer(Server):
+    asks_names = True  # the name form (/learner); behind JupyterHub the hub names the learner
+
     def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 8000,
                  token: str | None = None, public_url: str | None = None, say=print,
                  max_learners: int = MAX_LEARNERS, limits: TabLimits | None = None):
@@ -72,9 +80,10 @@ class LabServer(Server):
         self.explicit_url = public_url.rstrip("/") if public_url else None
         self.token = token
         self.say = say
+        self.unix_socket: str | None = None  # listen there instead of host:port (hub mode)
+        # the page is rendered with a placeholder origin and made relative (page.py)
         super().__init__(command=f"{shlex.quote(sys.executable)} -m lab", host=host, port=port,
-                         title="GPU Memory Lab",
-                         public_url=self.explicit_url or f"http://{host}:{port}")
+                         title="GPU Memory Lab", public_url=PAGE_ORIGIN)
         self.guard = Guard(token, self.identity, self.explicit_url)
 
     # ---- one app process per tab, with its learner's data folder -----------------------------
@@ -86,15 +95,20 @@ class LabServer(Server):
     def command(self, value: str) -> None:
         self._base_command = value
 
-    def tab_command(self, name: str) -> str:
+    def tab_env(self, name: str) -> dict[str, str]:
+        """The environment a tab of learner `name` runs in (beside the server's, less its
+        secrets)."""
         code = self.identity.code_of(name)
-        env = {"MEMLAB_HOME": str(learner_home(self.root, name)), policy.LEARNER_ENV: name,
-               policy.SERVED_ENV: "1", policy.CLASS_ENV: str(self.root),
-               policy.CODE_ENV: format_code(code) if code else "",
-               policy.SERVER_PID_ENV: str(os.getpid()),
-               # the machine's one runner service (the server's), not one per learner's folder
-               RUNNER_HOME_ENV: runner_home() or "",
-               LIMITS_ENV: self.limits.to_env()}
+        return {"MEMLAB_HOME": str(learner_home(self.root, name)), policy.LEARNER_ENV: name,
+                policy.SERVED_ENV: "1", policy.CLASS_ENV: str(self.root),
+                policy.CODE_ENV: format_code(code) if code else "",
+                policy.SERVER_PID_ENV: str(os.getpid()),
+                # the machine's one runner service (the server's), not one per learner's folder
+                RUNNER_HOME_ENV: runner_home() or "",
+                LIMITS_ENV: self.limits.to_env()}
+
+    def tab_command(self, name: str) -> str:
+        env = self.tab_env(name)
         # `exec env`: the app replaces the shell (env execs it in turn), so this server is the
         # app's parent (lifeline.py); `-u`: the server's secrets stay out of the app's environment
         unset = " ".join(f"-u {k}" for k in SECRET_ENV)
@@ -132,8 +146,9 @@ class LabServer(Server):
         app = await super()._make_app()
         app.middlewares.append(self.guard.middleware)  # before the app is frozen at startup
         app.on_response_prepare.append(security_headers)
-        app.router.add_post("/learner", self.handle_learner)
-        app.router.add_get("/learner", self.handle_learner_page)
+        if self.asks_names:
+            app.router.add_post("/learner", self.handle_learner)
+            app.router.add_get("/learner", self.handle_learner_page)
         return app
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
@@ -142,12 +157,10 @@ class LabServer(Server):
             return name_form()
         if self.open_tabs[name] >= self.limits.max_tabs:
             return refused(self.too_many_tabs(name), status=429)
-        if not self.explicit_url:
-            # The base handler builds the page's URLs from `public_url` synchronously (it has no
-            # await before that), so setting it just before is this request's alone.
-            scheme = request.headers.get("X-Forwarded-Proto") or request.scheme
-            self.public_url = f"{scheme}://{request.host}"
-        return await super().handle_index(request)
+        page = await super().handle_index(request)
+        # every address relative to the page: behind a proxy's path prefix too (page.py)
+        page.text = relative_page(page.text)
+        return page
 
     async def handle_learner_page(self, request: web.Request) -> web.StreamResponse:
         """GET /learner: the form, never a sign-in (a link could carry another name)."""
@@ -166,7 +179,8 @@ class LabServer(Server):
             name = self.identity.claim(raw[:4 * NAME_MAX], code[:64])
         except ClaimRefused as e:
             return name_form(str(e), raw[:4 * NAME_MAX], ask_code=True)
-        response = web.HTTPSeeOther(location="/")
+        # relative: the lab's page beside this form, under a proxy's prefix too
+        response = web.HTTPSeeOther(location="./")
         response.set_cookie(LEARNER_COOKIE, self.identity.learner_cookie(name),
                             max_age=LEARNER_COOKIE_MAX_AGE, httponly=True, samesite="Lax",
                             secure=secure_request(request), path="/")
@@ -195,8 +209,10 @@ class LabServer(Server):
             loop.add_signal_handler(signal.SIGTERM, self.request_exit)
         except NotImplementedError:
             pass
-        web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False,
-                    loop=loop, print=lambda *args: None, access_log_class=AccessLog)
+        where = ({"path": self.unix_socket} if self.unix_socket
+                 else {"host": self.host, "port": self.port})
+        web.run_app(self._make_app(), **where, handle_signals=False, loop=loop,
+                    print=lambda *args: None, access_log_class=AccessLog)
 
     async def on_startup(self, app: web.Application) -> None:
         reaped = lifeline.reap(self.root)
@@ -225,7 +241,7 @@ def name_form(error: str = "", name: str = "", ask_code: bool = False) -> web.Re
 <h1>GPU Memory Lab</h1>
 <p>Your name, once: your progress and runs are kept on this server under it. The lab then
 shows your code: with your name and that code, another browser finds them again.</p>{note}
-<form method="post" action="/learner">
+<form method="post" action="learner">
 <input name="name" id="name" autofocus maxlength="64" placeholder="e.g. ada-lovelace"
  value="{html.escape(name, quote=True)}">{code}
 <button type="submit" id="go">Start</button></form></body>"""

@@ -41,6 +41,7 @@ class Browser:
 
     async def start(self, timeout: float = 30) -> None:
         self.profile.mkdir(parents=True, exist_ok=True)
+        (self.profile / "DevToolsActivePort").unlink(missing_ok=True)  # a reused profile's
         self.proc = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={self.profile}",
                                       "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -88,6 +89,10 @@ class Browser:
     async def js(self, expression: str):
         out = await self.send("Runtime.evaluate", expression=expression, returnByValue=True,
                               awaitPromise=True)
+        if "exceptionDetails" in out:  # a script that threw (an element not there yet): said
+            details = out["exceptionDetails"]
+            raise RuntimeError(f"{expression[:80]}: "
+                               f"{details.get('exception', {}).get('description') or details}")
         return out.get("result", {}).get("value")
 
     async def goto(self, url: str) -> None:

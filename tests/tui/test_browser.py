@@ -1,16 +1,15 @@
 """The lab in a real browser: headless Chromium opens `memlab serve`, gives the token and a
 name, and drives lesson 01 to its results in cpu mode with keystrokes.
 
-The served terminal is drawn on a canvas, so the test reads the app through the app's own hook:
-with MEMLAB_TEST_STATE=1 the app writes `test-state.json` in the learner's data folder whenever
-what is on screen changes. A screenshot of the results is kept (in pytest's tmp folder, or in
-$MEMLAB_BROWSER_SHOTS). Needs Debian's chromium (.ci/run installs it) and the serve extra.
+The served terminal is drawn on a canvas, so the test reads the app through the app's own hook
+(tests/tui/browser_steps.py, which test_hub.py shares). A screenshot of the results is kept (in
+pytest's tmp folder, or in $MEMLAB_BROWSER_SHOTS). Needs Debian's chromium (.ci/run installs it)
+and the serve extra.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import signal
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from browser_steps import run_lesson_01_on_the_cpu, until
 from cdp import CHROMIUM, Browser
 
 pytestmark = pytest.mark.slow
@@ -72,26 +72,8 @@ def served(tmp_path):
         pass
 
 
-def _state(workshop: Path) -> dict:
-    path = workshop / "learners" / LEARNER / "test-state.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-async def _until(workshop, check, what: str, timeout: float = 30) -> dict:
-    seen = []  # the distinct states on the way, for the failure message
-    for _ in range(int(timeout * 10)):
-        state = _state(workshop)
-        if state and check(state):
-            return state
-        if state and (not seen or seen[-1] != state):
-            seen.append(state)
-        await asyncio.sleep(0.1)
-    trail = "\n".join(json.dumps({k: v for k, v in st.items() if k not in ("learner", "served")})
-                      for st in seen[-8:])
-    raise AssertionError(f"the app never showed {what}; states on the way:\n{trail}")
+def _state_file(workshop: Path) -> Path:
+    return workshop / "learners" / LEARNER / "test-state.json"
 
 
 async def test_a_browser_runs_lesson_01_on_the_cpu_beside_the_h200_recording(served, tmp_path):
@@ -108,42 +90,11 @@ async def test_a_browser_runs_lesson_01_on_the_cpu_beside_the_h200_recording(ser
         await browser.js("document.getElementById('name').value = 'Browser Test';"
                          "document.querySelector('form').submit()")
         await browser.wait_js("document.querySelector('.xterm-helper-textarea') !== null")
-        state = await _until(workshop, lambda s: s["screen"] == "HomeScreen", "the course map",
-                             timeout=60)
+        path = _state_file(workshop)
+        state = await until(path, lambda s: s["screen"] == "HomeScreen", "the course map",
+                            timeout=60)
         assert state["served"] and state["learner"] == LEARNER
-        await browser.js("document.querySelector('.xterm-helper-textarea').focus()")
-        # lesson 01 (the first row of the course map)
-        await browser.press("enter")
-        await _until(workshop, lambda s: s["lesson"] == "linear-baseline", "lesson 01")
-        # the experiment's controls: small scale, so auto picks a real CPU run
-        await browser.press("2")
-        await _until(workshop, lambda s: s["tab"] == "experiment", "the experiment tab")
-        for _ in range(20):  # Tab to the scale selector
-            if _state(workshop).get("focus") == "scale":
-                break
-            where = lambda s: (s.get("focus"), s.get("focus_type"))  # noqa: E731 (ids may be None)
-            before = where(_state(workshop))
-            await browser.press("tab")
-            await _until(workshop, lambda s: where(s) != before, "the focus moving")
-        assert _state(workshop).get("focus") == "scale"
-        await browser.press("enter")  # open its list, then the second entry
-        await _until(workshop, lambda s: s["focus_type"] == "SelectOverlay", "the scale list")
-        await browser.press("down")
-        await asyncio.sleep(0.3)
-        await browser.press("enter")
-        await _until(workshop, lambda s: s["scale"] == "small", "small scale")
-        # y: "run it yourself" (r would play the H200 recording: no CUDA here)
-        started = lambda s: s["screen"] == "PredictScreen" or s["running"]  # noqa: E731
-        await browser.press("y")
-        state = await _until(workshop, started, "a run starting on y")
-        if state["screen"] == "PredictScreen":  # the app asks for a prediction first
-            for key in "4":
-                await browser.press(key)
-            await browser.press("enter")
-        # after y the learner's own run leads and the H200 recording sits beside it
-        mine = lambda s: [r for r in s.get("results", []) if r["mode"] == "cpu"]  # noqa: E731
-        state = await _until(workshop, lambda s: len(mine(s)) == 2 and not s["running"],
-                             "this machine's run beside the recording", timeout=150)
+        state = await run_lesson_01_on_the_cpu(browser, path)
         assert [(r["variant"], r["status"], r["mode"], r["scale"]) for r in state["results"]] \
             == [("baseline", "ok", "cpu", "small"), ("no_grad", "ok", "cpu", "small")]
         assert [(r["variant"], r["mode"], r["device"]) for r in state["beside"]] \
