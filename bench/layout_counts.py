@@ -6,7 +6,8 @@ CHECKOUT (default: this one) is any checkout of the lab: the counts are read fro
 files alone (nothing is imported from it), so an older commit can be measured the same way:
 `git worktree add /tmp/old <commit>; python bench/layout_counts.py /tmp/old`.
 
-- torch_compat.py lines: the one module allowed to name private torch APIs;
+- torch_compat.py lines (and torch_compat_compile.py's, where the checkout has it): the shim
+  modules, the only ones allowed to name private torch APIs;
 - import cycles in lab/measure: groups of modules that import one another (strongly connected
   components of the module graph). Every import statement counts, inside functions and under
   `if TYPE_CHECKING:` too, as import-linter (pyproject's contracts) counts them;
@@ -17,8 +18,9 @@ files alone (nothing is imported from it), so an older commit can be measured th
 - engine -> sim imports: modules of lab/measure outside lab/measure/sim and the sim backend
   (lab/measure/backends/sim.py, which assembles sim) importing something of lab/measure/sim;
 - sim -> engine private names: `_name`s sim's modules import from the rest of lab/measure;
-- private torch references outside torch_compat, in lab/ and in lessons/: what
-  tests/unit/test_torch_compat.py's scanner finds (the checkout's own copy of it, read as text).
+- private torch references outside the shim modules, in lab/ and in lessons/: what
+  tests/unit/test_torch_compat.py's scanner finds (the checkout's own copy of it, read as text,
+  and its SHIM_MODULES: torch_compat alone where it has none).
 
 `--edges` also prints each import behind the counts.
 """
@@ -44,12 +46,13 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("engine", ["tracker", "tracker_*", "result_parts", "snapshot", "timing", "cuda_allocator",
                 "cuda", "device", "distributed", "ddp"]),
     ("base", ["trace", "result", "result_schema", "schema", "modes", "counters",
-              "snapshot_format", "formula", "versions", "torch_compat", "spec"]),
+              "snapshot_format", "formula", "versions", "torch_compat", "torch_compat_compile",
+              "spec"]),
 ]
 SIM_LAYERS: list[tuple[str, list[str]]] = [
     ("sim: what runs", ["facade", "facade.*", "dispatch", "dispatch.*", "ranks", "versions",
                         "cuda_facade", "facade_*", "cuda_memory_api", "script_values", "policy",
-                        "fake_values"]),
+                        "fake_values", "compiled", "compiled.*"]),
     ("sim: CUDA's paths", ["kernels", "kernels.*", "cuda_*", "grad_accumulate",
                            "fsdp_offload"]),
     ("sim: the allocator", ["allocator", "allocator.*", "allocator_*"]),
@@ -179,7 +182,7 @@ def sim_private_names(graph) -> list[tuple[str, str, str]]:
 
 def private_torch(root: Path) -> dict[str, list[tuple[int, str]]]:
     """The checkout's own scanner (tests/unit/test_torch_compat.py's `private_uses` and
-    PRIVATE_ATTRS), run on every module of lab/ but torch_compat and every file of lessons/."""
+    PRIVATE_ATTRS), run on every module of lab/ but the shim modules and every file of lessons/."""
     test = (root / "tests" / "unit" / "test_torch_compat.py").read_text()
     tree = ast.parse(test)
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef)
@@ -190,13 +193,25 @@ def private_torch(root: Path) -> dict[str, list[tuple[int, str]]]:
     exec("from __future__ import annotations\nimport ast\n"
          + "\n\n".join(ast.unparse(n) for n in keep), ns)
     found = {}
+    shims = {root / "lab" / "measure" / f"{name}.py" for name in shim_modules(root)}
     for path in sorted([*(root / "lab").rglob("*.py"), *(root / "lessons").rglob("*.py")]):
-        if path == root / "lab" / "measure" / "torch_compat.py":
+        if path in shims:
             continue
         uses = ns["private_uses"](path.read_text())
         if uses:
             found[str(path.relative_to(root))] = uses
     return found
+
+
+def shim_modules(root: Path) -> tuple[str, ...]:
+    """The modules of lab/measure allowed to name private torch APIs: the checkout's
+    SHIM_MODULES, or torch_compat alone (before issue 41's torch_compat_compile)."""
+    tree = ast.parse((root / "tests" / "unit" / "test_torch_compat.py").read_text())
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SHIM_MODULES"
+                                             for t in n.targets):
+            return tuple(ast.literal_eval(n.value))
+    return ("torch_compat",)
 
 
 def taught(root: Path) -> set[tuple[str, str]]:
@@ -230,14 +245,18 @@ def main() -> None:
                           capture_output=True, text=True).stdout.strip()
     print(f"# lab/measure's layout: {root} ({head or 'not a git checkout'})")
     print(f"torch_compat.py lines                      {len(compat.read_text().splitlines()):5}")
+    for name in shim_modules(root):
+        if name != "torch_compat":
+            lines = len((compat.parent / f"{name}.py").read_text().splitlines())
+            print(f"{name + '.py lines':42} {lines:5}")
     print(f"modules in lab/measure                     {len(graph):5}")
     print(f"import cycles in lab/measure               {len(groups):5}"
           + "".join(f"\n    {' <-> '.join(g)}" for g in groups))
     print(f"arrows back up (against LAYERS)            {len(up):5}")
     print(f"engine -> sim imports                      {len(e2s):5}")
     print(f"sim -> engine private names                {len(priv):5}")
-    print(f"private torch outside torch_compat, lab/   {in_lab:5}")
-    print(f"private torch outside torch_compat, lessons/ {in_lessons:3}"
+    print(f"private torch outside the shims, lab/      {in_lab:5}")
+    print(f"private torch outside the shims, lessons/  {in_lessons:5}"
           + (f"  ({as_taught} taught by name: test_torch_compat.TAUGHT)" if as_taught else ""))
     if unplaced:
         print(f"modules LAYERS does not place: {', '.join(unplaced)}")
@@ -247,7 +266,7 @@ def main() -> None:
             print(f"\n{title}:")
             for row in rows:
                 print("   ", " -> ".join(row))
-        print("\nprivate torch outside torch_compat:")
+        print("\nprivate torch outside the shim modules:")
         for path, uses in torch_priv.items():
             print(f"    {path}: {', '.join(what for _, what in uses)}")
 

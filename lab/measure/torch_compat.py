@@ -1,18 +1,17 @@
-"""Every private PyTorch API the lab uses, in one place, feature-detected: thin shims only.
+"""The private PyTorch APIs the lab uses, feature-detected: thin shims only (Dynamo's and
+Inductor's, for sim's compiled estimate, are in torch_compat_compile.py, in the same form).
 
 The lab measures memory by sitting where PyTorch keeps its internals: a dispatch mode on every
 op, fake tensors, the caching allocator's history, the autograd engine's thread, the fake process
-group. None of those are public APIs, and they move between releases. Everything outside this
-module reaches them through the names below (tests/unit/test_torch_compat.py parses the package
+group. None of those are public APIs, and they move between releases. Everything outside these
+two modules reaches them through their names (tests/unit/test_torch_compat.py parses the package
 and fails on any underscore attribute or module of `torch` used elsewhere), so a new torch
-breaks in one file, and `CHECKED` says which torch each was read in and on which it runs.
-
+breaks in one place, and `CHECKED` says which torch each was read in and on which it runs.
 What is built on these names lives with its user: sim's fast path through FakeTensorMode's
 dispatch cache (a subclass overriding its private methods, the checks that it agrees with the
 stock way) is lab/measure/sim/dispatch; its rows below name the methods it overrides. Importing
 this module imports torch.
 """
-
 from __future__ import annotations
 
 import functools
@@ -33,9 +32,8 @@ from torch._subclasses.fake_tensor import (FakeTensor, FakeTensorConfig, FakeTen
 
 from .versions import validated_versions
 
-# The versions every entry below runs on (lab/measure/versions.json, the one table: the H200 runs
-# torch 2.11 (cu130), this lab's CPU machines 2.13 (cpu)); each entry's `read_in` says whose
-# source it was read from.
+# The versions every entry runs on (lab/measure/versions.json, the one table: the H200 runs torch
+# 2.11 (cu130), this lab's CPU machines 2.13 (cpu)); `read_in`: the torch whose source was read.
 CHECKED_ON = validated_versions("torch")
 
 
@@ -107,10 +105,9 @@ CHECKED: list[PrivateApi] = [
     PrivateApi("exclude_autocast_cpu",
                "torch._C._ExcludeDispatchKeyGuard, DispatchKeySet(AutocastCPU)",
                "sim's CUDA autocast kernels run below the CPU autocast key", "2.13"),
-    PrivateApi("aten_ops_with_kernel / has_kernel_for",
-               "torch._C._dispatch_get_all_op_names, torch._C._dispatch_has_kernel_for_dispatch_key",
-               "which ops CUDA autocast casts in this torch (its AutocastCUDA registrations)",
-               "2.13"),
+    PrivateApi("aten_ops_with_kernel / has_kernel_for", "torch._C._dispatch_get_all_op_names, "
+               "torch._C._dispatch_has_kernel_for_dispatch_key", "which ops CUDA autocast casts "
+               "in this torch (its AutocastCUDA registrations)", "2.13"),
     PrivateApi("op_schema", "OpOverload._schema", "an op's arguments (autocast's dtype argument)",
                "2.13"),
     PrivateApi("storage_key / storage_use_count / tensor_use_count", "UntypedStorage._cdata, "
@@ -141,9 +138,8 @@ CHECKED: list[PrivateApi] = [
     PrivateApi("parse_to", "torch._C._nn._parse_to", "sim: the device a Tensor.to call names",
                "2.13"),
     PrivateApi("cpu_current_stream / cpu_default_stream / set_cpu_current_stream",
-               "torch.cpu._current_stream, torch.cpu._default_cpu_stream",
-               "sim: the stream FSDP2 (or torch.cuda.set_stream) selected: torch.cpu streams "
-               "stand for CUDA's", "2.13"),
+               "torch.cpu._current_stream, torch.cpu._default_cpu_stream", "sim: the stream FSDP2 "
+               "(or torch.cuda.set_stream) selected: torch.cpu streams stand for CUDA's", "2.13"),
     PrivateApi("allocator_settings_targets / set_allocator_settings",
                "torch._C._accelerator_setAllocatorSettings (>= 2.9), "
                "torch.cuda.memory._set_allocator_settings (2.1-2.8)",
@@ -156,10 +152,9 @@ CHECKED: list[PrivateApi] = [
                "the caching allocator's own event history (stacks='python'); a snapshot at the "
                "failing allocation", "2.13 (the signature: 2.0 and >= 2.1; the observer: 2.11)"),
     # the CUDA facade: a user's CUDA script in sim (lab/measure/sim/facade)
-    PrivateApi("fake_exceptions", "torch._subclasses.fake_tensor: "
-               "DataDependentOutputException, DynamicOutputShapeException",
-               "what FakeTensor raises for an op that reads values or sizes its output by them: "
-               "refused in one line", "2.13"),
+    PrivateApi("fake_exceptions", "torch._subclasses.fake_tensor: DataDependentOutputException, "
+               "DynamicOutputShapeException", "what FakeTensor raises for an op that reads values "
+               "or sizes its output by them: refused in one line", "2.13"),
     PrivateApi("default_device / set_default_device_marker / device_constructors",
                "torch.utils._device.CURRENT_DEVICE, torch.utils._device._device_constructors",
                "where a factory without a device puts its tensor (set_default_device('cuda'))",

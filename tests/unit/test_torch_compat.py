@@ -1,8 +1,9 @@
-"""Private torch APIs only through lab/measure/torch_compat.py (issue 21), in lab/ and in the
+"""Private torch APIs only through lab/measure/torch_compat.py (issue 21) and, for sim's compiled
+estimate's Dynamo and Inductor, its sibling torch_compat_compile.py (issue 41), in lab/ and in the
 lessons' code (issue 35), but for the few a lesson teaches by name.
 
 Parses every module of the package and fails on a use of an underscore module or attribute
-reached from torch outside torch_compat: imports of `torch.…._x` modules or `_x` names, attribute
+reached from torch outside those two shim modules: imports of `torch.…._x` modules or `_x` names, attribute
 chains from a name bound to torch (`torch._C…`, `dist._compute…` after `import torch.distributed
 as dist`), and the private attributes of torch's objects the lab would otherwise touch
 (`storage._cdata`, `op._schema`, …). Aten op names under `torch.ops` are not private APIs.
@@ -16,13 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from lab.measure import torch_compat
+from lab.measure import torch_compat, torch_compat_compile
 
 from ..conftest import ROOT
 
 LAB = ROOT / "lab"
 LESSONS = ROOT / "lessons"
-ALLOWED = {LAB / "measure" / "torch_compat.py"}
+# the shim modules of lab/measure: the only ones that may name private torch APIs (a literal:
+# bench/layout_counts.py reads it from the checkout it measures)
+SHIM_MODULES = ("torch_compat", "torch_compat_compile")
+ALLOWED = {LAB / "measure" / f"{name}.py" for name in SHIM_MODULES}
+SHIMS = (torch_compat, torch_compat_compile)
+NOT_SHIMS = {"CHECKED", "CHECKED_ON", "PrivateApi"}  # what a shim module's __all__ holds besides
 # What a lesson shows the learner by its torch name, as a script of theirs would call it:
 # (lesson folder, the use private_uses reports) -> why it stays.
 TAUGHT = {
@@ -112,7 +118,8 @@ def test_no_private_torch_api_outside_torch_compat(path: Path):
     uses = [(line, what) for line, what in private_uses(path.read_text())
             if (folder, what) not in TAUGHT]
     assert not uses, (f"{path.relative_to(ROOT)} uses private torch APIs; add them to "
-                      f"lab/measure/torch_compat.py and call them from there (a lesson: through "
+                      f"lab/measure/torch_compat.py (Dynamo's and Inductor's: to "
+                      f"torch_compat_compile.py) and call them from there (a lesson: through "
                       f"it, or through `run`): {uses}")
 
 
@@ -122,13 +129,23 @@ def test_what_a_lesson_may_teach_by_name_is_still_there():
         assert what in {w for _, w in private_uses(source)}, (folder, what)
 
 
-def test_every_shim_has_an_entry_saying_what_it_wraps_why_and_which_torch_it_was_read_in():
-    assert torch_compat.CHECKED_ON and all(
-        a.name and a.torch_name and a.why and re.match(r"\d+\.\d+", a.read_in)
-        for a in torch_compat.CHECKED)
+def test_the_shim_modules_tested_are_the_ones_allowed():
+    assert {Path(m.__file__).resolve() for m in SHIMS} == {p.resolve() for p in ALLOWED}
+
+
+@pytest.mark.parametrize("module", SHIMS, ids=lambda m: m.__name__)
+def test_every_shim_has_an_entry_saying_what_it_wraps_why_and_which_torch_it_was_read_in(module):
+    assert module.CHECKED_ON and module.CHECKED and all(
+        isinstance(a, torch_compat.PrivateApi) and a.name and a.torch_name and a.why
+        and re.match(r"\d+\.\d+", a.read_in) for a in module.CHECKED)
     # an entry names its shims ("a / b / c"); "sim/dispatch: ..." names what sim overrides
-    named = {n.strip() for a in torch_compat.CHECKED for n in a.name.split(":")[-1].split("/")}
-    for name in torch_compat.__all__:
-        assert hasattr(torch_compat, name), name
-    shims = set(torch_compat.__all__) - {"CHECKED", "CHECKED_ON", "PrivateApi"}
+    named = {n.strip() for a in module.CHECKED for n in a.name.split(":")[-1].split("/")}
+    for name in module.__all__:
+        assert hasattr(module, name), name
+    shims = set(module.__all__) - NOT_SHIMS
     assert not shims - named, f"shims no entry of CHECKED names: {sorted(shims - named)}"
+
+
+def test_a_shim_lives_in_one_shim_module():
+    compat, compile_ = (set(m.__all__) - NOT_SHIMS for m in SHIMS)
+    assert not compat & compile_, sorted(compat & compile_)

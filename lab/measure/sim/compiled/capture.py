@@ -32,7 +32,10 @@ from pathlib import Path
 
 import torch
 
-from ...torch_compat import FakeTensor, current_dispatch_modes
+from ...torch_compat import FakeTensor, TorchDispatchMode, current_dispatch_modes
+from ...torch_compat_compile import (current_function_modes, dynamo_skip_dir, global_module_hooks,
+                                     inductor_compile, is_compile_disabled, module_call_impl,
+                                     pop_function_mode, push_function_mode)
 from ...tracker import TensorTracker
 from .runner import compiled_graph
 from .stats import CompileStats
@@ -44,8 +47,6 @@ _VALUE_READS = ("__bool__", "item", "__float__", "__int__", "__index__", "tolist
 def supported() -> str | None:
     """None, or why this torch cannot estimate (the tracker must be able to say
     `ignore_compile_internals`, read by Dynamo since torch 2.9)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
         return f"torch {torch.__version__} has no TorchDispatchMode.ignore_compile_internals"
     return None
@@ -88,12 +89,7 @@ def _lab_never_compiled() -> None:
     in Dynamo's skip list, as torch's own are: where Dynamo runs a frame eagerly (a graph break
     in a loop skips the whole frame) every frame it calls passes Dynamo's frame callback, and
     the lab's must run as they are, not be traced."""
-    from torch._dynamo import trace_rules
-
-    lab_dir = str(Path(__file__).resolve().parents[3])
-    if lab_dir not in trace_rules.SKIP_DIRS:
-        trace_rules.SKIP_DIRS.append(lab_dir)
-        trace_rules._recompile_re()
+    dynamo_skip_dir(str(Path(__file__).resolve().parents[3]))
 
 
 def _region(fn, stats: CompileStats, placement, library=None):
@@ -105,9 +101,9 @@ def _region(fn, stats: CompileStats, placement, library=None):
         trackers = [m for m in current_dispatch_modes() if isinstance(m, TensorTracker)]
         for t in trackers:
             t.ignore_compile_internals = _yes
-        modes = torch.overrides._get_current_function_mode_stack()
+        modes = current_function_modes()
         for _ in modes:
-            torch._C._pop_torch_function_stack()
+            pop_function_mode()
         mode = placement() if placement is not None else None
         undo = _answer_values(mode) if mode is not None else []
         undo += _device_read_not_traced() + _plain_module_call() + _lab_hooks_off()
@@ -121,7 +117,7 @@ def _region(fn, stats: CompileStats, placement, library=None):
             for owner, name, old in undo:
                 setattr(owner, name, old)
             for m in modes:
-                torch._C._push_on_torch_function_stack(m)
+                push_function_mode(m)
             for t in trackers:
                 t.__dict__.pop("ignore_compile_internals", None)
 
@@ -138,7 +134,7 @@ def _plain_module_call() -> list:
     memlab's frames, would break the graph at every module call into it. A compiled region's
     evaluation passes are therefore never capped (each runs)."""
     module = torch.nn.Module
-    plain = module.__dict__.get("_wrapped_call_impl")
+    plain = module_call_impl()
     current = module.__dict__.get("__call__")
     if plain is None or current is plain:
         return []
@@ -149,11 +145,8 @@ def _plain_module_call() -> list:
 def _lab_hooks_off() -> list:
     """memlab's global module hooks (sim's RNN watch) off inside the region: Dynamo would break
     the graph at each module to call them (an RNN inside a compiled region is not noted)."""
-    from torch.nn.modules import module as nn_module
-
     undo = []
-    for name in ("_global_forward_pre_hooks", "_global_forward_hooks"):
-        hooks = getattr(nn_module, name, None)
+    for hooks in global_module_hooks():
         if not hooks:
             continue
         mine = {k: h for k, h in hooks.items() if _is_lab(h)}
@@ -188,9 +181,9 @@ def _device_read_not_traced() -> list:
     run as it is, never compiled: Dynamo would otherwise compile its frame when eager code
     between graphs reads a device, and fail there."""
     prop = FakeTensor.__dict__.get("device")
-    if not isinstance(prop, property) or getattr(prop.fget, "_torchdynamo_disable", False):
+    if not isinstance(prop, property) or is_compile_disabled(prop.fget):
         return []
-    FakeTensor.device = property(torch._dynamo.disable(prop.fget, recursive=True), prop.fset,
+    FakeTensor.device = property(torch.compiler.disable(prop.fget, recursive=True), prop.fset,
                                  prop.fdel, prop.__doc__)
     return [(FakeTensor, "device", prop)]
 
@@ -209,22 +202,14 @@ def _answer_values(placement) -> list:
 
         undo.append((torch.Tensor, name, old))
         # Dynamo must not trace into the facade: a read is a graph break, run eagerly
-        setattr(torch.Tensor, name, torch._dynamo.disable(read, recursive=True))
+        setattr(torch.Tensor, name, torch.compiler.disable(read, recursive=True))
     return undo
 
 
 def _backend(gm: torch.fx.GraphModule, example_inputs, stats: CompileStats):
     """The Dynamo backend: Inductor's compile_fx with sim's last step (module docstring)."""
-    from torch._functorch import config as functorch_config
-    from torch._inductor import config as inductor_config
-    from torch._inductor.compile_fx import compile_fx
-
     stats.dynamo_graph(gm)
-    with functorch_config.patch(force_non_lazy_backward_lowering=True,
-                                enable_autograd_cache=False), \
-            inductor_config.patch(fx_graph_cache=False, freezing=False):
-        return compile_fx(gm, example_inputs,
-                          inner_compile=functools.partial(compiled_graph, stats=stats))
+    return inductor_compile(gm, example_inputs, functools.partial(compiled_graph, stats=stats))
 
 
 __all__ = ["NOT_ESTIMATED_MODES", "compile_for_estimate", "supported"]

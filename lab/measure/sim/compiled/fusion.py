@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ...torch_compat import OpOverload, op_schema
+
 aten, prims = torch.ops.aten, torch.ops.prims
 
 # Inductor's thresholds (torch/_inductor/config.py, torch 2.13; the CUDA values)
@@ -93,13 +95,13 @@ def kind_of(node: torch.fx.Node) -> str:
     target = node.target
     if target is operator.getitem:
         return "tuple"
-    if not isinstance(target, torch._ops.OpOverload):
+    if not isinstance(target, OpOverload):
         return "extern"
     if _is_view(target):
         return "view"
     if target in POINTWISE_EXTRA or torch.Tag.pointwise in target.tags:
         return "pointwise"
-    if target._overloadpacket.__name__ in REDUCTIONS:
+    if target.overloadpacket.__name__ in REDUCTIONS:
         return "reduction"
     return "extern"
 
@@ -108,7 +110,7 @@ def _is_view(op) -> bool:
     if op in (aten.view.default, aten._unsafe_view.default, aten.reshape.default,
               aten.expand.default, aten.permute.default, aten.t.default, aten.alias.default):
         return True
-    schema = op._schema
+    schema = op_schema(op)
     rets = schema.returns
     return bool(rets) and all(r.alias_info is not None and not r.alias_info.is_write
                               for r in rets) and not schema.is_mutable

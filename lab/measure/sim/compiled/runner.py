@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 
 from ...torch_compat import current_dispatch_modes, pop_dispatch_mode, push_dispatch_mode
+from ...torch_compat_compile import (BOXED_CALL, HigherOrderOperator, disable_autocast,
+                                     inductor_post_grad_passes, traced_forward_outputs)
 from ...tracker import TensorTracker
 from .fusion import Plan, plan
 
@@ -51,7 +53,7 @@ def _higher_order(hop, args, kwargs, tracker, above):
     a recomputed random op (checkpointing, the partitioner) runs the op; the saved RNG state is
     a few bytes on the host, made untracked. Another one runs as it is (the tracker off, said
     by the error if it refuses)."""
-    name = getattr(hop, "_name", str(hop))
+    name = hop.name()
     if name == "run_and_save_rng_state":
         op, *rest = args
         state = (_untracked(torch.get_rng_state, (), {}, tracker, above) if tracker is not None
@@ -71,7 +73,7 @@ class GraphRunner:
     def __init__(self, gm: torch.fx.GraphModule, kind: str, stats, num_forward: int | None = None):
         # AOTAutograd hands the inputs as a list this may clear; an instance attribute, so the
         # wrappers Dynamo puts around a backward (functools.wraps copies __dict__) keep it
-        self._boxed_call = True
+        setattr(self, BOXED_CALL, True)
         self.gm, self.kind, self.stats = gm, kind, stats
         self.num_forward = num_forward  # forward: outputs before the saved tensors
         self.plan: Plan = plan(gm.graph)
@@ -100,7 +102,7 @@ class GraphRunner:
         args.clear()  # the caller's references go: an input dies after its last reader
         tracker, above = _tracker()
         result = None
-        with torch._C._DisableAutocast():
+        with disable_autocast():
             for i, n in enumerate(self.order):
                 if n.op == "placeholder":
                     pass
@@ -111,7 +113,7 @@ class GraphRunner:
                 else:
                     a = torch.fx.node.map_arg(n.args, lambda a: env[a])
                     kw = torch.fx.node.map_arg(n.kwargs, lambda a: env[a])
-                    if isinstance(n.target, torch._ops.HigherOrderOperator):
+                    if isinstance(n.target, HigherOrderOperator):
                         env[n] = _higher_order(n.target, a, kw, tracker, above)
                     elif tracker is not None and n not in self.plan.buffers:
                         # inlined into a kernel: no memory of its own
@@ -131,11 +133,7 @@ def compiled_graph(gm: torch.fx.GraphModule, example_inputs, *, stats, is_backwa
     lowers the graph, then a `GraphRunner` instead of code."""
     kind = "backward" if is_backward else ("inference" if is_inference else "forward")
     _post_grad_passes(gm, example_inputs, is_inference, stats)
-    num_forward = None
-    if kind == "forward":
-        ctx = torch._guards.TracingContext.try_get()
-        meta = getattr(ctx, "fw_metadata", None)
-        num_forward = getattr(meta, "num_forward", None)
+    num_forward = traced_forward_outputs() if kind == "forward" else None
     return GraphRunner(gm, kind, stats, num_forward)
 
 
@@ -145,15 +143,7 @@ def _post_grad_passes(gm, example_inputs, is_inference: bool, stats) -> None:
     propagation, then the post-grad passes (functional ops made in place again, no-ops removed,
     pattern rewrites). A pass that fails leaves the graph as AOTAutograd gave it (said)."""
     try:
-        from torch._inductor.compile_fx import _recursive_post_grad_passes, fake_tensor_prop
-        from torch._inductor.fx_passes.post_grad import view_to_reshape
-        from torch._inductor.virtualized import V
-
-        view_to_reshape(gm)
-        with torch.no_grad():
-            fake_mode = fake_tensor_prop(gm, example_inputs)
-        with V.set_fake_mode(fake_mode):
-            _recursive_post_grad_passes(gm, is_inference=is_inference)
+        inductor_post_grad_passes(gm, example_inputs, is_inference)
     except Exception as e:  # noqa: BLE001 - an estimate without Inductor's rewrites, said
         stats.note(f"Inductor's post-grad passes failed ({type(e).__name__}); the graph was "
                    "run as AOTAutograd partitioned it")
