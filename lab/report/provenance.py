@@ -64,6 +64,19 @@ def provenance(result, recorded: bool = False) -> str:
     return "unknown source"
 
 
+def short_label(result, recorded: bool = False) -> str:
+    """The label a table header or a plot title carries: "H200 recording", "your GPU",
+    "simulated (seed)", "your CPU (small)"."""
+    if recorded:
+        device = getattr(getattr(result, "device", None), "name", "") or "GPU"
+        return "H200 recording" if "H200" in device else f"{device} recording"
+    scale = getattr(result, "scale", "")
+    if getattr(result, "on_gpu", False):
+        return "your GPU"
+    where = "simulated" if getattr(result, "simulated", False) else "your CPU"
+    return f"{where} ({scale})" if scale else where
+
+
 def provenance_of(results: Iterable, recorded: bool = False) -> str:
     """The label shared by `results`, or each distinct label joined with '; '."""
     labels = list(dict.fromkeys(provenance(r, recorded) for r in results))
@@ -138,8 +151,8 @@ def code_path_note(mine: Iterable, recording: Iterable) -> tuple[str, ...] | Non
     return long, short, shortest
 
 
-__all__ = ["SCALE_WORD", "code_path_note", "provenance", "provenance_of", "short_version",
-           "with_article"]
+__all__ = ["SCALE_WORD", "allocator_line", "code_path_note", "provenance", "provenance_of",
+           "short_label", "short_version", "with_article"]
 
 
 def allocator_line(a) -> str:

@@ -314,9 +314,10 @@ class MemLabApp(App):
                                 lesson.action_run_yourself)
             yield SystemCommand("Cancel run", "Stop the running variant (Esc)",
                                 lesson.action_cancel_or_back)
-            yield SystemCommand("Next lesson", "Open the next lesson (n)", lesson.action_next_lesson)
+            yield SystemCommand("Next lesson", "Open the next lesson (n)",
+                                lambda: lesson.action_goto(1))
             yield SystemCommand("Previous lesson", "Open the previous lesson (p)",
-                                lesson.action_prev_lesson)
+                                lambda: lesson.action_goto(-1))
             for tab in ("text", "experiment", "results", "inspector", "quiz"):
                 yield SystemCommand(f"Show {tab}", f"Switch to the {tab} tab",
                                     lambda tab=tab: lesson.action_tab(tab))

@@ -217,7 +217,7 @@ def test_a_note_every_variant_carries_is_said_once_above_them():
 
     from lab.curriculum import load_course
     from lab.measure.result import RunResult
-    from lab.results_text import lesson_report
+    from lab.report.text import lesson_report
 
     folder = Path(__file__).parents[1] / "fixtures" / "reference" / "linear-baseline"
     results = [RunResult.from_dict(json.loads((folder / f"{v}.json").read_text()))

@@ -26,7 +26,7 @@ TORCH_FREE = [
     "lab.workloads.phases", "lab.workloads.fit", "lab.workloads.fit_sim",
     "lab.workloads.hf_config", "import lab.workloads.hf_config as h; h.shipped_models()",
     "lab.measure.sim.gpus",
-    "lab.playground", "lab.playground.text", "lab.export",
+    "lab.playground", "lab.playground.text", "lab.report.export", "lab.report.text",
     "lab.snapshots", "lab.snapshots.text", "lab.measure.snapshot", "lab.measure.result",
     "lab.runner.client", "lab.runner.replay",
     # workshops: the class state, the instructor's view, progress merging

@@ -12,6 +12,7 @@ import pytest
 from lab.report import (FIRST, NAMED, Row, capacity, check_cells, comparison_table, delta_text,
                         format_bytes, metric, number, peak_text, percent, provenance,
                         result_rows, seconds, signed_bytes, table, code_path_note, with_deltas)
+from lab.report.rows import delta_note
 from lab.report.tables import numeric_columns
 
 SCI = re.compile(r"\d[eE][+-]?\d")
@@ -51,9 +52,12 @@ def test_percent(f, text):
     assert percent(f) == text
 
 
-def test_capacity_quotes_gib_only_for_a_whole_gib():
+def test_a_capacity_is_said_once_in_gb_and_in_the_gib_pytorch_quotes():
     assert capacity(16 * 2**30) == "17.18 GB (16 GiB)"
-    assert capacity(3 * 10**9) == "3.00 GB"
+    assert capacity(3 * 10**9) == "3.00 GB (2.79 GiB)"
+    # an H200 as CUDA reports it: the GiB figure is its OOM message's "total capacity"
+    assert capacity(150_109_880_320) == "150.11 GB (139.80 GiB)"
+    assert capacity(3_000) == "3.00 kB"
 
 
 def test_metrics_named_as_bytes_are_bytes_and_the_rest_plain_numbers():
@@ -111,11 +115,21 @@ def test_compare_takes_the_first_row_as_baseline():
     assert rows[0].is_baseline and rows[1].delta_bytes == 500
 
 
-@pytest.mark.parametrize("base_status, row_status", [("oom", "ok"), ("ok", "oom"),
+@pytest.mark.parametrize("base_status, row_status", [("oom", "oom"), ("ok", "oom"),
                                                      ("cancelled", "ok"), ("ok", "timeout")])
 def test_delta_only_when_both_ran_ok(base_status, row_status):
     rows = result_rows([_r("baseline", base_status, 2_000), _r("x", row_status, 1_000)])
     assert rows[1].delta_bytes is None and delta_text(rows[1]) == "—"
+
+
+def test_against_a_baseline_that_ran_out_of_memory_the_delta_is_a_bound():
+    # it needed more than the 2,000 B it reached: a variant that fits in 1,000 saved at least 1,000
+    rows = result_rows([_r("baseline", "oom", 2_000), _r("x", "ok", 1_000), _r("y", "ok", 3_000)])
+    assert rows[1].delta_bound and delta_text(rows[1]) == "≤−1.00 kB (≤−50%)"
+    assert delta_text(rows[2]) == "—"  # above what the baseline reached: nothing to bound
+    assert "at least that much less" in delta_note(rows)
+    assert delta_note(result_rows([_r("baseline", "cancelled", 0), _r("x")])) == \
+        "the baseline did not finish: no Δ to compare with"
 
 
 def test_a_stopped_run_shows_its_status_never_zero():

@@ -11,7 +11,8 @@ from textual.widgets import Button, Label, Markdown, Static
 
 from lab.curriculum import predicted_answer_gb
 
-from ..look import percent
+from lab.report import DASH, format_bytes, percent
+from lab.report.units import given_gb
 from ..widgets.fit import Col, FitTable
 
 HELP = """\
@@ -170,13 +171,14 @@ def calibration_table(course, progress) -> FitTable | Text:
             ok = q is not None and abs(err) <= q.tolerance
             mark = Text("✔ within the tolerance" if ok else "outside the tolerance",
                         style="green" if ok else "yellow")
-        table_rows.append([name, f"{lp.prediction_gb:g} GB", f"{truth:.2f} GB" if truth else "—",
+        table_rows.append([name, given_gb(lp.prediction_gb),
+                           format_bytes(int(truth * 1e9)) if truth else DASH,
                            source, percent(err) if err is not None else "—", mark])
     caption = None
     if errors:
         errors.sort()
         caption = (f"{len(errors)} prediction(s) made before the result: median off by "
-                   f"{errors[len(errors) // 2]:.0%}")
+                   f"{percent(errors[len(errors) // 2], signed=False)}")
     return FitTable("Your predictions of the peak, lesson by lesson", cols, table_rows,
                     caption=caption)
 

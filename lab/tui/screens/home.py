@@ -21,7 +21,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Static
 from lab.curriculum import Course, Lesson
 from lab.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, QUIZ_PASSED, RUN, SEEN, Progress
 
-from ..look import percent
+from lab.report import percent
 from ..widgets.fit import Fit
 
 STATUS_TEXT = {

@@ -29,7 +29,9 @@ from textual_plotext import PlotextPlot
 from lab.measure.modes import MODES as MODE_NAMES, ModeChoice, ModeError, choose, mode_info
 from lab.measure.result import RunResult
 
-from ..look import percent, seconds, size, size_delta, variant_rgb
+from lab.report import DASH, format_bytes, number, seconds, vs_text
+
+from ..look import variant_rgb
 from ..widgets.quiz import NumberInput
 from ..widgets.timeline import Series, TimelinePlot
 from . import playground_data as data
@@ -283,12 +285,10 @@ class PlaygroundScreen(Screen):
         table.clear(columns=True)
         self._columns(table)
         for k, r in enumerate(data.rows(self._plan, self.catalog, self._results)):
-            delta = "(baseline)" if k == 0 else "—" if r.delta_bytes is None else (
-                size_delta(r.delta_bytes)
-                + (f" ({percent(r.delta_frac)})" if r.delta_frac is not None else ""))
-            tput = "—" if r.throughput is None else f"{r.throughput:,.0f} {r.unit}/s"
+            delta = "(baseline)" if k == 0 else vs_text(r.delta_bytes, r.delta_frac)
+            tput = DASH if r.throughput is None else f"{number(r.throughput)} {r.unit}/s"
             status = r.status if not r.error else f"{r.status}: {r.error[:60]}"
-            peak = size(r.peak_bytes) if r.status == "ok" else "—"
+            peak = format_bytes(r.peak_bytes) if r.status == "ok" else "—"
             table.add_row(r.combo, status, peak, delta, seconds(r.step_time_s), tput)
         self.query_one(TimelinePlot).set_series(
             [Series.of(r, variant_rgb(k), label=r.variant) for k, r in enumerate(self._results)],

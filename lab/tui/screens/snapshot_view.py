@@ -27,8 +27,7 @@ from lab.snapshots import SnapshotSummary
 from lab.snapshots import frames as fr
 from lab.snapshots.text import when
 
-from ..look import axis_unit
-from ..look import size
+from lab.report import axis_unit, format_bytes, number, percent
 
 
 class TimelinePlot(PlotextPlot):
@@ -73,7 +72,7 @@ class TimelinePlot(PlotextPlot):
         p.vline(self._tx(self.cursor))
         p.xlabel("seconds" if s.x_unit == "us" else "allocation #")
         p.ylabel(unit)
-        p.title(f"allocated memory · peak {size(s.peak_bytes)}")
+        p.title(f"allocated memory · peak {format_bytes(s.peak_bytes)}")
         self.refresh()
 
 
@@ -127,12 +126,12 @@ class SnapshotViewScreen(Screen):
     def _header(self) -> str:
         s = self.summary
         guess = " (guess)" if s.guessed else ""
-        parts = [fr.short_path(s.file) if s.file else "snapshot", f"{s.events:,} entries",
-                 f"peak {size(s.peak_bytes)} at {when(s, s.peak_time_us)}",
+        parts = [fr.short_path(s.file) if s.file else "snapshot", f"{number(s.events)} entries",
+                 f"peak {format_bytes(s.peak_bytes)} at {when(s, s.peak_time_us)}",
                  f"phase{guess}: {s.peak_phase or '—'}",
                  f"made by {s.peak_where or '—'}"]
         if s.reserved_peak_bytes is not None:
-            parts.insert(3, f"reserved peak {size(s.reserved_peak_bytes)}")
+            parts.insert(3, f"reserved peak {format_bytes(s.reserved_peak_bytes)}")
         if s.ooms:
             parts.append(f"{len(s.ooms)} OOM")
         return " · ".join(parts)
@@ -143,12 +142,12 @@ class SnapshotViewScreen(Screen):
         groups.add_columns("live at the peak, by first user frame", "bytes", "blocks", "share")
         total = s.peak_bytes or 1
         for g in s.groups:
-            groups.add_row(g["where"], size(g["bytes"]), f"{g['count']:,}",
-                           f"{g['bytes'] / total:.0%}")
+            groups.add_row(g["where"], format_bytes(g["bytes"]), number(g["count"]),
+                           percent(g["bytes"] / total, signed=False))
         blocks = self.query_one("#blocks", DataTable)
         blocks.add_columns("largest blocks", "allocated", "phase", "where")
         for a in s.live_at_peak:
-            blocks.add_row(size(a.bytes), when(s, a.time_us), a.phase, a.where,
+            blocks.add_row(format_bytes(a.bytes), when(s, a.time_us), a.phase, a.where,
                            key=str(a.index) if a.index is not None else None)
         self._inspect()
 
@@ -226,11 +225,11 @@ class SnapshotViewScreen(Screen):
         x = self.plot.cursor
         i = s.entry_near(x)
         e = s.entry(i)
-        lines = [f"cursor {when(s, int(x))} · allocated {size(s.allocated_at(i))}"
+        lines = [f"cursor {when(s, int(x))} · allocated {format_bytes(s.allocated_at(i))}"
                  + (f" · phase {s.band_at(x)}" if s.band_at(x) else "")]
         if e is not None:
             frames = e.get("frames") or []
-            lines.append(f"entry #{i:,}: {e.get('action')} {size(e.get('size', 0))} · "
+            lines.append(f"entry #{number(i)}: {e.get('action')} {format_bytes(e.get('size', 0))} · "
                          f"{stack_heading(frames)}")
             lines += [f"    {line}" for line in frame_lines(frames)]
         elif s.source == "memlab-result":

@@ -12,12 +12,15 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from lab.curriculum import Lesson
 from lab.measure.modes import MODES
 
-from ..look import size, variant_color
+from lab.report import format_bytes
+
+from ..look import variant_color
 from .fit import Fit
 
 MODE_HELP = {
@@ -38,7 +41,7 @@ def cap_text(n: int) -> str:
     for name, div in (("GiB", 2**30), ("MiB", 2**20)):
         if n % div == 0:
             return f"{n // div} {name}"
-    return size(n)
+    return format_bytes(n)
 
 
 class RunControls(Vertical):
@@ -57,6 +60,13 @@ class RunControls(Vertical):
     RunControls #run { min-width: 9; }
     RunControls > .hint { height: auto; color: $text-muted; }
     """
+
+    class Chosen(Message):
+        """The learner looked at a variant (tabbed onto its box, or checked it): it runs first."""
+
+        def __init__(self, variant: str) -> None:
+            super().__init__()
+            self.variant = variant
 
     def __init__(self, lesson: Lesson, auto_label: str, default_scale: str, *,
                  id: str | None = None):
@@ -93,6 +103,14 @@ class RunControls(Vertical):
                      classes="hint", id="scale-help")
         yield Static("", classes="hint", id="predict-row")
 
+    def on_descendant_focus(self, event) -> None:
+        if (event.widget.id or "").startswith("v-"):
+            self.post_message(self.Chosen(event.widget.id.removeprefix("v-")))
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        if event.value and (event.checkbox.id or "").startswith("v-"):
+            self.post_message(self.Chosen(event.checkbox.id.removeprefix("v-")))
+
     def on_resize(self, event) -> None:
         # as many variant columns as fit (each ~26 cells): wraps instead of cutting one off
         cols = max(1, min(len(self.lesson.variants), (event.size.width - 2) // 26))
@@ -126,12 +144,16 @@ class RunControls(Vertical):
 
     # ---- calls down --------------------------------------------------------------------------
     def set_auto_label(self, label: str) -> None:
+        """What auto resolves to, in the mode list; the GPU box's hint for the scale."""
+        self.query_one("#gpu-memory", Input).placeholder = self._cap_placeholder(self.scale)
+        if label == self.auto_label:
+            return  # a Select set to its own value again would post Changed again
         self.auto_label = label
         select = self.query_one("#mode", Select)
         value = select.value
-        select.set_options(self._modes())
-        select.value = value
-        self.query_one("#gpu-memory", Input).placeholder = self._cap_placeholder(self.scale)
+        with select.prevent(Select.Changed):
+            select.set_options(self._modes())
+            select.value = value
 
     def show_prediction(self, text: Text) -> None:
         self.query_one("#predict-row", Static).update(text)

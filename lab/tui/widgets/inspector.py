@@ -20,7 +20,9 @@ from textual.widgets import DataTable, Select, Static
 from lab.curriculum import Lesson
 from lab.measure.result import Block, RunResult
 
-from ..look import category_color, size, variant_rgb
+from lab.report import format_bytes
+
+from ..look import category_color, variant_rgb
 from .fit import Fit
 from .tables import variant_index
 from .timeline import Series, TimelinePlot
@@ -198,18 +200,18 @@ class InspectorView(Vertical, can_focus=True):
         text = Text.assemble(("event ", "dim"), (f"{idx}", "bold"),
                              ("/", "dim"), f"{r.timeline.index[-1] if r.timeline.index else len(r.timeline.live) - 1}",
                              ("  phase ", "dim"), (phase_at(r, idx) or "—", "bold"),
-                             ("  live ", "dim"), (size(live), "bold"))
+                             ("  live ", "dim"), (format_bytes(live), "bold"))
         if r.peak.index == idx:
             text.append("  ◆ the peak", style="bold red")
         if not r.blocks:
             text.append("\nno block details: the run did not finish", style="dim")
         elif blocks:
-            text.append(f"\n{len(blocks)} largest live storages shown: {size(shown)} of {size(live)}",
+            text.append(f"\n{len(blocks)} largest live storages shown: {format_bytes(shown)} of {format_bytes(live)}",
                         style="dim")
         info.update(text)
         for b in blocks[:50]:
             life = f"#{b.alloc_index}→" + (f"#{b.free_index}" if b.free_index is not None else "end")
-            table.add_row(Text(size(b.nbytes), justify="right"),
+            table.add_row(Text(format_bytes(b.nbytes), justify="right"),
                           Text(b.category.replace("_", " "), style=category_color(b.category)),
                           b.phase, life, short_stack(b.stack))
         self.post_message(self.CursorMoved(r.variant, idx))

@@ -20,7 +20,8 @@ from lab.curriculum import Lesson, Question, predicted_answer_gb
 from lab.progress import parse_prediction
 from lab.report.numbers import NumberError
 
-from ..look import percent, size, size_delta
+from lab.report import format_bytes, percent, signed_bytes
+from lab.report.units import given_gb, number
 
 
 def grade_prediction(predicted_gb: float, answer_gb: float, tolerance: float) -> bool:
@@ -142,7 +143,7 @@ class QuizView(VerticalScroll, can_focus=True):
                 if q.kind == "choice" and isinstance(ans.answer, int) and 0 <= ans.answer < len(q.choices):
                     self._grade_choice(i, ans.answer, post=False)
                 elif q.kind == "predict_peak" and isinstance(ans.answer, (int, float)):
-                    self.query_one(f"#q{i}-gb", Input).value = f"{ans.answer:g}"
+                    self.query_one(f"#q{i}-gb", Input).value = number(ans.answer, digits=6)
                     self._grade_prediction(i, float(ans.answer), post=False)
         finally:
             self._restoring = False
@@ -151,7 +152,7 @@ class QuizView(VerticalScroll, can_focus=True):
         """The prediction committed before the run is the predict question's answer."""
         for i, q in enumerate(self.lesson.quiz):
             if q.kind == "predict_peak" and i not in self.correct:
-                self.query_one(f"#q{i}-gb", Input).value = f"{gb_value:g}"
+                self.query_one(f"#q{i}-gb", Input).value = number(gb_value, digits=6)
                 self._grade_prediction(i, gb_value, post=True, move_on=False)
 
     def set_measured(self, measured: dict[tuple[str, str], tuple[int, str]]) -> None:
@@ -207,14 +208,15 @@ class QuizView(VerticalScroll, can_focus=True):
         correct = grade_prediction(value, answer, q.tolerance)
         text = Text("✔ Within tolerance. " if correct else "✘ Outside the tolerance. ",
                     style="bold green" if correct else "bold red")
-        text.append(f"The answer: {answer:.2f} GB (±{q.tolerance:.0%} accepted); you said "
-                    f"{value:g} GB ({size_delta(int((value - answer) * 1e9))}).\n")
+        text.append(f"The answer: {format_bytes(int(answer * 1e9))} (±"
+                    f"{percent(q.tolerance, signed=False)} accepted); you said {given_gb(value)} "
+                    f"({signed_bytes(int((value - answer) * 1e9))}).\n")
         measured = self.measured.get((q.variant, q.scale))
         if measured:
             m_bytes, source = measured
             gap = int(value * 1e9) - m_bytes
-            text.append(f"{source}: {size(m_bytes)} ({q.variant}, {q.scale} scale); your answer "
-                        f"is off by {size_delta(gap)}"
+            text.append(f"{source}: {format_bytes(m_bytes)} ({q.variant}, {q.scale} scale); your answer "
+                        f"is off by {signed_bytes(gap)}"
                         + (f" ({percent(gap / m_bytes)})" if m_bytes else "") + ".\n",
                         style="cyan")
         else:

@@ -88,7 +88,7 @@ def to_json(obj: Exportable) -> Any:
 # ---- text plots (plotext, lazily) ----------------------------------------------------------------
 def timeline_plot(results: list[RunResult], width: int = 100, height: int = 18) -> str:
     """Overlaid live-memory timelines (allocation # on x), one line per result."""
-    from lab.results_text import timeline_plot as plot
+    from lab.report.text import timeline_plot as plot
 
     ok = [r for r in results if r.timeline.index]
     return plot(ok, width=width, height=height, color=False) if ok else "(no timeline)"
