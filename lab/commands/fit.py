@@ -116,7 +116,7 @@ def main(args) -> int:
     results = []
     for cfg in combos:
         if not args.json:
-            print(f"▶ {w.name} · {cfg.label}: predicting by simulation …", file=sys.stderr,
+            print(f"▶ {w.name} · {cfg.label}: predicting in sim …", file=sys.stderr,
                   flush=True)
         res = predict(sim_recorder(w.name, sizes, cfg, gpus=args.gpus), capacity, cfg,
                       max_micro=args.max_batch)
@@ -147,7 +147,7 @@ def main(args) -> int:
         from lab.report import provenance
 
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
-        sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None,
+        sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None, simulated=True,
                                          torch_version=installed_versions()[0] or ""))
         per = (f" · ddp/zero1/fsdp on {args.gpus} GPUs, batch per GPU, each GPU with the limit "
                "below" if args.gpus > 1 else "")

@@ -134,6 +134,17 @@ def capacity(n: int | None) -> str:
     return format_bytes(n)
 
 
+def as_given(n: int | None) -> str:
+    """A size as a lesson or a person gave it: '16 GiB', '24 MiB' for whole GiB or MiB (the
+    unit the `16GiB` they type is in), else like any size: '30.00 MB'."""
+    if n is None:
+        return DASH
+    for div, name in ((2**30, "GiB"), (2**20, "MiB")):
+        if n >= div and n % div == 0:
+            return f"{n // div:,} {name}"
+    return format_bytes(n)
+
+
 def seconds(s: float | None) -> str:
     """'12 µs', '366.6 ms', '2.35 s', '1 min 05 s'."""
     if s is None:
@@ -198,6 +209,6 @@ def axis_unit(top: int | float) -> tuple[str, float]:
     return "B", 1.0
 
 
-__all__ = ["DASH", "MINUS", "SIZE_HELP", "axis_unit", "capacity", "elapsed", "exact_bytes",
+__all__ = ["DASH", "MINUS", "SIZE_HELP", "as_given", "axis_unit", "capacity", "elapsed", "exact_bytes",
            "format_bytes", "given_gb", "is_bytes_metric", "metric", "number", "parse_size",
            "percent", "ratio", "seconds", "signed_bytes", "signed_exact_bytes"]

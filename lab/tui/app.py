@@ -7,6 +7,7 @@ store, and the GPU (detected in a thread at start-up unless given; `None` means 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -183,11 +184,11 @@ class MemLabApp(App):
         if not lessons:
             return None
         last = self.progress.last_lesson
-        for lesson in lessons:
+        for i, lesson in enumerate(lessons):
             if lesson.id == last:
                 if self.progress.status(lesson.id) in (QUIZ_PASSED, QUIZ_DONE):
-                    return next((l for l in lessons if l.number > lesson.number
-                                 and self.progress.status(l.id) not in (QUIZ_PASSED, QUIZ_DONE)),
+                    return next((l for l in lessons[i + 1:]  # the course's order, not folders'
+                                 if self.progress.status(l.id) not in (QUIZ_PASSED, QUIZ_DONE)),
                                 lesson)
                 return lesson
         return next((l for l in lessons if self.progress.status(l.id) == NOT_STARTED), lessons[0])
@@ -345,5 +346,17 @@ def screenshots_dir() -> Path:
 
 
 def run_app(runner: Any = None) -> None:
-    """`memlab` with no subcommand: open the lab."""
-    MemLabApp(runner=runner).run()
+    """`memlab` with no subcommand: open the lab. On quit, the runner service this app started
+    stops with it, unless another app or a run still uses it: then one line says it stays, and
+    for how long (lab.runner.remote.ServiceRunner.release)."""
+    app = MemLabApp(runner=runner)
+    register = getattr(app.runner, "register", None)
+    if register is not None:
+        register()
+    try:
+        app.run()
+    finally:
+        release = getattr(app.runner, "release", None)
+        note = release() if release is not None else None
+        if note:
+            print(note, file=sys.stderr)

@@ -36,7 +36,7 @@ class LessonCommands(Provider):
         for lesson in self._lessons():
             name = f"Lesson {lesson.key} · {lesson.title}"
             if q.isdigit():
-                score = 1.0 if int(q) == lesson.number else 0.0
+                score = 1.0 if int(q) == int(lesson.key) else 0.0
             else:
                 score = matcher.match(name)
                 words = " ".join((lesson.id, lesson.summary, *lesson.objectives)).lower()

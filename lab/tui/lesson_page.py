@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from lab.curriculum import Lesson
 
-from .author_text import learner_text
+from .author_text import described, learner_text
 
 HEADER_MARGIN = 20  # the header's icon (8) and clock space (10) either side of the title
 
@@ -30,10 +30,10 @@ def lesson_markdown(lesson: Lesson, revealed: bool) -> str:
     elif after:
         body += ("\n\n---\n\n*What the run measured, and the take-away, appear here once you "
                  "have seen the result (press **r**).*")
-    return learner_text(
+    return described(lesson, learner_text(
         f"# {lesson.key} · {lesson.title}\n\n{lesson.summary}\n\n## You will\n\n{objectives}\n\n"
         f"## The experiment\n\n{variants}\n\nOpen **Experiment** (key `2`) to read the code, "
-        f"then press **r** to run it.\n\n{body}\n")
+        f"then press **r** to run it.\n\n{body}\n"))
 
 
 def header_titles(lesson: Lesson, width: int, app_title: str = "GPU Memory Lab") -> tuple[str, str]:

@@ -112,7 +112,7 @@ def live_capacity(plan: RunPlan | None, lesson: Lesson, recordings: dict,
         return int(cap), f"GPU capped at {capacity(int(cap))}"
     total = getattr(gpu, "total_bytes", None)
     if not plan.recorded and mode_info(plan.mode).on_gpu and total:
-        return int(total), f"{getattr(gpu, 'name', 'GPU')}: {capacity(int(total))}"
+        return int(total), f"{getattr(gpu, 'name', 'GPU')} capacity {capacity(int(total))}"
     return None
 
 

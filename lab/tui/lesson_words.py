@@ -66,12 +66,16 @@ def progress_forms(state: LessonRun) -> tuple[Words, ...]:
 
     cancel = ("  cancelling…" if state.cancelling else "  Esc cancels", "dim")
     short_cancel: Words = ((" · cancelling…", "dim"),) if state.cancelling else ()
+    bare: Words = (("▶ ", "bold"), (state.current, "variant"))  # the variant, nothing else
+    live: Words = ((" · ", "dim"), (format_bytes(state.live_bytes), "bold")) \
+        if state.live_bytes is not None else ()
     return (
         (*head, (where, ""), *news, *now(True), cancel),
         (*head, (where, ""), *news, *now(True), *short_cancel),
         (*head, (short_where, ""), *news, *now(False), *short_cancel),
         (*head, *news, *now(False), *short_cancel),
-        (*head, *now(False), *short_cancel),
+        (*bare, *now(False), *short_cancel),
+        (*bare, *live, *short_cancel),  # a long variant name: the bytes, still moving
     )
 
 

@@ -285,6 +285,29 @@ async def test_the_last_questions_feedback_is_reached_with_the_keyboard():
         assert q.explain.split()[-1].strip(".") in screen_text(app)
 
 
+async def test_after_an_answer_the_next_question_is_scrolled_to_and_highlighted():
+    """80×24: answering the first question brings the next one into view, marked "next", with
+    the focus on it (the focus used to move to a question below the fold)."""
+    lesson = next(l for l in COURSE.lessons if len(l.quiz) >= 3
+                  and l.quiz[0].kind == "choice" and l.quiz[1].kind == "choice")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.open_lesson(lesson)
+        await pilot.pause()
+        await pilot.press("5")
+        app.screen.query_one("#q0-choices").focus()
+        await pilot.pause()
+        await pilot.press("enter")  # answer A
+        await pilot.pause(0.3)
+        quiz, card = app.screen.query_one("QuizView"), app.screen.query_one("#q1")
+        assert card.has_class("-next") and card.border_subtitle == "next"
+        assert app.focused is not None and card in app.focused.ancestors_with_self
+        # the next question's text is on screen, within the quiz's view
+        assert quiz.region.contains_region(card.query_one(".question").region)
+        assert not app.screen.query_one("#q0").has_class("-next")
+
+
 @pytest.mark.slow  # the quick tier's 2 minutes; the full suite runs it
 async def test_results_are_restored_after_a_restart():
     app = make_app()

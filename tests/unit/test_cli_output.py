@@ -206,7 +206,7 @@ def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
 
 def test_a_simulated_only_variant_asked_for_in_another_mode_is_refused_in_one_line(capsys):
     # lesson 22's fsdp_offload runs in sim only (lesson.toml: modes = ["sim"])
-    code, out, err = _cli(capsys, "run", "22", "--mode", "cpu", "--variant", "fsdp_offload")
+    code, out, err = _cli(capsys, "run", "many-gpus", "--mode", "cpu", "--variant", "fsdp_offload")
     assert code == 2 and len(err.strip().splitlines()) == 2  # the mode line, then the error
     assert "fsdp_offload runs in sim only (simulated, not recorded on the H200), not in cpu" in err
 

@@ -166,8 +166,8 @@ def test_side_by_side_the_status_line_follows_the_first_and_each_keeps_its_timel
 
 
 def test_side_by_side_at_80_columns_the_status_line_keeps_the_phase_and_the_live_bytes():
-    """The running line has 54 columns at 80 (padding and the 24-column sparkline take the
-    rest); with two variants side by side its longest form is wider, and a shorter one keeps
+    """The running line has 53 columns at 80 (padding, a blank and the 24-column sparkline
+    take the rest); with two variants side by side its longest form is wider, and a shorter one keeps
     what is moving: the variant, the phase, the live bytes (the time is appended after)."""
     from rich.console import Console
     from rich.text import Text
@@ -188,7 +188,7 @@ def test_side_by_side_at_80_columns_the_status_line_keeps_the_phase_and_the_live
                                                     "phase": "forward 0"}))
     forms = [Text.assemble(*progress, (" · 12 s", "")) for progress in progress_forms(state)]
     assert "+1 beside it" in forms[0].plain and "Esc cancels" in forms[0].plain
-    console = Console(width=54, record=True)
+    console = Console(width=53, record=True)
     console.print(Fit(*forms))
     line = console.export_text().rstrip("\n")
     assert "\n" not in line  # one line, not wrapped or cut

@@ -52,7 +52,7 @@ class ChallengeScreen(Screen):
         Binding("h", "hint", "Hint"),
     ]
     DEFAULT_CSS = """
-    ChallengeScreen #ch-table { height: auto; max-height: 7; }
+    ChallengeScreen #ch-table { height: auto; max-height: 9; }
     ChallengeScreen #ch-detail { height: 1fr; padding: 0 1; }
     ChallengeScreen #ch-served { padding: 1 2; color: $warning; }
     """
@@ -83,12 +83,26 @@ class ChallengeScreen(Screen):
         except chl.ChallengeError as e:
             self.query_one("#ch-text", Static).update(Text(f"⚠ {e}", style="yellow"))
             return
+        self._columns(self.app.size.width)
+        self.query_one("#ch-table", DataTable).focus()
+
+    def on_resize(self, event) -> None:
+        if not served() and self.items:
+            self._columns(event.size.width)
+
+    def _columns(self, width: int) -> None:
+        """The goal takes the width the id and the status leave, and wraps in it (a goal is
+        read whole at 80 columns, never cut)."""
         table = self.query_one("#ch-table", DataTable)
-        table.add_column("challenge", key="id")
-        table.add_column("status", key="status")
-        table.add_column("goal", key="title")
+        id_w = max([len("challenge")] + [len(ch.id) for ch in self.items])
+        goal_w = max(16, width - id_w - len("○ not started") - 3 * 2 - 2 - 2)
+        if table.columns and table.columns.get("title") and table.columns["title"].width == goal_w:
+            return
+        table.clear(columns=True)
+        table.add_column("challenge", key="id", width=id_w)
+        table.add_column("status", key="status", width=len("○ not started"))
+        table.add_column("goal", key="title", width=goal_w)
         self.refresh_view()
-        table.focus()
 
     def check_action(self, action: str, parameters) -> bool | None:
         """Served: nothing to start, edit or check (the footer shows only Back)."""
@@ -109,7 +123,8 @@ class ChallengeScreen(Screen):
         row = table.cursor_row
         table.clear()
         for ch in self.items:
-            table.add_row(ch.id, status_text(self.app.progress, ch), ch.title, key=ch.id)
+            table.add_row(ch.id, status_text(self.app.progress, ch), Text(ch.title), key=ch.id,
+                          height=None)
         if self.items:
             table.move_cursor(row=min(row, len(self.items) - 1))
         self.show_detail()

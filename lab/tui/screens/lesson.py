@@ -75,7 +75,8 @@ class LessonScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield LessonTabs(self.lesson, id="tabs")
+        auto = plans.resolved_mode(self.deps.choose_mode, "auto", "seed", self.lesson)
+        yield LessonTabs(self.lesson, auto or "?", id="tabs")
         yield RunStatus(id="run-status")
         yield RunDriver(self.lesson, self.deps, id="driver")
         yield Footer()

@@ -2,8 +2,9 @@
 and above it the technique's own code that variant runs (lab/tui/technique_code.py: the
 autocast block and the GradScaler of `run_with(run, "bf16")`, the checkpoint call, ...).
 
-It scrolls both ways (long lines are scrolled to, never wrapped or cut) and takes the focus when
-the Experiment tab opens, so ↑/↓/←/→ and the mouse scroll it without tabbing into it first.
+It scrolls both ways (long lines are scrolled to, never wrapped, and a line that goes on past the
+right edge ends in `›` there: `CutMarks`) and takes the focus when the Experiment tab opens, so
+↑/↓/←/→ and the mouse scroll it without tabbing into it first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from textual.containers import ScrollableContainer
 from textual.widgets import Static
 
 from ..technique_code import Snippet, technique_snippets
+from .cut_marks import CutMarks
 from .fit import natural_width
 
 
@@ -51,6 +53,7 @@ class CodeView(ScrollableContainer, can_focus=True):
         static = Static(code, id="code")
         static.styles.width = natural_width(self.app.console, self.app.console.options, code)
         yield static
+        yield CutMarks(code, tall=True)
 
     def _theme(self) -> tuple[str, str]:
         dark = getattr(self.app, "current_theme", None)
@@ -98,6 +101,7 @@ class CodeView(ScrollableContainer, can_focus=True):
         # as wide as its longest line, so the view scrolls sideways to it (width: auto would
         # clamp the code to the view and cut the line)
         static.styles.width = natural_width(self.app.console, self.app.console.options, code)
+        self.query_one(CutMarks).measure(code)
         if scroll and self.span:
             y = 0 if self.snippets else max(0, self.span[0] - 3)
             self.call_after_refresh(lambda: self.scroll_to(x=0, y=y, animate=False))

@@ -18,8 +18,9 @@ from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 from lab.curriculum import Lesson
 from lab.measure.modes import MODES
 
-from lab.report import format_bytes
+from lab.report.units import as_given
 
+from ..author_text import described
 from ..look import variant_color
 from .fit import Fit
 
@@ -34,14 +35,6 @@ SCALE_HELP = ("seed = the full sizes of the tutorials this course comes from (a 
               "small = the same code shrunk to run in seconds on a laptop CPU")
 SCALE_HELP_SHORT = "seed = the tutorials' full sizes (a GPU run) · small = seconds on a laptop CPU"
 ONE_ROW = 92  # narrower than this, the mode/scale and the GPU/Run controls take two rows
-
-
-def cap_text(n: int) -> str:
-    """A lesson's virtual GPU as it was written: '16 GiB', '24 MiB'."""
-    for name, div in (("GiB", 2**30), ("MiB", 2**20)):
-        if n % div == 0:
-            return f"{n // div} {name}"
-    return format_bytes(n)
 
 
 class RunControls(Vertical):
@@ -83,7 +76,8 @@ class RunControls(Vertical):
             for i, v in enumerate(lesson.variants):
                 only = "" if v.recorded else f" ({'/'.join(v.modes)})"  # simulated, not recorded
                 yield Checkbox(f"[{variant_color(i)}]■[/] {v.name}{only}", True, compact=True,
-                               id=f"v-{v.name}", tooltip=f"{v.title}. {v.description}")
+                               id=f"v-{v.name}",
+                               tooltip=f"{v.title}. {described(lesson, v.description)}")
         with Vertical(id="mode-rows"):
             with Horizontal(id="mode-row"):
                 yield Label("mode")
@@ -123,7 +117,7 @@ class RunControls(Vertical):
 
     def _cap_placeholder(self, scale: str) -> str:
         cap = self.lesson.scales.get(scale, {}).get("gpu_memory")
-        return f"{cap_text(int(cap))} (lesson)" if cap else "no cap"
+        return f"{as_given(int(cap))} (lesson)" if cap else "no cap"
 
     # ---- reading the controls ----------------------------------------------------------------
     def selected_variants(self) -> tuple[str, ...]:
@@ -151,8 +145,13 @@ class RunControls(Vertical):
         self.auto_label = label
         select = self.query_one("#mode", Select)
         value = select.value
+        options = self._modes()
         with select.prevent(Select.Changed):
-            select.set_options(self._modes())
+            select.set_options(options)
+            # set_options keeps the same value, so the box would still show the old label: set
+            # another option and back, which redraws it (no Changed: the choice did not change)
+            if len(options) > 1:
+                select.value = options[1][1] if value == options[0][1] else options[0][1]
             select.value = value
 
     def show_prediction(self, text: Text) -> None:

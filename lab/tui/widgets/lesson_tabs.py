@@ -10,6 +10,7 @@ from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static, TabbedContent, TabPane
 
+from ..author_text import described
 from ..look import variant_color
 from .code_view import CodeView
 from .controls import RunControls
@@ -24,14 +25,16 @@ FOCUS = {"text": LessonText, "experiment": CodeView, "results": ResultsView,
 
 
 class LessonTabs(TabbedContent):
-    def __init__(self, lesson, *, id: str | None = None):
+    def __init__(self, lesson, auto_label: str = "…", *, id: str | None = None):
         super().__init__(initial="text", id=id)
         self.lesson = lesson
         for pane in (  # as `with TabPane(...)` inside a compose would add them
                 TabPane("1 Lesson", LessonText(id="text-scroll"), id="text"),
-                TabPane("2 Experiment", Vertical(RunControls(lesson, "…", "seed", id="controls"),
+                TabPane("2 Experiment", Vertical(RunControls(lesson, auto_label, "seed",
+                                                             id="controls"),
                                                  Static("", id="variant-info"),
-                                                 CodeView(lesson.code, id="code-view")),
+                                                 CodeView(lesson.renumbered(lesson.code),
+                                                          id="code-view")),
                         id="experiment"),
                 TabPane("3 Results", ResultsView(id="results-view"), id="results"),
                 TabPane("4 Inspector", InspectorView(id="inspector-view"), id="inspector"),
@@ -59,7 +62,8 @@ class LessonTabs(TabbedContent):
         self.query_one(CodeView).mark(name, scroll=scroll)
         v, i = self.lesson.variant(name), [x.name for x in self.lesson.variants].index(name)
         self.query_one("#variant-info", Static).update(Text.assemble(
-            (f"■ {v.name}", f"bold {variant_color(i)}"), f" — {v.title}. ", (v.description, "dim")))
+            (f"■ {v.name}", f"bold {variant_color(i)}"), f" — {v.title}. ",
+            (described(self.lesson, v.description), "dim")))
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         self.focus_tab(event.pane.id)  # and it bubbles on: the screen brings the tab up to date

@@ -5,7 +5,8 @@ the question is locked (no reveal-and-retry), and `QuizView.Answered` goes up to
 which saves it. The predict-the-peak question holds the prediction committed before the run
 when there is one. A predict-the-peak answer is also compared with the peak of the same
 variant and scale when a result has one (the H200 recording, or the learner's run). The
-feedback is scrolled into view, and focus moves on to the next open question.
+feedback is scrolled into view, then the next open question, highlighted ("next"), which takes
+the focus.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class QuestionCard(Vertical):
     QuestionCard > RadioSet > RadioButton { height: auto; }
     QuestionCard > Input { width: 24; }
     QuestionCard > .feedback { height: auto; margin-top: 1; display: none; }
+    QuestionCard.-next { border: round $accent; }
     """
 
     def __init__(self, lesson: Lesson, index: int, question: Question):
@@ -235,9 +237,18 @@ class QuizView(VerticalScroll, can_focus=True):
             self.post_message(self.Answered(i, answer, correct))
         if move_on and had_focus:  # the locked control lost focus: on to the next open one
             nxt = next((k for k in range(len(self.lesson.quiz)) if k not in self.correct), None)
-            target = (self.query_one(f"#q{nxt}").query("RadioSet, Input").first()
-                      if nxt is not None else self)
-            target.focus(scroll_visible=False)
+            for card in self.query(QuestionCard):
+                card.set_class(card.index == nxt, "-next")
+                card.border_subtitle = "next" if card.index == nxt else ""
+            if nxt is None:
+                self.focus(scroll_visible=False)
+                return
+            card = self.query_one(f"#q{nxt}", QuestionCard)
+            card.query("RadioSet, Input").first().focus(scroll_visible=False)
+            # after the feedback is brought into view: the next question too, by the least
+            # scroll (the feedback stays on screen where both fit)
+            self.call_after_refresh(lambda: self.call_after_refresh(
+                card.scroll_visible, animate=False))
 
     def _score(self) -> None:
         if not self.lesson.quiz:

@@ -113,7 +113,8 @@ def capacity_of(results: list[RunResult]) -> tuple[int, str] | None:
             return cap, f"GPU capped at {capacity(cap)}"
     for r in results:
         if r.on_gpu and r.device.total_bytes:
-            return r.device.total_bytes, f"{r.device.name}: {capacity(r.device.total_bytes)}"
+            total = r.device.total_bytes
+            return total, f"{r.device.name} capacity {capacity(total)}"
     return None
 
 

@@ -51,7 +51,7 @@ class StatusText(Widget):
 class RunStatus(Horizontal):
     DEFAULT_CSS = """
     RunStatus { height: 1; background: $panel; padding: 0 1; }
-    RunStatus > Sparkline { width: 24; display: none; }
+    RunStatus > Sparkline { width: 24; margin-left: 1; display: none; }
     RunStatus.-running > Sparkline { display: block; }
     """
 
