@@ -56,7 +56,7 @@ def collect() -> dict:
 
 
 def main(args) -> int:
-    from lab.report import format_bytes, key_values
+    from lab.report import capacity, format_bytes, key_values
 
     info = collect()
     if args.json:
@@ -71,9 +71,8 @@ def main(args) -> int:
     if info["cuda_available"]:
         rows += [
             ("GPU", f"{info['gpu']} × {info['gpu_count']}"),
-            ("GPU memory", f"{format_bytes(info['gpu_total_bytes'])} total, "
-                           f"{format_bytes(info['gpu_free_bytes'])} free (PyTorch's messages "
-                           f"say {format_bytes(info['gpu_total_bytes'], 'GiB')} total)"),
+            ("GPU memory", f"{capacity(info['gpu_total_bytes'])} total (PyTorch's messages "
+                           f"say GiB), {format_bytes(info['gpu_free_bytes'])} free"),
             ("driver", info["driver"] or "unknown (NVML not available)"),
             ("NVML", "yes" if info["nvml"] else "no (nvidia-smi numbers unavailable)"),
         ]

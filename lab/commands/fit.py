@@ -66,7 +66,7 @@ def budget(args) -> tuple[int, list[str]]:
     except ValueError as e:
         raise UsageError(f"--gpu: {e}") from None
     return card.limit_bytes, [
-        f"GPU: {card.name}: {format_bytes(card.total_bytes)} as CUDA reports it "
+        f"GPU: {card.device_name}: {capacity(card.total_bytes)} as CUDA reports it "
         f"({card.source}) − {format_bytes(CONTEXT_BYTES)} kept for the CUDA context and "
         f"libraries = {format_bytes(card.limit_bytes)} for PyTorch's caching allocator",
         f"  the {format_bytes(CONTEXT_BYTES)}: measured on the H200 (NVML used − reserved, "

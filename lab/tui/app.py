@@ -23,7 +23,7 @@ from lab.measure.modes import ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
 from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress, data_dir
 from lab.reference import REFERENCE_DIR, load_reference
-from lab.report.units import format_bytes
+from lab.report.units import capacity
 from lab.serve.policy import served
 
 from .commands import LessonCommands
@@ -129,7 +129,7 @@ class MemLabApp(App):
         if self.device_state == GPU:
             name = getattr(self.gpu, "name", "CUDA GPU")
             total = getattr(self.gpu, "total_bytes", 0)
-            head = (("● ", "bold green"), (name, "bold"), f" · {format_bytes(total)}")
+            head = (("● ", "bold green"), (name, "bold"), f" · {capacity(total)}")
             return Fit(Text.assemble(*head, " · real CUDA runs; the H200 recordings beside "
                                      "them"), Text.assemble(*head, " · real CUDA runs"))
         head = (("○ ", "bold yellow"), ("No CUDA GPU", "bold"))

@@ -186,7 +186,9 @@ def lesson_problems(lesson, columns: int) -> list[str]:
     from lab.tui.provenance import RECORDING
     from lab.tui.result_set import ResultSet
     from lab.tui.widgets.lesson_text import split_code
-    from lab.tui.widgets.tables import checks_table, diff_tables, summary_table
+    from lab.tui.widgets.results import lesson_notes
+    from lab.tui.widgets.tables import (check_notes, checks_table, diff_tables, failure_box,
+                                        summary_table)
     from lab.tui.widgets.inspector import fit_stack
 
     w = WIDTHS[columns]
@@ -206,7 +208,9 @@ def lesson_problems(lesson, columns: int) -> list[str]:
     if not names:
         return out
     rs = ResultSet([recordings[n] for n in names], RECORDING)
-    for part in (summary_table(lesson, rs), diff_tables(lesson, rs), checks_table(lesson, rs)):
+    for part in (summary_table(lesson, rs), diff_tables(lesson, rs), checks_table(lesson, rs),
+                 Text("\n".join(lesson_notes(rs.results, check_notes(rs)))),
+                 *(failure_box(r, rs.source)[0] for r in rs.results if not r.ok)):
         if part is not None:
             out += renderable_problems(part, w["results"], "the results")
     # the status line while the lesson plays, and after it

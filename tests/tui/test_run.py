@@ -162,7 +162,8 @@ async def test_oom_is_shown_as_a_lesson_moment():
         assert oom.status == "oom"
         box = text_of(screen, "#failures")
         assert "Out of memory" in box and "This is a result, not a bug" in box
-        assert "CUDA out of memory. Tried to allocate" in box  # the real message, unedited
+        # the real message, unedited: a sentence a line, in a block that scrolls (URL whole)
+        assert "CUDA out of memory.\nTried to allocate" in box
         summary = text_of(screen, "#summary")
         assert "OOM" in summary
         assert "OOM after" in summary and "0 B" not in summary  # where it stopped; it needed more

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Collapsible, Static
 
 from lab.curriculum import Lesson
@@ -28,10 +28,12 @@ from lab.progress import RunRecord
 from lab.report import capacity, format_bytes, given_gb, percent, signed_bytes
 
 from ..look import variant_rgb
+from ..author_text import one_sentence_a_line
 from ..provenance import code_path_line, is_version_note
 from ..result_set import ResultSet
 from .category_bars import CategoryBars
 from .fit import Fit
+from .lesson_text import CodeBlock
 from .tables import (check_notes, checks_table, color, diff_tables, failure_box, history_table,
                      recorded_variant, summary_table, variant_index, versus_table)
 from .timeline import Series, TimelinePlot
@@ -175,7 +177,8 @@ class ResultsView(VerticalScroll):
     ResultsView > .box { height: auto; margin: 0 1 1 1; }
     ResultsView > #source { margin: 0 1; height: auto; }
     ResultsView > #versions { margin: 0 1; height: auto; color: $warning; }
-    ResultsView > #failures { border: round $error; padding: 0 1; }
+    ResultsView > #failures { border: round $error; padding: 0 1; height: auto; }
+    ResultsView > #failures > CodeBlock { margin: 0 0 1 0; }
     ResultsView > #beside-note { color: $text-muted; margin: 0 1; height: auto; }
     ResultsView > Collapsible { margin: 0 1 1 1; padding: 0; border: none; }
     ResultsView > Collapsible > Contents { padding: 0 1; }
@@ -188,7 +191,7 @@ class ResultsView(VerticalScroll):
         yield Static("", id="first", classes="box")  # yours vs the recording, when yours leads
         yield TimelinePlot("", id="timeline")
         yield Static("", id="summary", classes="box")
-        yield Static("", id="failures", classes="box")
+        yield Vertical(id="failures", classes="box")
         yield Static("What was live at the peak", classes="box heading", id="bars-title")
         yield CategoryBars(id="bars", classes="box")
         yield Static("", id="prediction", classes="box")
@@ -245,9 +248,14 @@ class ResultsView(VerticalScroll):
         self._set("#versions", Fit(*(Text(v) for v in data.versions)) if data.versions else None)
         self._set("#first", versus_table(lesson, lead, data.beside) if data.mine_first else None)
         failures = [r for r in lead.results if not r.ok]
-        box = self.query_one("#failures", Static)
+        box = self.query_one("#failures", Vertical)
         box.display = bool(failures)
-        box.update(Text("\n").join(failure_box(r, src) for r in failures))
+        box.remove_children()
+        for r in failures:  # the message in a block that scrolls: a URL in it is never broken
+            head, message = failure_box(r, src)
+            box.mount(Static(head))
+            if message:
+                box.mount(CodeBlock(one_sentence_a_line(message), "text"))
         box.set_class(any(r.status in ("oom", "error") for r in failures), "-bad")
         self.query_one("#timeline", TimelinePlot).set_series(
             series_of(lesson, lead), plot_title(lead), capacity_of(lead.results))

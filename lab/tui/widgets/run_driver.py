@@ -23,12 +23,12 @@ from textual.worker import get_current_worker
 from lab.measure.modes import ModeError
 from lab.report.units import SIZE_HELP, parse_size
 from lab.runner.loop import run_all, side_by_side
+from lab.runner.replay import ReplayRunner
 from lab.serve.policy import lesson_refusal
 
 from .. import lesson_plans as plans
 from ..lesson_model import LessonRun, RunPlan, run_order
 from ..messages import RunFinished, RunProgress, RunStarted, VariantFinished
-from ..playback import RecordingRunner
 from ..provenance import CLASS
 
 
@@ -88,7 +88,7 @@ class RunDriver(Widget):
             room = self.deps.classroom()
             self._start(plans.playback_plan(variants, room.pushed(self.lesson.id)[variants[0]],
                                             how=CLASS),
-                        RecordingRunner(room.runs_dir, self.deps.playback_seconds))
+                        ReplayRunner.of_results(room.runs_dir, self.deps.playback_seconds))
 
     # ---- before the run ------------------------------------------------------------------------
     def _busy(self, state: LessonRun) -> bool:
@@ -141,7 +141,8 @@ class RunDriver(Widget):
         self._notify_all(choice.notices)
         if choice.variants:
             self._start(plans.playback_plan(choice.variants, self.recordings[choice.variants[0]]),
-                        RecordingRunner(self.deps.reference_root, self.deps.playback_seconds))
+                        ReplayRunner.of_results(self.deps.reference_root,
+                                                self.deps.playback_seconds))
 
     def _run_live(self, chosen: str, controls) -> None:
         variants = self._selected(chosen, controls)

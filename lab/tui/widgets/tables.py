@@ -257,23 +257,23 @@ def history_table(lesson: Lesson, history: list[RunRecord],
     return FitTable("Your earlier runs of this lesson, newest first", cols, rows)
 
 
-def failure_box(r: RunResult, source: Source) -> Text:
+def failure_box(r: RunResult, source: Source) -> tuple[Text, str | None]:
+    """What a failed variant means, and the message it failed with (quoted in a block of its
+    own that scrolls: PyTorch's OOM text is read as it is, a URL in it whole), or None."""
     where = f" ({source.short})"
     if r.status == "oom":
         t = Text("⚠ Out of memory — ", style="bold red")
         t.append(f"{r.variant} did not fit{where}. ", style="bold")
         t.append("This is a result, not a bug: the timeline stops at the allocation that failed "
-                 "(✕ on the plot). Try a bigger GPU, or a variant that lowers the peak.\n")
-        t.append(r.error or "", style="red")
-        return t
+                 "(✕ on the plot). Try a bigger GPU, or a variant that lowers the peak. "
+                 "PyTorch's message:")
+        return t, r.error or None
     if r.status == "cancelled":
         return Text(f"■ {r.variant}: cancelled{where} — the timeline shows what streamed before "
-                    "the stop.", style="yellow")
+                    "the stop.", style="yellow"), None
     if r.status == "timeout":
-        return Text(f"⏱ {r.variant}{where}: {r.error}", style="yellow")
-    t = Text(f"✘ {r.variant} failed{where} — ", style="bold red")
-    t.append(r.error or "unknown error")
-    return t
+        return Text(f"⏱ {r.variant}{where}: {r.error}", style="yellow"), None
+    return Text(f"✘ {r.variant} failed{where}:", style="bold red"), r.error or "unknown error"
 
 
 __all__ = ["ResultSet", "beside_table", "check_notes", "checks_table", "color", "cpu_timing_note",
