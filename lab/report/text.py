@@ -17,7 +17,7 @@ from lab.measure.result import RunResult
 from lab.report import (allocator_line, DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
                         format_bytes, metric, peak_text, provenance, provenance_of, result_rows,
                         row_of, seconds, status_text, step_text, table, with_deltas)
-from lab.report.rows import reference_cells
+from lab.report.rows import delta_note, reference_cells
 
 References = Mapping[str, RunResult]  # variant -> the recorded run (assets/reference)
 
@@ -96,8 +96,10 @@ def _recording_label(references: References | None) -> str:
 def comparison(results: list[RunResult], references: References | None = None) -> str:
     """The lesson's variants side by side (Δ vs the `baseline` variant), and the recording."""
     refs = _ref_rows(results, references)
-    return comparison_table(result_rows(results), refs or None,
-                            reference_label=_ref_name(references))
+    rows = result_rows(results)
+    note = delta_note(rows)  # a baseline that stopped: what its Δ column means
+    return comparison_table(rows, refs or None, reference_label=_ref_name(references)) + (
+        f"\n{note}" if note else "")
 
 
 def _ref_name(references: References | None) -> str:

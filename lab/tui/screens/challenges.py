@@ -149,9 +149,10 @@ class ChallengeScreen(Screen):
                                   style="green" if line.ok else "red"))
             if g.error and not g.passed:
                 parts.append(Text(g.error, style="dim"))
+        say = ch.lesson.renumbered  # "lesson 17" as the course map numbers it
         if ch.id in self.shown_hint and ch.hint:
-            parts.append(Text(f"Hint: {ch.hint}", style="italic"))
-        parts += [Text(""), Text(reflow(ch.brief)), Text("")]
+            parts.append(Text(f"Hint: {say(ch.hint)}", style="italic"))
+        parts += [Text(""), Text(say(reflow(ch.brief))), Text("")]
         parts.append(Text(f"Your copy: {path}" if path.is_file() else
                           "Not started: s copies the starting code into your data folder.",
                           style="cyan" if path.is_file() else "dim"))
