@@ -202,9 +202,11 @@ def metric(name: str, v: float | int | None, digits: int = 2) -> str:
 
 
 def axis_unit(top: int | float) -> tuple[str, float]:
-    """(name, divisor) for a plot axis whose largest value is `top` bytes: GB, MB, kB or B."""
+    """(name, divisor) for a plot axis whose largest value is `top` bytes: the unit
+    `format_bytes(top)` writes it in (GB from 1 GB, MB from 1 MB, ...), so the axis and the
+    numbers beside the plot ("peak 782.20 MB") read in one unit."""
     for div, name in _STEPS[1:]:
-        if abs(top) >= 0.1 * div:
+        if abs(top) >= div:
             return name, float(div)
     return "B", 1.0
 

@@ -231,3 +231,10 @@ def test_notes_are_said_once_per_lesson():
     assert lesson_notes([a, b]) == ["shared",
                                     "margin 1,024 B above the tensors (baseline; lightning: 2,048 B)",
                                     "lightning: only here"]
+
+
+def test_a_plot_axis_reads_in_the_unit_of_the_numbers_beside_it():
+    from lab.report import axis_unit
+
+    assert axis_unit(782_200_000) == ("MB", 1e6)  # "peak 782.20 MB" beside it
+    assert axis_unit(4_400_000_000) == ("GB", 1e9) and axis_unit(12) == ("B", 1.0)

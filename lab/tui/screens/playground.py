@@ -286,7 +286,7 @@ class PlaygroundScreen(Screen):
         self._columns(table)
         for k, r in enumerate(data.rows(self._plan, self.catalog, self._results)):
             delta = "(baseline)" if k == 0 else vs_text(r.delta_bytes, r.delta_frac)
-            tput = DASH if r.throughput is None else f"{number(r.throughput)} {r.unit}/s"
+            tput = DASH if r.throughput is None else f"{number(r.throughput, digits=3)} {r.unit}/s"
             status = r.status if not r.error else f"{r.status}: {r.error[:60]}"
             peak = format_bytes(r.peak_bytes) if r.status == "ok" else "—"
             table.add_row(r.combo, status, peak, delta, seconds(r.step_time_s), tput)

@@ -23,11 +23,28 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
+from lab.report import axis_unit, format_bytes, number, percent
 from lab.snapshots import SnapshotSummary
 from lab.snapshots import frames as fr
 from lab.snapshots.text import when
 
-from lab.report import axis_unit, format_bytes, number, percent
+from ..widgets.inspector import fit_stack
+
+
+def fill(table: DataTable, width: int, headers: list[str], rows: list[list[str]], frame: int,
+         keys: list | None = None) -> None:
+    """`rows` in `table`, every column as wide as its widest cell; the `frame` column takes what
+    the others leave, its paths shortened at their head (widths set here: Textual's automatic
+    ones keep a column's first width when the table is filled again)."""
+    widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(headers)]
+    room = max(16, width - sum(w + 2 for k, w in enumerate(widths) if k != frame) - 2)
+    rows = [[fit_stack(c, room) if k == frame else c for k, c in enumerate(r)] for r in rows]
+    widths[frame] = max([len(headers[frame])] + [len(r[frame]) for r in rows])
+    table.clear(columns=True)
+    for h, w in zip(headers, widths):
+        table.add_column(h, width=w)
+    for r, key in zip(rows, keys or [None] * len(rows)):
+        table.add_row(*r, key=key)
 
 
 class TimelinePlot(PlotextPlot):
@@ -86,7 +103,8 @@ class SnapshotViewScreen(Screen):
     SnapshotViewScreen #inspector { height: auto; max-height: 9; padding: 0 1;
                                     border-top: solid $primary-darken-2; }
     SnapshotViewScreen #tables { height: 14; }
-    SnapshotViewScreen DataTable { width: 1fr; }
+    SnapshotViewScreen #tables { layout: vertical; }
+    SnapshotViewScreen #tables > DataTable { width: 100%; height: 1fr; }
     """
     BINDINGS = [
         # priority: the tables below have focus and would take the arrows for themselves
@@ -137,19 +155,27 @@ class SnapshotViewScreen(Screen):
         return " · ".join(parts)
 
     def on_mount(self) -> None:
-        s = self.summary
-        groups = self.query_one("#groups", DataTable)
-        groups.add_columns("live at the peak, by first user frame", "bytes", "blocks", "share")
-        total = s.peak_bytes or 1
-        for g in s.groups:
-            groups.add_row(g["where"], format_bytes(g["bytes"]), number(g["count"]),
-                           percent(g["bytes"] / total, signed=False))
-        blocks = self.query_one("#blocks", DataTable)
-        blocks.add_columns("largest blocks", "allocated", "phase", "where")
-        for a in s.live_at_peak:
-            blocks.add_row(format_bytes(a.bytes), when(s, a.time_us), a.phase, a.where,
-                           key=str(a.index) if a.index is not None else None)
+        self._tables()
         self._inspect()
+
+    def on_resize(self, event) -> None:
+        self._tables()
+
+    def _tables(self) -> None:
+        """The two tables, one above the other, each frame ("file.py:23 main") fitted to the
+        width its table leaves it: a long path loses its head, never its file:line."""
+        s = self.summary
+        width = (self.size.width or self.app.size.width) - 2  # the table's scrollbar
+        total = s.peak_bytes or 1
+        fill(self.query_one("#groups", DataTable), width, ["live at the peak, by first user "
+                                                           "frame", "bytes", "blocks", "share"],
+             [[g["where"], format_bytes(g["bytes"]), number(g["count"]),
+               percent(g["bytes"] / total, signed=False)] for g in s.groups], frame=0)
+        fill(self.query_one("#blocks", DataTable), width,
+             ["largest blocks", "allocated", "phase", "where"],
+             [[format_bytes(a.bytes), when(s, a.time_us), a.phase, a.where]
+              for a in s.live_at_peak], frame=3,
+             keys=[str(a.index) if a.index is not None else None for a in s.live_at_peak])
 
     # ---- the cursor and the window ------------------------------------------------------------
     @property
