@@ -2,6 +2,13 @@
 
     python bench/profile_vs_h200.py [--only GLOB,...] [--half tune|held_out] [--jobs N]
         [--json OUT.json] [--mode sim|cpu] [--tiny]
+    python bench/profile_vs_h200.py --suite zoo [--markdown docs/ACCURACY.md] ...
+
+`--suite zoo`: the practitioner zoo (bench/ground_truth/cases.py zoo_cases, recorded into
+assets/ground_truth/zoo_gpu.json on whichever card the device gave): every case runs in sim on
+the card its recording names (a case not recorded yet still runs: sim's status alone), and the
+tables are per half and per category (bench/ground_truth/zoo_report.py); `--markdown FILE`
+writes them into FILE between its zoo-table markers (docs/ACCURACY.md), never by hand.
 
 For every case recorded in assets/ground_truth/profile_h200.json (bench/ground_truth/run_h200.py:
 plain scripts, no lab code, a fresh process each) this runs the same command the H200 ran,
@@ -34,29 +41,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench" / "ground_truth"))
-from cases import Case, all_cases, with_batch  # noqa: E402
+from cases import SUITES, Case, all_cases, with_batch  # noqa: E402
 
 TRUTH = ROOT / "assets" / "ground_truth" / "profile_h200.json"
 GiB = 2**30
 ALLOC_TARGET, RESERVED_TARGET, RESERVED_LIMIT = 0.01, 0.03, 0.05
 
 
-def profile_cmd(case: Case, args: list[str], mode: str, gpu_memory: str | None) -> list[str]:
+def profile_cmd(case: Case, args: list[str], mode: str, gpu_memory: str | None,
+                gpu: str = "h200") -> list[str]:
     cmd = [sys.executable, "-m", "lab", "profile", "--mode", mode, "--json", "--quiet",
            "--no-snapshot"]
     if mode == "sim":
-        cmd += ["--gpu", "h200"]
+        cmd += ["--gpu", gpu]
     if gpu_memory:
         cmd += ["--gpu-memory", gpu_memory]
     return cmd + ["--", "python", str(ROOT / case.script), *args]
 
 
 def run_profile(case: Case, args: list[str], mode: str, gpu_memory: str | None = None,
-                timeout: float = 1800) -> dict:
+                timeout: float = 1800, gpu: str = "h200") -> dict:
     """One `memlab profile` run, in the case's folder: its RunResult's numbers (or an error)."""
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(profile_cmd(case, args, mode, gpu_memory), cwd=ROOT / case.cwd,
+        p = subprocess.run(profile_cmd(case, args, mode, gpu_memory, gpu), cwd=ROOT / case.cwd,
                            capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "seconds": round(time.perf_counter() - t0, 1)}
@@ -69,6 +77,7 @@ def run_profile(case: Case, args: list[str], mode: str, gpu_memory: str | None =
     r = json.loads(p.stdout[start:])
     a = r.get("allocator") or {}
     return {"status": r["status"], "error": r.get("error"), "seconds": seconds,
+            "exit": p.returncode,
             "allocated": a.get("peak_allocated_bytes"), "reserved": a.get("peak_reserved_bytes"),
             "predicted": a.get("predicted"), "torch": r.get("torch_version"),
             "transformers": r.get("transformers_version"), "notes": r.get("notes", [])[:6]}
@@ -189,15 +198,22 @@ def _peak_row(case: Case, truth: dict, r: dict) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", choices=sorted(SUITES), default="profile")
+    ap.add_argument("--markdown", type=Path, help="zoo: write the tables into this file")
     ap.add_argument("--only", help="comma-separated globs of case ids")
     ap.add_argument("--half", choices=["tune", "held_out"])
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--truth", type=Path, default=TRUTH)
+    ap.add_argument("--truth", type=Path, default=None)
     ap.add_argument("--json", type=Path, help="write every row here")
     ap.add_argument("--mode", default="sim", choices=["sim", "cpu"],
                     help="cpu (with --tiny): check the harness without the simulator")
     ap.add_argument("--tiny", action="store_true", help="the cases' tiny CPU arguments")
     args = ap.parse_args()
+    if args.suite == "zoo":
+        from zoo_report import main_zoo
+
+        return main_zoo(args, run_profile)
+    args.truth = args.truth or TRUTH
     if not args.truth.exists():
         print(f"profile_vs_h200: {args.truth} does not exist: record it on the H200 first "
               "(bench/ground_truth/run_h200.py)", file=sys.stderr)

@@ -28,20 +28,25 @@ unit and decimals as the stated value, must read the same ("12.24 GB" backs 12.2
 bytes, not 12.25e9). Step times too: the text sits beside the table `memlab dev cite` renders from
 the same recording, so "66 ms" cannot stand for a recorded 63.7 ms.
 
-A step time is noisy where bytes are not, so a "faster"/"slower" claim (quantity step_time,
-direction lower or higher) must be larger than the noise, or the text states the numbers without
-a direction:
-- both recordings carry `timing` (every timed step): the difference must exceed the sum of their
-  spreads (max - min of the timed steps, `Timing.spread_s`);
-- otherwise (older recordings: the mean of 2-3 steps, step 0 included, recorded once): it must be
-  at least NOISE_WITHOUT_TIMING of the reference run, the spread the same GPT-2 step showed across
-  the H200 recordings of lessons 08-13.
+A step time is noisy where bytes are not, so a step-time direction compares the two runs'
+timed steps (`timing`: every step of the untracked pass, warm-up left out), not two numbers:
+- "faster"/"slower" (direction lower or higher): every timed step of one run is beyond every
+  timed step of the other, with enough steps for that to mean something (a rank test: with
+  Mann-Whitney's U = 0 its exact two-sided p is 2 / C(n + m, n), at most SIGNIFICANCE; five steps
+  against five give 0.008). Otherwise the text states the numbers without a direction;
+- "about the same" (direction same): the opposite holds - the timed steps do not fall apart that
+  way - and the medians are within `tolerance`;
+- a recording without `timing` (the mean of 2-3 steps, step 0 included, recorded once: lesson 22's
+  schema-1 recordings) backs no step-time direction at all.
+A run on several ranks contributes every rank's timed steps. `step_min` and `step_max` (the
+fastest and slowest timed step) let the text say how the steps fell.
 
 Torch-free: the CLI's `memlab dev check` runs without importing torch.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -62,17 +67,20 @@ DIRECTION_WORDS = {  # how a direction renders, and the words `says` may use for
     "same": ("about the same", {"same", "unchanged", "equal", "identical", "matches", "as"}),
     "equal": ("exactly the same", {"same", "unchanged", "equal", "identical", "exactly"}),
 }
-QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | step_spread | status | "
-              "category:<name> | phase:<name>:delta | phase:<name>:peak | metric:<name> | check:<name>")
+QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | step_spread | step_min | "
+              "step_max | status | category:<name> | phase:<name>:delta | phase:<name>:peak | "
+              "metric:<name> | check:<name> | rank:<n>:<any of these>")
+_PLAIN = ("peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "step_spread",
+          "step_min", "step_max", "status")
 _VALUE_RE = re.compile(r"^\s*([+\-−]?)\s*(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z%×]*)\s*$")
 SUPERSEDED_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 SOURCES = ("recording", "ground_truth")  # what backs a claim: the lesson's H200 recording, or
 # the ground-truth case its variant names (lab.ground_truth)
 GROUND_TRUTH_QUANTITIES = ("allocated", "reserved", "status")  # lab.ground_truth.QUANTITIES
 SAME_TOLERANCE = 0.005  # "about the same": within 0.5 %
-# without a recorded spread, a step-time difference below this fraction is not a finding: the same
-# GPT-2 training step read 176.4-180.8 ms (1.8 % apart) in the H200 recordings of lessons 08-13
-NOISE_WITHOUT_TIMING = 0.02
+# a step-time direction is a finding when a rank test on the timed steps gives p at most this
+# (two-sided): all of one run's steps beyond all of the other's, five against five, is p = 0.008
+SIGNIFICANCE = 0.01
 
 
 class ClaimError(ValueError):
@@ -149,11 +157,18 @@ def quantity(result: Any, name: str) -> float | str | None:
         return r.step_time_s
     if name == "step_spread":  # max - min of the timed steps: how far one step can be from another
         return spread_s(r)
+    if name in ("step_min", "step_max"):  # the fastest / slowest timed step
+        steps = timed_steps(r)
+        return (min(steps) if name == "step_min" else max(steps)) if steps else None
     if name == "status":
         return r.status
     if name == "peak_phase":
         return r.peak.phase or None
     kind, _, rest = name.partition(":")
+    if kind == "rank":  # rank:<n>:<quantity>: rank n's own result of a run on several ranks
+        n, _, inner = rest.partition(":")
+        ranks = getattr(r, "ranks", None) or []
+        return quantity(ranks[int(n)], inner) if int(n) < len(ranks) else None
     if kind == "category":
         return r.peak.by_category.get(rest, 0) if r.peak.bytes else None
     if kind == "metric":
@@ -172,9 +187,13 @@ def quantity(result: Any, name: str) -> float | str | None:
 
 def check_quantity_name(name: str) -> None:
     kind, sep, rest = name.partition(":")
-    if name in ("peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "step_spread",
-                "status"):
+    if name in _PLAIN:
         return
+    if kind == "rank":
+        n, _, inner = rest.partition(":")
+        if n.isdigit() and inner and not inner.startswith("rank:"):
+            check_quantity_name(inner)
+            return
     if sep and kind in ("category", "metric", "check") and rest:
         return
     if kind == "phase" and rest.rpartition(":")[2] in ("delta", "peak") and rest.rpartition(":")[0]:
@@ -214,7 +233,7 @@ def verify(claim: Claim, results: dict[str, Any]) -> str | None:
         if problem:
             return problem
     if claim.direction:
-        problem = _check_direction(claim, mine, theirs) or _check_noise(claim, run, base)
+        problem = _check_direction(claim, mine, theirs) or timing_problem(claim, run, base)
         if problem:
             return problem
     return None
@@ -277,27 +296,59 @@ def spread_s(result: Any) -> float | None:
     return timing.spread_s if timing is not None else None
 
 
-def noise_margin_s(run: Any, base: Any) -> tuple[float, str]:
-    """How far apart two step times must be before one is faster: (seconds, what that is)."""
-    a, b = spread_s(run), spread_s(base)
-    if a is not None and b is not None:
-        return a + b, f"the recorded spreads ({a * 1e3:.1f} + {b * 1e3:.1f} ms)"
-    return (NOISE_WITHOUT_TIMING * abs(base.step_time_s),
-            f"{NOISE_WITHOUT_TIMING:.0%} of {base.variant}'s step time (the recordings carry no "
-            "spread; step times vary that much between recordings)")
+def timed_steps(result: Any) -> list[float]:
+    """Every timed step of a run, on every rank of a run on several ([] without `timing`)."""
+    ranks = getattr(result, "ranks", None) or []
+    runs = ranks if ranks and all(getattr(r, "timing", None) for r in ranks) else [result]
+    return [s for r in runs if getattr(r, "timing", None) for s in r.timing.steps_s]
 
 
-def _check_noise(claim: Claim, run: Any, base: Any) -> str | None:
-    """A faster/slower claim on step times must be larger than the noise of the measurement."""
-    if claim.quantity != "step_time" or claim.direction not in ("lower", "higher") or base is None:
+def rank_test_p(a: list[float], b: list[float]) -> float | None:
+    """The exact two-sided p of a rank test (Mann-Whitney) when every step of one list is beyond
+    every step of the other (U = 0): 2 / C(n + m, n); None when the two lists overlap or tie."""
+    if not a or not b or not (max(a) < min(b) or max(b) < min(a)):
         return None
-    diff = run.step_time_s - base.step_time_s
-    margin, what = noise_margin_s(run, base)
-    if abs(diff) > margin:
+    return min(1.0, 2 / math.comb(len(a) + len(b), len(a)))
+
+
+def _steps_of(result: Any, name: str) -> tuple[Any, str]:
+    """The run a step-time quantity reads (rank:<n>:step_time reads rank n) and its base name."""
+    if name.startswith("rank:"):
+        n, _, inner = name[len("rank:"):].partition(":")
+        ranks = getattr(result, "ranks", None) or []
+        return (ranks[int(n)] if int(n) < len(ranks) else result), inner
+    return result, name
+
+
+def timing_problem(claim: Claim, run: Any, base: Any) -> str | None:
+    """A step-time direction compares the two runs' timed steps (see the module docstring)."""
+    if claim.direction not in ("lower", "higher", "same") or base is None:
         return None
-    return (f"{claim.variant} vs {claim.relative_to} step_time: {diff * 1e3:+.1f} ms "
-            f"({diff / base.step_time_s:+.1%}) is within {what}: state the numbers without a "
-            "direction")
+    run, name = _steps_of(run, claim.quantity)
+    base, _ = _steps_of(base, claim.quantity)
+    if name != "step_time":
+        return None
+    mine, theirs = timed_steps(run), timed_steps(base)
+    if not mine or not theirs:
+        untimed = claim.variant if not mine else claim.relative_to
+        return (f"{untimed}'s recording has no timed steps (`timing`): it backs no step-time "
+                "direction; state the numbers without one")
+    p = rank_test_p(mine, theirs)
+    apart = p is not None and p <= SIGNIFICANCE
+    where = (f"{claim.variant}'s {len(mine)} timed steps {min(mine) * 1e3:.1f}-{max(mine) * 1e3:.1f} "
+             f"ms, {claim.relative_to}'s {len(theirs)} {min(theirs) * 1e3:.1f}-"
+             f"{max(theirs) * 1e3:.1f} ms")
+    if claim.direction == "same":
+        if apart:
+            side = "below" if max(mine) < min(theirs) else "above"
+            return (f"{where}: every one of {claim.variant}'s is {side} every one of "
+                    f"{claim.relative_to}'s (p = {p:.3f}): not the same; state the direction")
+        return None
+    if apart:
+        return None
+    why = ("they overlap" if p is None else
+           f"too few steps for that to be a finding (p = {p:.3f} > {SIGNIFICANCE})")
+    return f"{where}: {why}; state the numbers without a direction"
 
 
 def claim_from_toml(d: dict[str, Any]) -> Claim:
@@ -357,7 +408,7 @@ def claim_from_toml(d: dict[str, Any]) -> Claim:
                  tolerance=tol, also=also, superseded=superseded, source=source)
 
 
-__all__ = ["Claim", "ClaimError", "DIRECTIONS", "GROUND_TRUTH_QUANTITIES", "NOISE_WITHOUT_TIMING",
-           "QUANTITIES", "SOURCES", "Stated",
-           "claim_from_toml", "direction_problem", "noise_margin_s", "parse_value", "quantity",
-           "spread_s", "verify"]
+__all__ = ["Claim", "ClaimError", "DIRECTIONS", "GROUND_TRUTH_QUANTITIES", "QUANTITIES",
+           "SIGNIFICANCE", "SOURCES", "Stated",
+           "claim_from_toml", "direction_problem", "parse_value", "quantity", "rank_test_p",
+           "spread_s", "timed_steps", "timing_problem", "verify"]

@@ -12,6 +12,9 @@ both run exactly the same command. A case is a plain script and its arguments, r
     fit/<config>/<combo>      the largest batch that runs under `cap_gib` (hf_loop.py)
     versions/<config>/<combo> an hf case on the H200's own transformers (not the carried one):
                               what the library version alone changes (outside the split)
+    zoo/<category>/<name>     a practitioner's script of bench/ground_truth/zoo/ (CNNs, ViT,
+                              MoE, seq2seq, MLM, generate, LoRA, Lightning, accumulation):
+                              `zoo_cases()`, its own results file (ZOO_RESULTS), any card
 
 `tiny` is the same case at a size a CPU runs in seconds (run_h200.py --dry-run). The split
 (tune / held_out) is assets/ground_truth/split.toml, fixed before any held-out number existed.
@@ -54,10 +57,17 @@ class Case:
     batch_flag: str = "--batch"  # fit cases: the argument that sets the batch
     transformers: str = "carried"  # or "native": the H200's own version (versions/ cases)
     info: dict = field(default_factory=dict)
+    gib: float | None = None  # GiB the GPU run needs, for scheduling only (zoo cases)
+    alone: bool = False  # run with nothing beside it (cuDNN's algorithm search sees free memory)
 
     @property
     def kind(self) -> str:
         return self.id.split("/", 1)[0]
+
+    @property
+    def category(self) -> str:
+        """zoo/cnn/resnet50-fp32 -> cnn; other cases: their kind."""
+        return self.id.split("/")[1] if self.kind == "zoo" else self.kind
 
 
 # hf cases: (config, --layers or None for the published count, batch, seq). Layers are cut only
@@ -180,6 +190,94 @@ def all_cases() -> list[Case]:
     return out
 
 
+ZOO = f"{HERE}/zoo"
+ZOO_RESULTS = ROOT / "assets" / "ground_truth" / "zoo_gpu.json"
+ZOO_CATEGORIES = ("cnn", "vit", "moe", "seq2seq", "encoder", "generate", "lora", "lightning",
+                  "accum")
+_CPU = ["--device", "cpu"]
+# (id, script, arguments, GiB estimate, the tiny CPU arguments); the split is split.toml's
+# [[added]] of 2026-12-07. Sizes: what a practitioner runs on one 80 GB card, each case well
+# under a minute there; layers are cut only for the MoE layouts (2.4 GB of weights per
+# Qwen3-30B-A3B block at fp32 Adam).
+_ZOO = [
+    ("cnn/resnet50-fp32", "resnet.py", "--depth 50 --batch 128", 18,
+     "--tiny --batch 2 --steps 2"),
+    ("cnn/resnet50-bf16-cl", "resnet.py", "--depth 50 --batch 128 --bf16 --channels-last", 14,
+     "--tiny --batch 2 --steps 2 --bf16 --channels-last"),
+    ("cnn/resnet101-fp32-cl", "resnet.py", "--depth 101 --batch 64 --channels-last", 16,
+     "--tiny --depth 101 --batch 2 --steps 2 --channels-last"),
+    ("cnn/unet-bf16", "unet.py", "--batch 16 --image 512 --bf16", 30,
+     "--tiny --batch 2 --steps 2 --bf16"),
+    ("vit/vit-b16-bf16", "vit.py", "--config vit-base-patch16-224 --batch 128 --bf16", 28,
+     "--tiny --batch 2 --steps 2 --bf16"),
+    ("vit/vit-l16-fp32", "vit.py", "--config vit-large-patch16-224 --batch 32", 30,
+     "--config vit-large-patch16-224 --tiny --batch 2 --steps 2"),
+    ("moe/qwen3-moe-bf16", "causal_lm.py",
+     "--config qwen3-30b-a3b --layers 2 --batch 2 --seq 1024 --bf16", 44,
+     "--config qwen3-30b-a3b --tiny --batch 2 --seq 16 --steps 2 --bf16"),
+    ("moe/olmoe-bf16", "causal_lm.py",
+     "--config olmoe-1b-7b --layers 2 --batch 4 --seq 1024 --bf16", 30,
+     "--config olmoe-1b-7b --tiny --batch 2 --seq 16 --steps 2 --bf16"),
+    ("moe/loop-bf16", "moe_loop.py", "--batch 8 --seq 1024 --bf16", 30,
+     "--vocab 512 --dim 64 --layers 2 --heads 4 --hidden 128 --batch 2 --seq 16 --steps 2 "
+     "--bf16"),
+    ("moe/loop-fp32", "moe_loop.py", "--dim 768 --layers 6 --heads 12 --hidden 2048 --experts 16 "
+     "--top-k 4 --batch 8 --seq 512", 24,
+     "--vocab 512 --dim 64 --layers 2 --heads 4 --hidden 96 --experts 16 --top-k 4 --batch 2 "
+     "--seq 16 --steps 2"),
+    ("seq2seq/t5-base-fp32", "seq2seq.py", "--config t5-base --batch 16 --source 512 --target 128",
+     24, "--config t5-base --tiny --batch 2 --source 16 --target 8 --steps 2"),
+    ("seq2seq/bart-large-bf16", "seq2seq.py",
+     "--config bart-large --batch 16 --source 512 --target 128 --bf16 --lr 3e-5", 24,
+     "--config bart-large --tiny --batch 2 --source 16 --target 8 --steps 2 --bf16"),
+    ("encoder/bert-large-mlm-bf16", "mlm.py", "--config bert-large-uncased --batch 32 --seq 512 "
+     "--bf16", 28, "--config bert-large-uncased --tiny --batch 2 --seq 16 --steps 2 --bf16"),
+    ("encoder/roberta-base-mlm-fp32", "mlm.py", "--config roberta-base --batch 32 --seq 512 "
+     "--mask-token 50264", 28, "--config roberta-base --tiny --batch 2 --seq 16 --steps 2"),
+    ("generate/llama-1b-dynamic", "generate.py", "--config llama-3.2-1b --batch 16 --prompt 512 "
+     "--new 256 --cache dynamic", 10, "--tiny --batch 2 --prompt 8 --new 4 --cache dynamic"),
+    ("generate/llama-1b-static", "generate.py", "--config llama-3.2-1b --batch 16 --prompt 512 "
+     "--new 256 --cache static --no-compile", 10,
+     "--tiny --batch 2 --prompt 8 --new 4 --cache static --no-compile"),
+    ("lora/llama-1b-ckpt", "lora.py", "--config llama-3.2-1b --batch 4 --seq 1024 --rank 16 "
+     "--checkpointing", 12, "--tiny --batch 2 --seq 16 --steps 2 --checkpointing"),
+    ("lora/qwen2.5-1.5b", "lora.py", "--config qwen2.5-1.5b --batch 4 --seq 1024 --rank 8", 30,
+     "--config qwen2.5-1.5b --tiny --batch 2 --seq 16 --steps 2 --rank 8"),
+    ("lightning/gpt2-bf16", "lightning_lm.py", "--config gpt2 --batch 8 --seq 1024 --precision "
+     "bf16-mixed", 20, "--config gpt2 --tiny --batch 2 --seq 16 --steps 2 --precision bf16-mixed"),
+    ("lightning/llama-1b-fp32-accum", "lightning_lm.py", "--config llama-3.2-1b --layers 4 "
+     "--batch 4 --seq 512 --precision 32-true --accumulate 2", 20,
+     "--config llama-3.2-1b --tiny --batch 2 --seq 16 --steps 2 --precision 32-true "
+     "--accumulate 2"),
+    ("accum/qwen2.5-0.5b-bf16", "causal_lm.py", "--config qwen2.5-0.5b --batch 16 --micro-batch 4 "
+     "--seq 1024 --bf16", 30, "--config qwen2.5-0.5b --tiny --batch 4 --micro-batch 2 --seq 16 "
+     "--steps 2 --bf16"),
+    ("accum/gpt2-fp32", "causal_lm.py", "--config gpt2 --batch 32 --micro-batch 8 --seq 1024", 30,
+     "--config gpt2 --tiny --batch 4 --micro-batch 2 --seq 16 --steps 2"),
+    # held out with scripts no tune case runs (split.toml's second [[added]] of 2026-12-07)
+    ("vit/vit-plain-fp32", "vit_plain.py", "--dim 768 --depth 12 --heads 12 --batch 64", 24,
+     "--image 32 --patch 8 --dim 64 --depth 2 --heads 4 --classes 10 --batch 2 --steps 2"),
+    ("seq2seq/translate-fp32", "translate.py", "--batch 64 --source 256 --target 256", 24,
+     "--vocab 512 --dim 64 --layers 2 --heads 4 --ffn 128 --batch 2 --source 16 --target 16 "
+     "--steps 2"),
+    ("accum/gpt-plain-bf16", "gpt_accum.py", "--layers 12 --dim 1024 --heads 16 --batch 32 "
+     "--micro-batch 8 --seq 1024", 30, "--vocab 512 --layers 2 --dim 64 --heads 4 --batch 4 "
+     "--micro-batch 2 --seq 16 --steps 2"),
+]
+
+
+def zoo_cases() -> list[Case]:
+    """The practitioner zoo: plain scripts of bench/ground_truth/zoo/, `python SCRIPT ARGS` on
+    CUDA as they are; the table docs/ACCURACY.md is made from (bench/profile_vs_h200.py --suite
+    zoo)."""
+    out = []
+    for name, script, args, gib, tiny in _ZOO:
+        cid = f"zoo/{name}"
+        out.append(Case(cid, cid, f"{ZOO}/{script}", args.split(), tiny.split() + _CPU,
+                        gib=gib, alone=name.startswith("cnn/"), info={"category": cid.split("/")[1]}))
+    return out
+
+
 def with_batch(case: Case, batch: int) -> list[str]:
     """A fit case's arguments at another batch."""
     args = list(case.args)
@@ -193,11 +291,13 @@ def load_split() -> dict[str, str]:
 
     d = tomllib.loads(SPLIT.read_text())
     out = {}
-    for half in ("tune", "held_out"):
-        for g in d[half]["groups"]:
-            if g in out:
-                raise ValueError(f"{SPLIT.name}: {g!r} is in both halves")
-            out[g] = half
+    # the first split, then each later [[added]] table (its own date): groups never move
+    for part in [{h: d[h]["groups"] for h in ("tune", "held_out")}, *d.get("added", [])]:
+        for half in ("tune", "held_out"):
+            for g in part[half]:
+                if g in out:
+                    raise ValueError(f"{SPLIT.name}: {g!r} is in both halves, or twice")
+                out[g] = half
     return out
 
 
@@ -210,7 +310,10 @@ def half_of(case: Case, split: dict[str, str]) -> str:
     return split[case.group]
 
 
-if __name__ == "__main__":  # list the table
+SUITES = {"profile": all_cases, "zoo": zoo_cases}  # run_h200.py / profile_vs_h200.py --suite
+
+
+if __name__ == "__main__":  # list the table (python cases.py [zoo])
     split = load_split()
-    for c in all_cases():
+    for c in SUITES[sys.argv[1] if len(sys.argv) > 1 else "profile"]():
         print(f"{half_of(c, split):<9} {c.id:<40} {c.script} {' '.join(c.args)}", file=sys.stdout)

@@ -6,7 +6,8 @@ The script runs as `python SCRIPT.py ARGS` would (runpy, `__main__`, its folder 
 the current folder unchanged). After it ends (or raises), one line `GT_RESULT {json}`:
 max_memory_allocated / max_memory_reserved, the allocator's retry and OOM counts (a retry means
 the cache was flushed under pressure, so the reserved peak is not a clean one), the status
-(ok / oom / error), and the versions. `--cap-gib` caps this process with
+(ok / oom / error), the card, and the versions (torch, cuDNN, transformers and the optional
+libraries a zoo script may import: peft, pytorch-lightning, accelerate). `--cap-gib` caps this process with
 `torch.cuda.set_per_process_memory_fraction` (the fit cases). No lab code: this is the ground
 truth's own measuring stick.
 """
@@ -15,11 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+from importlib import metadata
 import runpy
 import sys
 
 MARK = "GT_RESULT "
 GiB = 2**30
+# result key -> distribution: the libraries whose version a number depends on
+OPTIONAL = {"transformers": "transformers", "peft": "peft",
+            "pytorch_lightning": "pytorch-lightning", "accelerate": "accelerate"}
 
 
 def main(argv: list[str]) -> int:
@@ -58,12 +63,14 @@ def main(argv: list[str]) -> int:
                    num_ooms=stats.get("num_ooms", 0), gpu=torch.cuda.get_device_name(0),
                    total_bytes=torch.cuda.get_device_properties(0).total_memory)
     out["torch"] = torch.__version__
-    try:
-        import transformers
-
-        out["transformers"] = transformers.__version__
-    except ImportError:
-        out["transformers"] = None
+    out["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    for name, dist in OPTIONAL.items():  # what the process would import (PYTHONPATH included)
+        mod = sys.modules.get(name)
+        try:
+            out[name] = getattr(mod, "__version__", None) or metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    out["imported"] = sorted(n for n in OPTIONAL if n in sys.modules)
     print(MARK + json.dumps(out), flush=True)
     return 0
 

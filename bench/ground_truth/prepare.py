@@ -1,6 +1,7 @@
 """Prepare, on this machine, what the H200 command needs and cannot fetch (it has no network).
 
-    python bench/ground_truth/prepare.py [--mirrors /work/.mirror] [--no-wheels]
+    python bench/ground_truth/prepare.py [--mirrors /work/.mirror] [--no-wheels] [--no-scripts]
+        [--libraries]
 
 1. .gt_scripts/NAME/: the public scripts of cases.SOURCES, copied from a local git mirror of
    each repository at the commit named there (`git show COMMIT:PATH`, nothing edited), and the
@@ -8,6 +9,8 @@
 2. .whl/: the transformers this checkout's Python runs (and regex, which it checks at import),
    as wheels for the H200's Python 3.12, so the H200 records with the version the simulator
    runs here (the H200's own is older; cases/versions/* record that one too).
+   `--libraries` adds the optional libraries the zoo's scripts import (peft, pytorch-lightning,
+   accelerate), at the versions installed here, so the GPU runs what sim runs here.
 3. Both folders go to .git/info/exclude: the public code is never committed, only run.
 
 Then: device `run` with carry [".gt_scripts", ".whl"] (bench/ground_truth/README.md).
@@ -59,10 +62,19 @@ def copy_scripts(mirrors: Path) -> None:
               f"({', '.join(src['files'])} + data/gt)")
 
 
-def download_wheels() -> None:
+LIBRARIES = ("peft", "pytorch-lightning", "accelerate")  # what zoo scripts import beside torch
+
+
+def download_wheels(libraries: bool = False) -> None:
     WHEELS.mkdir(exist_ok=True)
-    want = [f"transformers=={metadata.version('transformers')}",
-            f"regex=={metadata.version('regex')}"]
+    names = ["transformers", "regex"] + (list(LIBRARIES) if libraries else [])
+    want = []
+    for name in names:
+        try:
+            want.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            sys.exit(f"prepare: {name} is not installed here; `pip install {name}` first (the GPU "
+                     "records with the version sim runs here)")
     plat = [a for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
             for a in ("--platform", p)]
     subprocess.check_call([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
@@ -76,11 +88,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mirrors", default="/work/.mirror", type=Path)
     ap.add_argument("--no-wheels", action="store_true")
+    ap.add_argument("--no-scripts", action="store_true", help="no public scripts (the zoo has none)")
+    ap.add_argument("--libraries", action="store_true",
+                    help="also peft, pytorch-lightning, accelerate (the zoo's scripts import them)")
     args = ap.parse_args()
     exclude("/.gt_scripts/", "/.whl/")
-    copy_scripts(args.mirrors)
+    if not args.no_scripts:
+        copy_scripts(args.mirrors)
     if not args.no_wheels:
-        download_wheels()
+        download_wheels(args.libraries)
     return 0
 
 

@@ -1,8 +1,13 @@
 """Record the ground truth on a CUDA GPU: every case of cases.py not yet in the results file.
 
-    python bench/ground_truth/run_h200.py [--only GLOB,...] [--shard I/N] [--budget-s S]
-        [--results FILE] [--out DIR] [--retry-errors]
+    python bench/ground_truth/run_h200.py [--suite profile|zoo] [--only GLOB,...] [--shard I/N]
+        [--budget-s S] [--results FILE] [--out DIR] [--retry-errors]
     python bench/ground_truth/run_h200.py --dry-run      every case, tiny, on this CPU
+
+Two suites share this runner: `profile` (the default; cases.all_cases(), results
+assets/ground_truth/profile_h200.json, recorded on an H200) and `zoo` (the practitioner zoo,
+cases.zoo_cases(), results assets/ground_truth/zoo_gpu.json, on whichever card the device gives:
+each case names its card, and sim is compared on that card).
 
 Resumable: results are merged into FILE (default assets/ground_truth/profile_h200.json) after
 every case, and a case already there is skipped, so a device command that stops at its time
@@ -37,7 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cases import ROOT, SOURCES, Case, all_cases, half_of, load_split, with_batch  # noqa: E402
+from cases import (ROOT, SOURCES, SUITES, ZOO_RESULTS, Case, half_of, load_split,  # noqa: E402
+                   with_batch)
 from peak_of import MARK  # noqa: E402
 
 PEAK_OF = Path(__file__).resolve().with_name("peak_of.py")
@@ -86,6 +92,8 @@ _ESTIMATING = threading.Lock()  # one meta-device build at a time (lazy imports,
 
 
 def estimate_gib(case: Case) -> float:
+    if case.gib is not None:
+        return case.gib
     if case.kind == "script":
         return SCRIPT_GIB.get(case.id, 24)
     with _ESTIMATING:
@@ -138,7 +146,8 @@ def run_one(case: Case, args: list[str], *, cap_gib: float | None, dry: bool) ->
 def peak_case(case: Case, gate: Gate, dry: bool) -> dict:
     gib = 1 if dry else estimate_gib(case)
     args = case.tiny if dry else case.args
-    r, beside = gate.run(gib, run_one, case, args, cap_gib=None, dry=dry)
+    r, beside = gate.run(gib, run_one, case, args, cap_gib=None, dry=dry,
+                         alone=case.alone and not dry)
     r["ran_alone"] = not beside
     if not dry and beside and (r["status"] == "oom" or r.get("num_alloc_retries", 0)):
         r, _ = gate.run(gib, run_one, case, args, cap_gib=None, dry=dry, alone=True)
@@ -181,13 +190,13 @@ def fit_case(case: Case, gate: Gate, dry: bool) -> dict:
             **({"error": errors[0].get("error", "")} if errors else {})}
 
 
-def _versions(carried: bool) -> str | None:
+def _versions(carried: bool, dist: str = "transformers") -> str | None:
     env = dict(os.environ)
     if not carried:
         env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
                                             if p and p != os.environ.get("GT_CARRIED_SITE"))
     p = subprocess.run([sys.executable, "-c", "from importlib.metadata import version as v; "
-                        "print(v('transformers'))"], env=env, capture_output=True, text=True)
+                        f"print(v({dist!r}))"], env=env, capture_output=True, text=True)
     return p.stdout.strip() or None
 
 
@@ -247,12 +256,15 @@ def row(case: Case, r: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suite", choices=sorted(SUITES), default="profile",
+                    help="profile: the H200 cases (default); zoo: the practitioner zoo")
     ap.add_argument("--only", help="comma-separated globs of case ids, e.g. 'hf/*,fit/*'")
     ap.add_argument("--shard", help="I/N: every N-th case starting at I")
     ap.add_argument("--results", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None, help="also write the results here ($OUT)")
     ap.add_argument("--budget-s", type=float, default=480.0)
-    ap.add_argument("--gib-budget", type=float, default=120.0)
+    ap.add_argument("--gib-budget", type=float, default=None,
+                    help="GiB the cases running at once may need (default: 85 %% of the card)")
     ap.add_argument("--workers", type=int, default=10)
     ap.add_argument("--retry-errors", action="store_true")
     ap.add_argument("--case-timeout", type=float, default=CASE_TIMEOUT_S, metavar="S")
@@ -262,11 +274,12 @@ def main() -> int:
     args = ap.parse_args()
     dry = args.dry_run
     if args.merge:
-        return merge(args.merge, args.results or RESULTS)
-    results = args.results or (Path("/tmp/gt_dry_run.json") if dry else RESULTS)
+        return merge(args.merge, args.results or (ZOO_RESULTS if args.suite == "zoo" else RESULTS))
+    default = ZOO_RESULTS if args.suite == "zoo" else RESULTS
+    results = args.results or (Path(f"/tmp/gt_dry_run_{args.suite}.json") if dry else default)
     TIMEOUT_S[0] = args.case_timeout
     split = load_split()
-    cases = select(all_cases(), args.only, args.shard)
+    cases = select(SUITES[args.suite](), args.only, args.shard)
     doc = load(results)
     if not dry:
         import torch
@@ -287,7 +300,10 @@ def main() -> int:
            "torch": torch.__version__, "python": platform.python_version(),
            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU (dry run)",
            "transformers_carried": _versions(True), "transformers_native": _versions(False),
-           "cases": len(missing), "dry_run": dry}
+           "cases": len(missing), "dry_run": dry, "suite": args.suite}
+    if args.suite == "zoo":  # the optional libraries the zoo's scripts import
+        run["libraries"] = {d: _versions(True, d) for d in ("peft", "pytorch-lightning",
+                                                            "accelerate")}
     doc["runs"].append(run)
     doc["sources"] = SOURCES
     print(f"run_h200: {len(missing)} of {len(cases)} cases to run on {run['gpu']} "
@@ -295,7 +311,9 @@ def main() -> int:
           f"{run['transformers_native']} native)", flush=True)
     # long ones first: compiled scripts and fit bisections take several rounds
     missing.sort(key=lambda c: (c.kind != "fit", "compiled" not in c.id, c.kind != "script"))
-    gate = Gate(4 if dry else args.gib_budget)
+    budget = args.gib_budget or (0.85 * torch.cuda.get_device_properties(0).total_memory / GiB
+                                 if torch.cuda.is_available() else 4)
+    gate = Gate(4 if dry else budget)
     lock, t0 = threading.Lock(), time.time()
 
     def one(case: Case) -> None:
@@ -303,6 +321,7 @@ def main() -> int:
             return
         r = fit_case(case, gate, dry) if case.kind == "fit" else peak_case(case, gate, dry)
         entry = {"id": case.id, "half": half_of(case, split), "group": case.group,
+                 **({"category": case.category} if case.kind == "zoo" else {}),
                  "script": case.script, "cwd": case.cwd, "args": case.tiny if dry else case.args,
                  **({"cap_gib": case.cap_gib} if case.cap_gib else {}),
                  **({"source": SOURCES[case.info["source"]]["repo"],

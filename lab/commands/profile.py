@@ -18,6 +18,11 @@ chosen card (lab.measure.sim.cuda_facade: its `cuda` tensors are fake, its torch
 answer from the card and the allocator model); it stops after 3 optimizer steps unless
 --steps says otherwise. `auto` without a GPU is sim: the question a CUDA script asks is about
 the GPU, and a real CPU run answers another one (--mode cpu still gives it).
+
+Exit codes (EXIT_CODES): 0 the script ran to its end or to --steps (a completed measurement or
+prediction), 1 the script failed (raised, exited non-zero, ran past --timeout, was refused by
+sim in one line), 2 bad input to memlab, 3 out of memory (the GPU's, or in sim the card's as
+predicted: a result, with PyTorch's message and the report, no traceback).
 """
 
 from __future__ import annotations
@@ -31,10 +36,18 @@ from pathlib import Path
 
 from lab.commands import UsageError, gpu_memory_arg, seconds_arg
 
+EXIT_OK, EXIT_FAILED, EXIT_OOM = 0, 1, 3  # 2: bad input (lab.commands.UsageError)
+EXIT_CODES = {"ok": EXIT_OK, "oom": EXIT_OOM}  # any other status: EXIT_FAILED
+EPILOG = ("exit codes: 0 the script ran to its end (or to --steps): a completed prediction or "
+          "measurement; 1 the script failed (an exception, a non-zero exit, --timeout, an op sim "
+          "cannot run); 2 bad input to memlab; 3 out of memory (in sim: where the card would "
+          "run out)")
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("profile", help="run your own training script under the lab's tracker: "
-                                       "phases, categories, the peak and its file:line")
+                                       "phases, categories, the peak and its file:line",
+                       epilog=EPILOG)
     from lab.measure.sim.gpus import GPUS
 
     p.add_argument("--mode", default="auto", choices=["auto", "cuda", "cpu", "sim"],
@@ -167,10 +180,14 @@ def _profile(args, cmd, mode: str, snapshot: str | None, gpu_memory: int | None)
 
         card = gpu(args.gpu or "h200").name + (" capped at " + args.gpu_memory if gpu_memory
                                                else "")
-        stop = args.steps or DEFAULT_SIM_STEPS
-        why += f"; predicted for {card}, stopping after {stop} optimizer steps"
+        why += f"; predicted for {card}"
     print(f"memlab: profiling {cmd.label} in mode {mode} ({why}); the script runs in a worker",
           file=sys.stderr)
+    stop = args.steps or (DEFAULT_SIM_STEPS if simulated else None)
+    if stop:  # said before the run: its last lines (a final print, a save) will not run
+        print(f"memlab: the script stops after {stop} optimizer step{'s' * (stop != 1)} "
+              f"(--steps {stop}{', the default in sim' if not args.steps else ''}); its lines "
+              "after that do not run", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="memlab-profile-") as tmp:
         out = Path(tmp) / "output.txt"
         out.touch()
@@ -193,4 +210,4 @@ def _profile(args, cmd, mode: str, snapshot: str | None, gpu_memory: int | None)
         from lab.profile.text import render
 
         print(render(r, top=args.top))
-    return 0 if r.status == "ok" else 1
+    return EXIT_CODES.get(r.status, EXIT_FAILED)

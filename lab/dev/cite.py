@@ -71,6 +71,7 @@ def render(lesson: Lesson, results: list[RunResult], truth: dict | None = None) 
                      seconds(r.step_time_s)])
     lines.append(table(["variant", "status", "peak (tensors)", "peak allocated", "peak reserved",
                         "step time"], rows, markdown=True))
+    lines += _step_time_notes(results)
     checks = [(r.variant, c) for r in results for c in r.checks if r.variant == r0.variant]
     if checks:
         lines += ["", table(["check", "expected", "measured", "measured by"],
@@ -92,6 +93,37 @@ def render(lesson: Lesson, results: list[RunResult], truth: dict | None = None) 
     lines += _ground_truth_lines(truth or {})
     lines.append("<!-- /h200 -->")
     return "\n".join(lines)
+
+
+def _step_time_notes(results: list[RunResult]) -> list[str]:
+    """What a step time in the table is where it is not the median of timed steps after a warm-up
+    (docs/MEASURING.md#step-times): one step with its warm-up, an older recording's mean, and
+    the other ranks' times of a run on several."""
+    timed = [r for r in results if r.step_time_s is not None]
+    one_step = [r.variant for r in timed if r.timing and r.timing.warmup_steps == 0]
+    untimed = [r.variant for r in timed if r.timing is None]
+    notes = []
+    if one_step:
+        who = ("Each variant" if len(one_step) == len(timed) else _names(one_step))
+        notes.append(f"{who} ran a single step: its time includes the warm-up (the first "
+                     "allocations, kernels loaded)"
+                     + ("." if len(one_step) == len(timed) else ", which the others' leave out."))
+    if untimed:
+        who = ("Every step time here was" if len(untimed) == len(timed)
+               else f"The step times of {_names(untimed)} were")
+        notes.append(f"{who} recorded before the lab timed steps one by one: the mean of every "
+                     "step run, step 0 included, with no timed steps to compare "
+                     "(docs/MEASURING.md).")
+    others = sorted({i for r in timed for i in range(1, len(r.ranks))})
+    for i in others:
+        times = [f"{r.variant} {seconds(r.ranks[i].step_time_s)}" for r in timed
+                 if len(r.ranks) > i and r.ranks[i].step_time_s is not None]
+        notes.append(f"Step times are rank 0's; rank {i}'s: {', '.join(times)}.")
+    return ["", " ".join(notes)] if notes else []
+
+
+def _names(variants: list[str]) -> str:
+    return variants[0] if len(variants) == 1 else f"{', '.join(variants[:-1])} and {variants[-1]}"
 
 
 def _ground_truth_lines(truth: dict) -> list[str]:

@@ -32,6 +32,9 @@ WARMUP_STEPS = 1
 METHOD = ("untracked pass; step 0 left out as warm-up; one synchronize where a step begins or "
           "setup work interrupts it")
 LAST_LEFT_OUT = "; the last step, which ran on to the experiment's end, left out"
+# an experiment of one step has no warm-up to leave out: its one time includes it
+ONE_STEP = ("untracked pass; a single step, its warm-up included; one synchronize where it begins "
+            "or setup work interrupts it")
 _STEP = re.compile(r"\s(\d+)(?:\.\d+)?$")
 
 
@@ -97,7 +100,7 @@ class StepClock:
         after_warmup = [s for s in steps if s >= WARMUP_STEPS]
         closed = [s for s in after_warmup if s != self._open_ended]
         if not after_warmup:  # a single-step experiment: its one step, said by warmup_steps = 0
-            return Timing(steps_s=[self.totals[s] for s in steps], warmup_steps=0, method=METHOD)
+            return Timing(steps_s=[self.totals[s] for s in steps], warmup_steps=0, method=ONE_STEP)
         if not closed:  # one step after the warm-up: its time, however it ended
             return Timing(steps_s=[self.totals[s] for s in after_warmup], warmup_steps=len(warm),
                           method=METHOD)
@@ -106,4 +109,4 @@ class StepClock:
                       method=METHOD + left_out)
 
 
-__all__ = ["METHOD", "StepClock", "TIMED_STEPS", "WARMUP_STEPS", "step_of", "timed_params"]
+__all__ = ["METHOD", "ONE_STEP", "StepClock", "TIMED_STEPS", "WARMUP_STEPS", "step_of", "timed_params"]

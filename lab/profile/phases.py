@@ -12,7 +12,9 @@ The names are the lab's phase vocabulary (0-based, as the recordings use):
   backward N   from `torch.autograd.backward` / `torch.autograd.grad` (every `loss.backward()`
                goes through them; they are wrapped while tracking, and put back after)
   step N       from the optimizer's step pre-hook (global, every optimizer)
-  zero_grad N  inside `Optimizer.zero_grad` / `Module.zero_grad` after step N (wrapped too)
+  zero_grad N  inside `Optimizer.zero_grad` / `Module.zero_grad` (wrapped too): after step N,
+               or inside step N when called after its forward (the tutorial's order
+               `zero_grad(); backward(); step()`), then backward N follows
   data N+1     after step N (and its zero_grad), until the next forward: the next batch
 
 A module called *during* backward (activation checkpointing recomputes the forward) stays in
@@ -172,11 +174,16 @@ class AutoPhases:
         def zero_grad(*args, **kwargs):
             if self.kind == "zero_grad":  # model.zero_grad() inside optimizer.zero_grad()
                 return fn(*args, **kwargs)
-            self._auto("zero_grad", f"zero_grad {max(self.step - 1, 0)}")
+            # inside a step (after its forward: the tutorial's zero_grad(); backward(); step())
+            # it is that step's; between steps (backward(); step(); zero_grad()) the last one's
+            within = self.kind in ("forward", "backward")
+            n = self._suffix() if within else max(self.step - 1, 0)
+            self._auto("zero_grad", f"zero_grad {n}")
             try:
                 return fn(*args, **kwargs)
             finally:
-                self._auto("data", f"data {self.step}")
+                if not within:  # the step's backward comes next and names its own phase
+                    self._auto("data", f"data {self.step}")
 
         zero_grad.__wrapped__ = fn
         zero_grad.__doc__ = fn.__doc__

@@ -24,6 +24,7 @@ from lab.measure.result import DeviceInfo, Peak, RunResult
 from lab.runner.protocol import RunRequest
 
 from . import compiled
+from .imports import script_imports
 
 SCRIPT = str(Path(__file__).with_name("script.py"))
 LABEL = "profile"  # the results' `lesson`
@@ -131,14 +132,16 @@ def finish(r: RunResult, cmd: ScriptCommand, samples: list[dict], timeout_s: flo
     """Name the result after the script; a timeout is a timeout; a worker that died (os._exit,
     a crash in C, a hang past the grace) keeps the peak its live samples showed."""
     r.lesson, r.variant = LABEL, cmd.label
-    r.params.update({"target": cmd.target, "module": cmd.module, "args": list(cmd.args)})
+    r.params.update({"target": cmd.target, "module": cmd.module, "args": list(cmd.args),
+                     "imports": sorted(script_imports(cmd))})
     if r.status == "error" and (r.error or "").startswith(TIMEOUT_ERROR):
         r.status, r.error = "timeout", r.error.split(": ", 1)[-1]
     if r.status == "error" and (r.error or "").startswith(NOT_SUPPORTED):
         r.error = r.error[len(NOT_SUPPORTED):]  # "not supported in sim: X at train.py:N (why)"
     if r.simulated:
         r.device = simulated_device(r.params.get("gpu"), r.device.virtual_bytes)
-    if r.status != "ok" and r.peak.index < 0 and not r.blocks and samples:
+    # a worker that reported has at least the `model` phase: only one that died keeps samples
+    if r.status != "ok" and r.peak.index < 0 and not r.blocks and not r.phases and samples:
         best = max(samples, key=lambda s: s.get("live_bytes", 0))
         r.peak = Peak(bytes=int(best.get("live_bytes", 0)), phase=best.get("phase", ""))
         r.notes.append("the worker stopped before it could report: the peak and the timeline "

@@ -72,17 +72,30 @@ class _Tee:
         return getattr(self.stream, name)
 
 
-def where_raised(tb, folder: str) -> str:
+def where_raised(tb, folder: str, exc: BaseException | None = None) -> str:
     """'train.py:12 (main)': the innermost frame of the script's folder, else the innermost
-    frame outside torch and the standard library."""
+    frame outside torch and the standard library. A SyntaxError names the line it points at
+    (its frames are the import machinery's, not the script's)."""
     from lab.snapshots.frames import is_internal
 
-    frames = traceback.extract_tb(tb)
+    if isinstance(exc, SyntaxError) and exc.filename and not exc.filename.startswith("<"):
+        return f"{os.path.basename(exc.filename)}:{exc.lineno}"
+    frames = [f for f in traceback.extract_tb(tb) if not _hidden(f.filename)]
     mine = [f for f in frames if os.path.abspath(f.filename).startswith(folder + os.sep)]
-    other = [f for f in frames if not is_internal(f.filename)
-             and "/lab/profile/" not in f.filename.replace("\\", "/")]
+    other = [f for f in frames if not is_internal(f.filename)]
     f = (mine or other or frames or [None])[-1]
     return f"{os.path.basename(f.filename)}:{f.lineno} ({f.name})" if f else "?"
+
+
+_LAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _hidden(filename: str) -> bool:
+    """Frames a user's traceback does not show: memlab's own (the worker, the tracker, sim's
+    facade) and runpy's, which are how the script was started, not what it did."""
+    path = os.path.abspath(filename)
+    return ((path.startswith(_LAB) and not path.startswith(_LAB + "_course" + os.sep))
+            or "runpy" in filename or filename.startswith("<frozen importlib"))
 
 
 def _run(p) -> None:
@@ -132,7 +145,7 @@ def script(run, p=None) -> None:
         default = ", the default in sim" if getattr(p, "steps", None) is None else ""
         run.note(f"stopped after {e.args[0]} optimizer step{'s' if e.args[0] != 1 else ''} "
                  f"(--steps {steps}{default}) at {where_raised(e.__traceback__, folder)}: "
-                 "everything until then was measured")
+                 "everything until then was measured; the script's lines after it did not run")
     except SystemExit as e:
         code = e.code if e.code is not None else 0
         where = where_raised(e.__traceback__, folder)
@@ -150,10 +163,14 @@ def script(run, p=None) -> None:
         raise ScriptTimeout(f"the script ran past --timeout {timeout:g} s and was stopped; "
                             "what ran until then was measured") from None
     except Exception as e:
-        if sim is None or not sim.refused(e):  # a refusal is one line that names its site
+        import torch
+
+        phase = f" (phase {auto.name})" if auto else ""
+        if isinstance(e, torch.OutOfMemoryError):  # a result: PyTorch's message, no traceback
+            run.note(f"out of memory at {where_raised(e.__traceback__, folder, e)}{phase}")
+        elif sim is None or not sim.refused(e):  # a refusal is one line that names its site
             run.note(f"the script raised {type(e).__name__} at "
-                     f"{where_raised(e.__traceback__, folder)}"
-                     + (f" (phase {auto.name})" if auto else ""))
+                     f"{where_raised(e.__traceback__, folder, e)}{phase}")
             _tail(out, e)
         raise
     finally:
@@ -233,8 +250,8 @@ class _SimScript:
         # an unvalidated card's row is noted by the sim backend itself
         card = f"predicted for {c.device_name}: {limit}" + (
             " (the card sim was validated on)" if c.validated else "")
-        out = [card, "the script's own torch.cuda memory calls (memory_allocated, "
-                     "max_memory_reserved, memory_stats ...) printed the allocator model's "
+        out = [card, "torch.cuda's memory calls (memory_allocated, max_memory_reserved, "
+                     "memory_stats ...) answer the script with the allocator model's "
                      "predictions"]
         out += self.facade.log.render()
         if self.eval_cap is not None and self.eval_cap.note():
@@ -276,14 +293,20 @@ class _Progress:
 
 
 def _tail(out, exc: BaseException) -> None:
-    """The traceback goes where the script's output goes (the CLI shows it), from the script's
-    first frame on: runpy's and this module's frames are not the script's story."""
-    tb = exc.__traceback__
-    while tb is not None and (tb.tb_frame.f_code.co_filename == __file__
-                              or "runpy" in tb.tb_frame.f_code.co_filename):
-        tb = tb.tb_next
-    text = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
-    (out or sys.stderr).write(text)
+    """The traceback goes where the script's output goes (the CLI shows it) as Python would
+    print it for `python train.py`: without memlab's frames (how the script was started, the
+    tracker and sim's facade between the script and torch) and runpy's, chained exceptions
+    alike."""
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    seen, todo = set(), [te]
+    while todo:
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        t.stack[:] = [f for f in t.stack if not _hidden(f.filename)]
+        todo += [x for x in (t.__cause__, t.__context__) if x is not None]
+    (out or sys.stderr).write("".join(te.format()))
 
 
 class _nothing:

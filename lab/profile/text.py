@@ -8,7 +8,7 @@ from lab.report import DASH, format_bytes, provenance, seconds, status_text, tab
 MAX_PHASES = 14  # a long script has four phases a step: show the start, the peak's, the end
 
 
-def _phase_rows(r) -> list[list[str]]:
+def _phase_rows(r, timed: bool = True) -> list[list[str]]:
     phases = list(r.phases)
     keep = set(range(len(phases)))
     if len(phases) > MAX_PHASES:
@@ -21,13 +21,13 @@ def _phase_rows(r) -> list[list[str]]:
             skipped += 1
             continue
         if skipped:
-            rows.append([f"… {skipped} more", "", "", "", ""])
+            rows.append([f"… {skipped} more", "", "", ""] + [""] * timed)
             skipped = 0
         mark = "  ← peak" if p.name == r.peak.phase else ""
         rows.append([p.name + mark, format_bytes(p.delta_bytes), format_bytes(p.end_bytes),
-                     format_bytes(p.peak_bytes), seconds(p.duration_s)])
+                     format_bytes(p.peak_bytes)] + [seconds(p.duration_s)] * timed)
     if skipped:
-        rows.append([f"… {skipped} more", "", "", "", ""])
+        rows.append([f"… {skipped} more", "", "", ""] + [""] * timed)
     return rows
 
 
@@ -84,9 +84,10 @@ def render(r, top: int = 10) -> str:
                 table(["bytes", "category", "born in", "where"],
                       [[format_bytes(b.nbytes), b.category, b.phase or DASH, b.stack or DASH]
                        for b in live], right={0})]
-    if r.phases:
-        out += ["", table(["phase", "Δ tensors", "live at end", "peak in phase", "time"],
-                          _phase_rows(r), right={1, 2, 3, 4})]
+    if r.phases:  # sim has no timing (the CPU's seconds of a fake run say nothing of the GPU's)
+        timed = not r.simulated
+        out += ["", table(["phase", "Δ tensors", "live at end", "peak in phase"]
+                          + ["time"] * timed, _phase_rows(r, timed), right={1, 2, 3, 4})]
     if r.allocator and not predicted:
         a = r.allocator
         out.append(f"CUDA allocator: peak allocated {format_bytes(a.peak_allocated_bytes)} "

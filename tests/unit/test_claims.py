@@ -58,30 +58,60 @@ def faster(variant="new", relative_to="old") -> Claim:
     return Claim("x", variant, "step_time", relative_to=relative_to, direction="lower", says="faster")
 
 
-def test_faster_needs_a_difference_larger_than_the_recorded_spreads():
-    # medians 100 and 97 ms; spreads 1 + 1 ms: a 3 ms difference is a finding
+def test_faster_needs_every_timed_step_beyond_every_step_of_the_other():
+    # medians 100 and 97 ms, five steps each, apart: a rank test's p = 2/252, a finding
     runs = {"old": timed("old", [0.0995, 0.100, 0.1005, 0.100, 0.100]),
             "new": timed("new", [0.0965, 0.097, 0.0975, 0.097, 0.097])}
     assert verify(faster(), runs) is None
-    # the same medians, spreads 1 + 2.5 ms: inside the noise, whatever the direction says
-    runs["new"] = timed("new", [0.0955, 0.097, 0.098, 0.097, 0.097])
+    # the same medians, one slow step of `new` among `old`'s: they overlap, whatever the medians say
+    runs["new"] = timed("new", [0.0965, 0.097, 0.1001, 0.097, 0.097])
     problem = verify(faster(), runs)
-    assert "within the recorded spreads (2.5 + 1.0 ms)" in problem
-    assert "without a direction" in problem
+    assert "they overlap" in problem and "without a direction" in problem
     # numbers without a direction stay checkable
     assert verify(Claim("x", "new", "step_time", value="97 ms"), runs) is None
 
 
-def test_without_a_recorded_spread_a_difference_under_two_percent_is_not_a_finding():
-    runs = {"old": run("old", 10**9, step=0.4941), "new": run("new", 10**9, step=0.5012)}  # +1.4 %
+def test_a_spread_larger_than_the_gap_does_not_hide_a_clean_difference():
+    # every step of `slow` above every step of `fast`, although the gap of the medians (10 ms) is
+    # smaller than their spreads together (8 + 9 ms): lesson 24's offloaded checkpointing
+    runs = {"fast": timed("fast", [0.070, 0.0695, 0.0792, 0.0703, 0.0710]),
+            "slow": timed("slow", [0.0889, 0.0890, 0.0875, 0.0937, 0.0855])}
+    assert verify(Claim("x", "slow", "step_time", relative_to="fast", direction="higher"), runs) is None
+
+
+def test_too_few_steps_are_no_finding_even_apart():
+    # three against three, apart: p = 2/20 = 0.1
+    runs = {"old": timed("old", [0.100, 0.101, 0.102]), "new": timed("new", [0.090, 0.091, 0.092])}
+    assert "too few steps" in verify(faster(), runs)
+
+
+def test_about_the_same_is_what_a_direction_is_not():
+    # overlapping steps, medians within the tolerance: the same
+    runs = {"old": timed("old", [0.1730, 0.1735, 0.1740, 0.1736, 0.1733]),
+            "new": timed("new", [0.1725, 0.1738, 0.1729, 0.1731, 0.1727])}
+    same = Claim("x", "new", "step_time", relative_to="old", direction="same", tolerance=0.03)
+    assert verify(same, runs) is None
+    # 1 ms apart in every step (lesson 12): inside 3 %, but every step of one is below the other's
+    runs["new"] = timed("new", [0.1725, 0.17251, 0.1726, 0.17265, 0.1725])
+    assert "not the same; state the direction" in verify(same, runs)
+
+
+def test_a_recording_without_timed_steps_backs_no_step_time_direction():
+    runs = {"old": run("old", 10**9, step=0.4941), "new": run("new", 10**9, step=0.6012)}  # +22 %
     problem = verify(Claim("x", "new", "step_time", relative_to="old", direction="higher"), runs)
-    assert "+1.4%" in problem and "2% of old's step time" in problem
-    runs["new"] = run("new", 10**9, step=0.5162)  # +4.5 %
-    assert verify(Claim("x", "new", "step_time", relative_to="old", direction="higher"), runs) is None
-    # "about the same" is not a faster/slower claim: its own tolerance decides
-    runs["new"] = run("new", 10**9, step=0.4970)
-    assert verify(Claim("x", "new", "step_time", relative_to="old", direction="same",
-                        tolerance=0.03), runs) is None
+    assert "no timed steps" in problem and "without one" in problem
+    assert verify(Claim("x", "new", "step_time", value="601.2 ms"), runs) is None
+
+
+def test_a_run_on_several_ranks_compares_every_ranks_steps():
+    # rank 1 of `new` is as slow as `old`: not every step of `new` is faster
+    old, new = timed("old", [0.100] * 5), timed("new", [0.090] * 5)
+    new.ranks = [timed("new", [0.090] * 5), timed("new", [0.1001] * 5)]
+    assert "they overlap" in verify(faster(), {"old": old, "new": new})
+    # and rank n's own numbers can be stated
+    assert verify(Claim("x", "new", "rank:1:step_time", value="100.1 ms"), {"new": new}) is None
+    assert verify(Claim("x", "new", "step_max", value="100.1 ms"), {"new": new}) is None
+    assert verify(Claim("x", "new", "rank:0:step_min", value="90 ms"), {"new": new}) is None
 
 
 def test_status_and_missing_numbers():

@@ -188,6 +188,31 @@ def test_the_h200_block_lists_the_metrics_a_claim_cites_and_no_others(course_cop
     assert "uncited_bytes" not in block
 
 
+def test_the_h200_block_says_what_a_step_time_is_where_it_is_not_a_timed_median(course_copy):
+    # Given lesson 01's two recordings, one made a single step (its warm-up in it) and one
+    # recorded before the timed pass (no `timing`) on two ranks, then the block says so under
+    # the table, naming each, and shows rank 1's step time
+    import json
+
+    from lab.curriculum import load_lesson
+    from lab.dev.cite import load_results, render
+
+    lessons, ref = course_copy
+    base, other = ref / "linear-baseline" / "baseline.json", ref / "linear-baseline" / "no_grad.json"
+    d = json.loads(base.read_text(encoding="utf-8"))
+    d["timing"] = {"steps_s": [0.1], "warmup_steps": 0, "method": "one step"}
+    base.write_text(json.dumps(d), encoding="utf-8")
+    d = json.loads(other.read_text(encoding="utf-8"))
+    d["timing"], d["schema"] = None, 1
+    d["ranks"] = [dict(d, ranks=[]), dict(d, ranks=[], step_time_s=0.25)]
+    other.write_text(json.dumps(d), encoding="utf-8")
+    lesson = load_lesson(lessons / LESSON)
+    block = render(lesson, load_results(lesson, ref))
+    assert "baseline ran a single step: its time includes the warm-up" in block
+    assert "The step times of no_grad were recorded before the lab timed steps one by one" in block
+    assert "Step times are rank 0's; rank 1's: no_grad 250.0 ms." in block
+
+
 def test_a_superseded_claim_is_checked_against_its_own_recording(course_copy):
     # Given an earlier recording of the baseline beside the reference folder (its step time
     # 10 ms longer), then a claim naming it reads that recording, and only that one

@@ -21,7 +21,7 @@ def test_every_case_is_in_exactly_one_half_and_every_group_has_cases():
     table = cases.all_cases()
     halves = {c.id: cases.half_of(c, split) for c in table}  # raises on a group in neither
     assert set(halves.values()) == {"tune", "held_out", "versions"}
-    used = {c.group for c in table}
+    used = {c.group for c in table + cases.zoo_cases()}
     assert set(split) <= used, f"split.toml names groups no case has: {set(split) - used}"
     assert len({c.id for c in table}) == len(table)
 
@@ -111,3 +111,57 @@ def test_runner_fit_bisection_and_rerun_alone(monkeypatch):
 
     r = run_h200.peak_case(peak, Busy(120), dry=False)
     assert len(calls) == 2 and r["ran_alone"] and r["num_alloc_retries"] == 0
+
+
+def test_the_zoo_covers_every_category_in_both_halves_split_before_any_number():
+    import tomllib
+
+    split = cases.load_split()
+    zoo = cases.zoo_cases()
+    halves = {c.id: cases.half_of(c, split) for c in zoo}
+    assert len(zoo) >= 16 and len({c.id for c in zoo}) == len(zoo)
+    for half in ("tune", "held_out"):
+        assert sum(h == half for h in halves.values()) >= 8
+        assert {c.category for c in zoo if halves[c.id] == half} == set(cases.ZOO_CATEGORIES)
+    # the split's date is before every recorded zoo number
+    [added] = [a for a in tomllib.loads(cases.SPLIT.read_text())["added"]
+               if "zoo/cnn/resnet50-fp32" in a["tune"]]
+    if cases.ZOO_RESULTS.exists():
+        for rec in json.loads(cases.ZOO_RESULTS.read_text())["cases"].values():
+            assert rec["recorded"][:10] >= added["date"], rec["id"]
+    for c in zoo:  # plain scripts: none imports the lab; configs name where they came from
+        src = (ROOT / c.script).read_text()
+        assert "import lab" not in src and "from lab" not in src and "memlab" not in src, c.id
+        if "--config" in c.args:
+            name = c.args[c.args.index("--config") + 1]
+            cfg = (ROOT / "bench/ground_truth/configs" / f"{name}.json")
+            cfg = cfg if cfg.exists() else ROOT / "assets/models" / f"{name}.json"
+            assert cfg.exists(), c.id
+            if "configs" in str(cfg):
+                assert json.loads(cfg.read_text())["_source"].startswith("huggingface.co/")
+
+
+def test_the_zoo_report_judges_each_family_by_its_own_target_and_writes_between_markers(tmp_path):
+    import zoo_report
+
+    assert zoo_report.card_key("NVIDIA H100 80GB HBM3") == "h100"
+    assert zoo_report.card_key("NVIDIA H200") == "h200" and zoo_report.card_key(None) == "h100"
+    assert zoo_report.loose_reason("zoo/cnn/unet-bf16") and \
+        zoo_report.loose_reason("zoo/moe/loop-fp32") and \
+        not zoo_report.loose_reason("zoo/moe/qwen3-moe-bf16")
+    assert zoo_report.outcome({"status": "error", "error": "not supported in sim: x at a.py:3"}) \
+        == "refused"
+    assert zoo_report.outcome({"status": "error", "error": "RuntimeError: y"}) == "crashed"
+    row = {"outcome": "ran", "recorded": True, "gpu_status": "ok", "error": ""}
+    rows = [{**row, "id": "zoo/vit/a", "loose": None, "err_alloc": 0.005, "err_reserved": 0.04},
+            {**row, "id": "zoo/cnn/b", "loose": "cuDNN", "err_alloc": 0.04, "err_reserved": 0.04},
+            {**row, "id": "zoo/moe/c", "loose": None, "outcome": "refused", "err_alloc": None,
+             "err_reserved": None}]
+    assert zoo_report.summary(rows) == (
+        "ran to the end in sim: 2 of 3 (1 refused in one line); transformer-style: allocated "
+        "within 1% on 1, reserved within 3% on 0, of 2 (1 without both numbers); CNN / looped "
+        "MoE: allocated within 5% on 1, reserved within 5% on 1, of 1 (0 without both numbers)")
+    doc = tmp_path / "A.md"
+    doc.write_text(f"intro\n{zoo_report.BEGIN}\nold\n{zoo_report.END}\noutro\n")
+    zoo_report.write_markdown(doc, "new table")
+    assert doc.read_text() == f"intro\n{zoo_report.BEGIN}\nnew table\n{zoo_report.END}\noutro\n"

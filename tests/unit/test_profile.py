@@ -66,16 +66,18 @@ def test_known_footprint_exact_bytes_and_peak_line(capsys):
     assert "│ step 1 loss" in err  # the script's own output, shown as it ran
 
 
-def _measure(how: str, timeout_s: float = 0.0, tmp_path=None):
+def _measure(how: str, timeout_s: float = 0.0, tmp_path=None, script: Path = MISBEHAVE,
+             steps: int | None = None):
     """What the worker does, in this process: the script experiment under measure_variant."""
     from lab.measure.measure import measure_variant
     from lab.profile import script as experiment
 
-    params = {"target": str(MISBEHAVE), "module": False, "args": [how], "timeout_s": timeout_s,
-              "output_path": str(tmp_path / "out.txt") if tmp_path else None}
+    args = [how] if how else []
+    params = {"target": str(script), "module": False, "args": args, "timeout_s": timeout_s,
+              "output_path": str(tmp_path / "out.txt") if tmp_path else None, "steps": steps}
     r = measure_variant(experiment.script, lesson="profile", variant="script", mode="cpu",
                         scale="", params=params, timing=False)
-    return finish(r, parse_command(["python", str(MISBEHAVE), how]), [], timeout_s)
+    return finish(r, parse_command(["python", str(script), *args]), [], timeout_s)
 
 
 def test_custom_phase_and_clean_end(tmp_path):
@@ -105,6 +107,95 @@ def test_a_script_that_stops_early_is_a_result(how, status, error, note):
     # what ran before is measured: the first step's phases and AdamW's state
     assert {"forward 0", "backward 0", "step 0"} <= {p.name for p in r.phases}
     assert r.peak.by_category.get("optimizer_state", 0) >= 2 * 128 * 128 * 4
+
+
+def test_the_tutorial_order_names_each_step_once_and_a_step_limit_says_the_rest_did_not_run(
+        tmp_path):
+    # Given zero_grad(); backward(); step() in a loop of 3 and --steps 2
+    r = _measure("", tmp_path=tmp_path, script=FIX / "tutorial_order.py", steps=2)
+    assert r.status == "ok", r.error
+    assert [p.name for p in r.phases] == [
+        "model", "forward 0", "zero_grad 0", "backward 0", "step 0", "data 1", "forward 1",
+        "zero_grad 1", "backward 1", "step 1"]
+    stop = next(n for n in r.notes if n.startswith("stopped after 2 optimizer steps"))
+    assert "did not run" in stop
+    assert "after the loop" not in (tmp_path / "out.txt").read_text()
+
+
+def test_a_traceback_shows_the_scripts_frames_not_memlabs(tmp_path):
+    # Given a script that raises: the output shows Python's traceback from the script's line on
+    r = _measure("raise", tmp_path=tmp_path)
+    text = (tmp_path / "out.txt").read_text()
+    assert r.status == "error"
+    assert f'misbehave.py", line {_line(MISBEHAVE, "RAISE_LINE")}, in <module>' in text
+    assert "ValueError: boom" in text
+    assert "/lab/" not in text and "runpy" not in text, text
+
+
+def test_a_syntax_error_points_at_the_users_line(tmp_path):
+    bad = tmp_path / "broken.py"
+    bad.write_text("import torch\nx = torch.zeros(3\nprint(x)\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _measure("", tmp_path=out, script=bad)
+    text = (out / "out.txt").read_text()
+    assert r.status == "error" and r.error.startswith("SyntaxError")
+    assert any("raised SyntaxError at broken.py:2" in n for n in r.notes), r.notes
+    assert 'broken.py", line 2' in text and "Traceback" not in text and "/lab/" not in text
+    # the worker reported: no note that it died
+    assert not any("the worker stopped before" in n for n in r.notes), r.notes
+
+
+def test_the_script_imports_are_read_from_its_files(tmp_path):
+    from lab.profile.imports import imported, script_imports
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "model.py").write_text("from . import layers\nimport peft.tuners\n")
+    (tmp_path / "pkg" / "layers.py").write_text("import importlib\n"
+                                                "importlib.import_module('einops')\n")
+    (tmp_path / "train.py").write_text("import torch, numpy as np\nfrom pkg.model import M\n"
+                                       "def f():\n    import transformers\n")
+    cmd = parse_command(["python", str(tmp_path / "train.py")])
+    assert script_imports(cmd) == {"torch", "numpy", "peft", "importlib", "einops",
+                                   "transformers"}
+    assert script_imports(parse_command(["python", str(KNOWN)])) >= {"torch"}
+    from types import SimpleNamespace
+
+    r = SimpleNamespace(lesson="profile", params={"imports": ["torch"]})
+    assert imported(r, "torch") and imported(r, "transformers") is False
+    assert imported(SimpleNamespace(lesson="01-linear", params={}), "torch") is None
+
+
+def test_exit_codes_say_ok_failed_and_out_of_memory(capsys, monkeypatch):
+    # Given a profile whose result is each status, the command's exit code names it
+    from lab.commands import profile as command
+    from lab.measure.result import DeviceInfo, RunResult
+
+    for status, code in [("ok", 0), ("error", 1), ("timeout", 1), ("oom", 3)]:
+        def fake(cmd, runner, mode, status=status, **kw):
+            return RunResult(lesson="profile", variant=cmd.label, mode=mode, scale="",
+                             device=DeviceInfo("CPU", "cpu"), status=status,
+                             error=None if status == "ok" else "CUDA out of memory. Tried")
+
+        monkeypatch.setattr("lab.profile.run.run_profile", fake)
+        got, out, err = _cli(capsys, "profile", "--mode", "sim", "--", "python", str(KNOWN))
+        assert got == code, (status, err)
+        # said before the run: where the script stops
+        assert "the script stops after 3 optimizer steps" in err
+    assert command.EXIT_CODES == {"ok": 0, "oom": 3} and command.EXIT_FAILED == 1
+
+
+def test_the_phase_table_has_a_time_column_only_where_time_was_measured():
+    from lab.measure.result import DeviceInfo, PhaseStats, RunResult
+    from lab.profile.text import render
+
+    for mode, timed in [("cpu", True), ("sim", False)]:
+        r = RunResult(lesson="profile", variant="t.py", mode=mode, scale="",
+                      device=DeviceInfo("CPU", mode))
+        r.phases = [PhaseStats("model", 0, 10, 10, 10, duration_s=0.5)]
+        head = next(ln for ln in render(r).splitlines() if ln.startswith("phase"))
+        assert ("time" in head) is timed, (mode, head)
 
 
 @pytest.mark.slow  # waits for the timeout (~3.7 s): the full suite's

@@ -243,7 +243,7 @@ def test_a_data_dependent_shape_is_refused_in_one_line(how, marker, what):
 
 
 @pytest.mark.slow
-def test_out_of_memory_where_the_capped_gpu_would_fail():
+def test_out_of_memory_where_the_capped_gpu_would_fail(tmp_path):
     from lab.measure.measure import measure_variant
 
     script = SIM / "mlp_autocast.py"
@@ -253,9 +253,12 @@ def test_out_of_memory_where_the_capped_gpu_would_fail():
     lab = measure_variant(lambda run: [None for _ in train(run.device, "cpu", 3)],
                           lesson="t", variant="mlp", mode="sim", scale="", params={},
                           timing=False, gpu_memory=cap)
-    r = _profile(script, gpu_memory=cap)
+    r = _profile(script, gpu_memory=cap, output=tmp_path / "out.txt")
     assert r.status == lab.status == "oom"
     assert r.error == lab.error and r.error.startswith("CUDA out of memory. Tried to allocate")
+    # a result, not a crash: PyTorch's message and the report, no traceback in the output
+    assert "Traceback" not in (tmp_path / "out.txt").read_text()
+    assert any(n.startswith("out of memory at mlp_autocast.py:") for n in r.notes), r.notes
 
 
 def test_profiling_is_refused_in_a_served_workshop(capsys, monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.measure.timing import LAST_LEFT_OUT, METHOD, StepClock, timed_params
+from lab.measure.timing import LAST_LEFT_OUT, METHOD, ONE_STEP, StepClock, timed_params
 
 
 class Clock:
@@ -60,6 +60,18 @@ def test_one_step_after_the_warm_up_is_kept_however_it_ended():
     run_steps(clock, t, 2)
     clock.stop()
     assert len(clock.timing().steps_s) == 1
+
+
+def test_a_single_step_says_its_warm_up_is_in_it():
+    # given: an experiment of one step (no `steps` parameter): nothing can be left out as
+    # warm-up, and the method must not say step 0 was (lessons 05, 17, 23 said so until 2026-12)
+    t = Clock()
+    clock = StepClock(t.sync, t.now)
+    run_steps(clock, t, 1)
+    clock.stop()
+    timing = clock.timing()
+    assert (len(timing.steps_s), timing.warmup_steps, timing.method) == (1, 0, ONE_STEP)
+    assert "left out" not in ONE_STEP
 
 
 def test_the_timed_pass_runs_a_step_more_for_the_one_left_out():

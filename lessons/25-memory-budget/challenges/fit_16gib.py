@@ -3,7 +3,9 @@
 SmolLM2-360M (random weights), 8 sequences of 1,024 tokens, fp32, AdamW, 2 steps: as written it
 needs more than 16 GiB. Change the code below - not the batch - until `memlab challenge check
 fit-16gib` says it fits. The check runs it in sim on a GPU capped at 16 GiB (the allocator model
-raises out-of-memory where a real 16 GiB GPU would) and checks that the batch is the one given:
+raises out-of-memory where PyTorch's allocator would under a 16 GiB memory fraction; a real
+16 GiB card leaves PyTorch a little less, since its CUDA context takes some) and checks that the
+batch is the one given:
 run.p.batch x run.p.seq token ids in (x and y are one tensor: transformers shifts the
 labels itself).
 

@@ -7,8 +7,11 @@ once; the allocator's segments do. `memlab challenge check fragmentation` runs y
 under the 3 GiB cap (the allocator model follows PyTorch's rules, settings included) and checks
 that it finished and that every tensor still has its size.
 
-Everything in lessons 17 and 23 is allowed: the order of the lines, the allocator's settings
-(torch.cuda.memory._set_allocator_settings(...) at run time), empty_cache().
+Everything in lessons 17 and 23 is allowed: the order of the lines, the allocator's settings,
+empty_cache(). This file runs in a process that has already started, so a setting has to be
+switched at run time, through torch.cuda.memory._set_allocator_settings(...): a private call,
+deprecated in torch 2.13, which resets the options its string does not name. In your own
+scripts, set PYTORCH_ALLOC_CONF (or PYTORCH_CUDA_ALLOC_CONF) before CUDA starts instead.
 """
 
 import torch
