@@ -7,9 +7,9 @@ Table-driven over what is on disk, in two parts that share their checks:
   tab, the status line while it plays and after, the Inspector's frames — at the widths the app
   gives them at 80 columns, the narrowest (every check is stricter the narrower the place);
 - the screens themselves, in the app at 80×24 and 160×48 (`test_the_screens_fit`): the course
-  map, four lessons' five tabs chosen for what they hold (wide code, quoted OOM errors, nine
-  variants, a sim-only lesson), the challenges, the predictions, help, the playground; every
-  widget drawn is looked at the width it has, and the widths the first part assumes are checked.
+  map, the five tabs of lessons chosen for what they hold (wide code, quoted OOM errors, nine
+  variants), the challenges, the predictions, help, the playground; every widget drawn is
+  looked at the width it has, and the widths the first part assumes are checked.
 
 Either fails when
 
@@ -264,10 +264,14 @@ def test_every_lesson_is_drawn_whole(lesson, columns=80):
 
 
 # ---- the screens, in the app ---------------------------------------------------------------
-# lessons whose screens hold what the test looks for: a code block with lines wider than 80
-# columns and quoted OOM errors (07, 17), the peak table of nine variants (25), commands in a
-# code block and a sim-only lesson (26); each with its H200 recording played back
-APP_LESSONS = ("inference-no-grad", "caching-allocator", "memory-budget", "your-own-script")
+# lessons whose screens hold what the test looks for, each with its H200 recording played back:
+# code blocks with lines wider than 80 columns (07), nine variants, OOM errors quoted, a quiz of
+# long choices (25); at 160×48 the widest of them (25). Every lesson's texts and tables are
+# checked without the app, above: this part is about the widgets, and costs seconds a screen.
+APP_LESSONS = {80: ("inference-no-grad", "memory-budget"), 160: ("memory-budget",)}
+OTHER_SCREENS = {80: (("x", "the challenges"), ("k", "the predictions"),
+                      ("question_mark", "help")),
+                 160: (("x", "the challenges"), ("question_mark", "help"))}
 
 
 def width_of(app, tab: str) -> dict[str, int]:
@@ -283,6 +287,7 @@ def width_of(app, tab: str) -> dict[str, int]:
     return found
 
 
+@pytest.mark.slow  # ~15 s a size on 2 idle cores (Textual's layout): the full suite runs it
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_the_screens_fit(size, memlab_home):
     FOUND.clear()
@@ -290,7 +295,7 @@ async def test_the_screens_fit(size, memlab_home):
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         assert_fits(app, "the course map")
-        for lesson_id in APP_LESSONS:
+        for lesson_id in APP_LESSONS[size[0]]:
             lesson = COURSE.find(lesson_id)
             app.open_lesson(lesson)
             await pilot.pause()
@@ -309,14 +314,14 @@ async def test_the_screens_fit(size, memlab_home):
                         f"the widths test_every_lesson_is_drawn_whole draws at: {measured}"
         await pilot.press("escape")
         await pilot.pause()
-        for key, what in (("x", "the challenges"), ("k", "the predictions"),
-                          ("question_mark", "help")):
+        for key, what in OTHER_SCREENS[size[0]]:
             await pilot.press(key)
             await pilot.pause()
             assert_fits(app, what)
             await pilot.press("escape")
             await pilot.pause()
-        await pilot.press("g")
-        await wait_until(pilot, lambda: "Loading" not in screen_text(app), tries=500)
-        assert_fits(app, "the playground")
+        if size[0] == 80:
+            await pilot.press("g")
+            await wait_until(pilot, lambda: "Loading" not in screen_text(app), tries=500)
+            assert_fits(app, "the playground")
     assert not FOUND, f"{len(FOUND)} problems:\n" + "\n".join(FOUND)

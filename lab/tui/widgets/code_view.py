@@ -47,6 +47,7 @@ class CodeView(ScrollableContainer, can_focus=True):
         self.marked: str | None = None
         self.span: tuple[int, int] | None = None
         self.snippets: list[Snippet] = []
+        self._pending: bool | None = None  # marked while hidden: drawn when shown (scroll?)
 
     def compose(self):
         code = self._render_code()
@@ -91,10 +92,22 @@ class CodeView(ScrollableContainer, can_focus=True):
         return sum(len(s.source.splitlines()) + 2 for s in self.snippets) + 1
 
     def mark(self, variant: str | None, scroll: bool = True) -> None:
-        """Highlight `def variant(...)`, show the technique code it runs, bring both into view."""
+        """Highlight `def variant(...)`, show the technique code it runs, bring both into view.
+        While the view is hidden (another tab), it is drawn when next shown: a run marks each
+        variant as it starts, and highlighting a long file costs a tenth of a second."""
         self.marked = variant
         self.span = function_lines(self.code, variant) if variant else None
         self.snippets = technique_snippets(self.code, variant) if variant else []
+        self._pending = scroll or bool(self._pending)
+        if self.content_region.width:
+            self._draw()
+
+    def on_show(self) -> None:
+        if self._pending is not None:
+            self._draw()
+
+    def _draw(self) -> None:
+        scroll, self._pending = self._pending, None
         code = self._render_code()
         static = self.query_one("#code", Static)
         static.update(code)

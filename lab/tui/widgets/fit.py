@@ -71,6 +71,7 @@ class FitTable:
                  caption: str | None = None, notes: Text | None = None):
         self.heading, self.columns, self.rows = heading, list(columns), [list(r) for r in rows]
         self.caption, self.notes = caption, notes
+        self._chosen: dict[int, list[Table]] = {}  # width -> the layout drawn there
 
     def table(self, keep: Sequence[int], short: bool, rows: list | None = None) -> Table:
         t = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
@@ -121,6 +122,12 @@ class FitTable:
         return [self.table(keys + p, True) for p in parts]
 
     def _tables(self, console: Console, options: ConsoleOptions) -> list[Table]:
+        """The layout at this width (measured once a width: a screen redraws it often)."""
+        if options.max_width not in self._chosen:
+            self._chosen[options.max_width] = self._choose(console, options)
+        return self._chosen[options.max_width]
+
+    def _choose(self, console: Console, options: ConsoleOptions) -> list[Table]:
         layouts = self.layouts()
         for t in layouts:
             if natural_width(console, options, t) <= options.max_width:
