@@ -131,7 +131,7 @@ async def test_after_predicting_the_h200_recording_is_the_result_and_run_it_your
         assert runner.requests == []  # nothing ran on this machine
         assert screen.query_one(TabbedContent).active == "results"
         source = text_of(screen, "#source")
-        assert "Recorded on an NVIDIA H200 (torch 2.11.0+cu130" in source
+        assert "Recorded on an NVIDIA H200 (torch 2.11, transformers 5.17)" in source
         assert "not run on this machine" in source
         summary = text_of(screen, "#summary")
         assert "Peak per variant — H200 recording" in summary and "4.40 GB" in summary
@@ -143,7 +143,7 @@ async def test_after_predicting_the_h200_recording_is_the_result_and_run_it_your
         assert "4.44 GB" in summary  # the allocator's own peak
         prediction = text_of(screen, "#prediction")
         assert "4 GB" in prediction and "committed before the run" in prediction
-        assert "H200 recording: 4.40 GB" in prediction and "−400.20 MB (−9%)" in prediction
+        assert "H200 recording: 4.40 GB" in prediction and "−400.20 MB (−9.1%)" in prediction
         # the measured story is in the lesson text now
         assert "What the measurement showed" in screen.query_one("#text-scroll").markdown
         # and "run it yourself" is one key away, said so in the footer
@@ -205,7 +205,7 @@ async def test_a_prediction_is_committed_once_and_quiz_answers_are_final(split_c
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, HomeScreen)
-        assert "−0.0%" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
+        assert "−0.0045%" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
         await pilot.press("k")
         await pilot.pause()
         assert isinstance(app.screen, CalibrationScreen)

@@ -246,7 +246,8 @@ async def test_no_reference_without_cuda_is_said_plainly_and_none_with_cuda():
         await pilot.pause()
         app.device_state = GPU
         await pilot.pause()
-        assert "NVIDIA H200 · 150.12 GB · real CUDA runs" in text_of(app.screen, "#banner")
+        assert "NVIDIA H200 · 150.12 GB (139.81 GiB) · real CUDA runs" in text_of(app.screen,
+                                                                                "#banner")
 
 
 async def test_keys_are_handled_while_a_run_is_in_flight():

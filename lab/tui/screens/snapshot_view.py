@@ -99,12 +99,11 @@ class SnapshotViewScreen(Screen):
     DEFAULT_CSS = """
     SnapshotViewScreen { layout: vertical; }
     SnapshotViewScreen #header { height: auto; padding: 0 1; color: $text-muted; }
-    SnapshotViewScreen TimelinePlot { height: 1fr; min-height: 12; }
+    SnapshotViewScreen TimelinePlot { height: 1fr; min-height: 6; }
     SnapshotViewScreen #inspector { height: auto; max-height: 9; padding: 0 1;
                                     border-top: solid $primary-darken-2; }
-    SnapshotViewScreen #tables { height: 14; }
-    SnapshotViewScreen #tables { layout: vertical; }
-    SnapshotViewScreen #tables > DataTable { width: 100%; height: 1fr; }
+    SnapshotViewScreen #tables { height: 1fr; min-height: 6; layout: vertical; }
+    SnapshotViewScreen #tables > DataTable { width: 100%; height: 1fr; min-height: 3; }
     """
     BINDINGS = [
         # priority: the tables below have focus and would take the arrows for themselves
