@@ -155,6 +155,17 @@ def _alive(pid: int) -> bool:
         return True
 
 
+APP_STARTED = "started-by-app"  # holds the pid of the service an app started
+
+
+def _started_by_app(service_pid) -> bool:
+    """The running service is the one an app started (not a `memlab run` in a shell)."""
+    try:
+        return (clients_dir() / APP_STARTED).read_text().strip() == str(service_pid)
+    except OSError:
+        return False
+
+
 def _live_clients() -> list:
     """The other apps registered as using the service whose process still runs."""
     out = []
@@ -194,12 +205,20 @@ class ServiceRunner:
         # callers keep `parallel` runs in flight for the service's queue to sort out; without
         # the service nothing would: the fallback gets them as many at a time as it takes
         self._direct_slots = threading.BoundedSemaphore(max(1, getattr(fallback, "parallel", 1)))
-        self.started_service = False  # this process started the service (release stops it)
+        self.started_service = False  # this process started the service
 
     def _connect(self) -> socket.socket:
-        return connect(start=self.start, on_start=lambda: setattr(self, "started_service", True))
+        started = []
+        sock = connect(start=self.start, on_start=lambda: started.append(True))
+        if started:  # an app started it: the last app to quit stops it (release)
+            self.started_service = True
+            try:  # its own word: the pid file may not be written yet
+                (clients_dir() / APP_STARTED).write_text(str(ask("ping")["pid"]))
+            except (ServiceUnavailable, OSError, ValueError, KeyError):
+                pass
+        return sock
 
-    # ---- an app's lease on the service: quitting stops what it started, unless it is shared ----
+    # ---- an app's lease on the service: quitting stops what an app started, unless shared ----
     def register(self) -> None:
         """This process (an app) uses the service: another app quitting leaves it running."""
         try:
@@ -208,29 +227,31 @@ class ServiceRunner:
             pass
 
     def release(self, timeout_s: float = 10.0) -> str | None:
-        """The app quits: stop the service it started, unless another app or a run still uses
-        it; then say (one line, for the terminal) that it stays, and for how long."""
+        """The app quits. A service an app started (this one, or another that has quit since)
+        stops with the last app that uses it, when no run is in flight; otherwise one line,
+        for the terminal, says that it stays, for whom, and for how long."""
         try:
             (clients_dir() / str(os.getpid())).unlink(missing_ok=True)
         except OSError:
             pass
-        if not self.started_service:
-            return None  # not ours to stop: whoever started it (a shell, another tab) uses it
-        users = [f"app {p.name}" for p in _live_clients()]
         try:
             state = ask("state")
         except (ServiceUnavailable, OSError, ValueError):
-            return None  # gone already (idle, or stopped)
+            return None  # none runs (gone idle, or never started)
+        users = [f"app {p.name}" for p in _live_clients()]
         runs = int(state.get("runs", 0)) + int(state.get("cpu_waiting", 0)) + sum(
             int(g.get("waiting", 0)) for g in state.get("gpus", []))
         if runs:
             users.append(f"{runs} run{'s' if runs != 1 else ''} in flight")
-        if not users:
+        by_app = _started_by_app(state.get("pid"))
+        if by_app and not users:
             stop_service(timeout_s)
+            (clients_dir() / APP_STARTED).unlink(missing_ok=True)
             return None
+        whom = ", ".join(users) if users else "the shell that started it (memlab run)"
         idle = float(state.get("idle_s", 600))
-        return (f"memlab: the runner service (pid {state.get('pid', '?')}) stays for "
-                f"{', '.join(users)}; it stops by itself after {_minutes(idle)} without a run")
+        return (f"memlab: the runner service (pid {state.get('pid', '?')}) stays for {whom}; "
+                f"it stops by itself after {_minutes(idle)} without a run")
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()

@@ -236,7 +236,8 @@ class QuizView(VerticalScroll, can_focus=True):
         if post:
             self.post_message(self.Answered(i, answer, correct))
         if move_on and had_focus:  # the locked control lost focus: on to the next open one
-            nxt = next((k for k in range(len(self.lesson.quiz)) if k not in self.correct), None)
+            n = len(self.lesson.quiz)  # the next open one below, else the first open above
+            nxt = next(((i + d) % n for d in range(1, n) if (i + d) % n not in self.correct), None)
             for card in self.query(QuestionCard):
                 card.set_class(card.index == nxt, "-next")
                 card.border_subtitle = "next" if card.index == nxt else ""
@@ -245,10 +246,12 @@ class QuizView(VerticalScroll, can_focus=True):
                 return
             card = self.query_one(f"#q{nxt}", QuestionCard)
             card.query("RadioSet, Input").first().focus(scroll_visible=False)
-            # after the feedback is brought into view: the next question too, by the least
-            # scroll (the feedback stays on screen where both fit)
-            self.call_after_refresh(lambda: self.call_after_refresh(
-                card.scroll_visible, animate=False))
+            # after the feedback is brought into view: the next question below too, by the least
+            # scroll (the feedback stays on screen where both fit); one above (the last open
+            # question was skipped) is marked, and the feedback just given stays in view
+            if nxt > i:
+                self.call_after_refresh(lambda: self.call_after_refresh(
+                    card.scroll_visible, animate=False))
 
     def _score(self) -> None:
         if not self.lesson.quiz:
