@@ -357,9 +357,12 @@ def load_course(root: Path | str | None = None) -> Course:
             errors.append(LessonError(course_file, f"parts[{i}]", "needs a title and a list of lessons"))
             continue
         course.parts.append(Part(p["title"], str(p.get("short", p["title"])), tuple(p["lessons"])))
+    folders = []  # (number, id) of every lesson folder, loaded or not: each keeps its number
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not FOLDER_RE.match(folder.name):
+        m = FOLDER_RE.match(folder.name)
+        if not m:
             continue
+        folders.append((int(m.group(1)), folder.name.split("-", 1)[-1]))
         try:
             course.lessons.append(load_lesson(folder))
         except LessonError as e:
@@ -375,10 +378,12 @@ def load_course(root: Path | str | None = None) -> Course:
     # teaching order: the parts', then any lesson in no part, by number; each lesson's number
     # is its place in that order (the folders keep theirs: authors' cross-references use them,
     # and what a learner reads says the learner's numbers instead)
+    # (a lesson that did not load keeps its place, so the others keep their numbers)
     rank = {lid: i for i, lid in enumerate(listed)}
     course.lessons.sort(key=lambda l: (rank.get(l.id, len(rank)), l.number))
-    numbering = {l.number: i for i, l in enumerate(course.lessons, 1)}
-    course.lessons = [_numbered(l, i, numbering) for i, l in enumerate(course.lessons, 1)]
+    places = sorted(folders, key=lambda f: (rank.get(f[1], len(rank)), f[0]))
+    numbering = {number: i for i, (number, _) in enumerate(places, 1)}
+    course.lessons = [_numbered(l, numbering.get(l.number, 0), numbering) for l in course.lessons]
     return course
 
 

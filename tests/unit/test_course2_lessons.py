@@ -23,7 +23,7 @@ from lab.runner.worker import load_experiment
 from lab.snapshots import open_summary
 
 COURSE = load_course()
-LESSONS = {l.key: l for l in COURSE.lessons}
+LESSONS = {f"{l.number:02d}": l for l in COURSE.lessons}  # by folder number, as written here
 
 
 @functools.lru_cache(maxsize=None)

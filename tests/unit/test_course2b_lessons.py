@@ -20,7 +20,7 @@ from lab.measure.tracker import TensorTracker
 from lab.runner.worker import load_experiment
 
 COURSE = load_course()
-LESSONS = {l.key: l for l in COURSE.lessons}
+LESSONS = {f"{l.number:02d}": l for l in COURSE.lessons}  # by folder number, as written here
 HAS_PEFT = importlib.util.find_spec("peft") is not None
 HAS_TORCHAO = importlib.util.find_spec("torchao") is not None
 
