@@ -31,7 +31,7 @@ from lab.playground.text import comparison_header, comparison_table
 from lab.report import (allocator_line, axis_unit, checks_table, format_bytes, metric, provenance_of,
                         result_rows, table)
 from lab.report.provenance import code_path_note
-from lab.report.rows import comparison_table as results_table, row_of, with_deltas
+from lab.report.rows import comparison_table as results_table, delta_note, row_of, with_deltas
 
 Exportable = Union[RunResult, list, Comparison]
 FORMATS = ("json", "md", "profile")
@@ -180,7 +180,10 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool,
         if note:
             out.append(note[0])
     ref_rows = {row.name: row for row in with_deltas([row_of(r) for r in refs.values()])}
-    out += ["", results_table(result_rows(results), ref_rows or None, markdown=True), ""]
+    rows = result_rows(results)
+    out += ["", results_table(rows, ref_rows or None, markdown=True), ""]
+    if delta_note(rows):  # a baseline that stopped: what its Δ column means
+        out += [f"*{delta_note(rows)}*", ""]
     for r in results:
         out += [f"## {r.variant}", ""]
         if r.error:
