@@ -11,9 +11,9 @@ final segments) plus the settings. Writes:
   DIR/settings_traces.jsonl.gz                       every run, whole
   tests/fixtures/h200_allocator_settings_traces.json.gz   (--fixture) the runs cut to what
                                                      tests/unit/test_allocator_settings_traces.py replays
-`--check` replays them through lab.measure.sim.allocator (real and synthetic segment addresses)
-and prints the model minus the GPU: peak allocated / reserved, out-of-memory, retries, segments
-freed. Under a minute on an H200.
+`--check` replays them through lab.measure.sim.allocator.model (real and synthetic segment
+addresses) and prints the model minus the GPU: peak allocated / reserved, out-of-memory, retries,
+segments freed. Under a minute on an H200.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def fixture_run(r: dict) -> dict:
 
 
 def check(runs: list[dict]) -> None:
-    from lab.measure.sim.allocator_replay import replay_cuda_trace
-    from lab.measure.sim.allocator_settings import parse_alloc_conf
+    from lab.measure.sim.allocator.replay import replay_cuda_trace
+    from lab.measure.sim.allocator.settings import parse_alloc_conf
 
     print(f"{'variant':22} {'alloc':>10} {'resv':>10} oom retries freed | synthetic resv")
     for r in runs:

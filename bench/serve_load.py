@@ -2,10 +2,15 @@
 the peak of lesson 01 and play back its H200 recording; then the server is killed (SIGKILL) and
 started again.
 
-    PYTHONPATH=. python bench/serve_load.py [--learners 30] [--json FILE]
+    PYTHONPATH=. python bench/serve_load.py [--learners 30] [--hold 180] [--json FILE]
 
 Prints (never asserted; tests/unit/test_serve_load.py asserts the outcomes with 5 learners):
   seconds            from the first connection to every learner seeing the recording
+  key -> screen      with every learner connected, for `--hold` seconds: each presses Tab every
+                     `--key-every` seconds or so (a learner reading; 1 s: a class mashing keys),
+                     and the time from sending the key to the first screen bytes back on its
+                     websocket is taken (p50, p95, max); a key with no answer within 5 s, a
+                     refused or dropped socket, is an error
   server memory      the server process's RSS before the learners and with all of them
                      connected, and the difference per learner (the server's own cost)
   app memory         the RSS of the tab processes (one app per tab), in all and per learner
@@ -134,6 +139,10 @@ async def until(workshop: Path, name: str, check, what: str, timeout_s: float) -
                        f"{ {k: last.get(k) for k in ('screen', 'lesson', 'running')} })")
 
 
+KEY_TIMEOUT_S = 5.0
+TAB = "\t"  # moves the focus: the screen always answers with a redraw
+
+
 class Learner:
     """A tab: the name form (a POST), then the websocket textual-serve's page would open."""
 
@@ -144,6 +153,9 @@ class Learner:
         self.reader = None
         self.received = 0
         self.cookie = ""
+        self.answered = asyncio.Event()  # screen bytes came since the last key
+        self.latencies: list[float] = []
+        self.errors = 0
 
     async def connect(self) -> None:
         import aiohttp
@@ -162,6 +174,25 @@ class Learner:
         async for msg in self.ws:
             if msg.data is not None and not isinstance(msg.data, int):
                 self.received += len(msg.data)
+                if isinstance(msg.data, bytes):  # the terminal's bytes (text frames: pong, ...)
+                    self.answered.set()
+        self.errors += 1  # the socket closed under a connected learner
+
+    async def hold(self, seconds: float, rng, every_s: float = 1.0) -> None:
+        """Press Tab about every `every_s` seconds for `seconds`, timing each key's answer."""
+        end = time.monotonic() + seconds
+        await asyncio.sleep(rng.uniform(0, every_s))  # not all in step
+        while time.monotonic() < end:
+            await asyncio.sleep(0.3)  # let the last redraw's tail arrive first
+            self.answered.clear()
+            t = time.monotonic()
+            try:
+                await self.ws.send_json(["stdin", TAB])
+                await asyncio.wait_for(self.answered.wait(), KEY_TIMEOUT_S)
+                self.latencies.append(time.monotonic() - t)
+            except (asyncio.TimeoutError, ConnectionError, RuntimeError):
+                self.errors += 1
+            await asyncio.sleep(rng.uniform(0.4, 0.9) * every_s)
 
     async def keys(self, *keys: str) -> None:
         for key in keys:
@@ -204,7 +235,13 @@ def progress_of(workshop: Path, name: str) -> dict:
 
 
 # ---- the whole run ----------------------------------------------------------------------------------------
-async def run_load(n: int, work: Path, timeout_s: float = 300) -> dict:
+def percentile(xs: list[float], q: float) -> float | None:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+
+async def run_load(n: int, work: Path, timeout_s: float = 300, hold_s: float = 0,
+                   key_every_s: float = 1.0) -> dict:
     workshop, home = work / "workshop", work / "home"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -222,6 +259,17 @@ async def run_load(n: int, work: Path, timeout_s: float = 300) -> dict:
         seen = await asyncio.gather(*(lr.predict_and_play(timeout_s) for lr in learners))
         report["seconds_to_all_played"] = round(time.monotonic() - t0, 1)
         report["recordings_seen"] = sum(bool(s["results"]) for s in seen)
+        if hold_s:
+            import random
+
+            rng = random.Random(34)
+            await asyncio.gather(*(lr.hold(hold_s, rng, key_every_s) for lr in learners))
+            lat = [x for lr in learners for x in lr.latencies]
+            report["hold_s"], report["key_every_s"] = hold_s, key_every_s
+            report["keys"] = len(lat)
+            report["key_errors"] = sum(lr.errors for lr in learners)
+            report["key_ms"] = {q: round(1e3 * percentile(lat, p), 1) if lat else None
+                                for q, p in (("p50", 0.5), ("p95", 0.95), ("max", 1.0))}
         apps = app_processes(workshop)
         report["app_processes"] = len(apps)
         report["server_rss_loaded"] = rss_bytes(proc.pid)
@@ -270,15 +318,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--learners", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=600, help="seconds per step")
+    parser.add_argument("--hold", type=float, default=60,
+                        help="seconds every learner stays, pressing keys (default 60)")
+    parser.add_argument("--key-every", type=float, default=1.0, metavar="S",
+                        help="about how often each learner presses a key while it stays (default 1)")
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memlab-serve-load-") as tmp:
-        report = asyncio.run(run_load(args.learners, Path(tmp), args.timeout))
+        report = asyncio.run(run_load(args.learners, Path(tmp), args.timeout, args.hold,
+                                      args.key_every))
     n = report["learners"]
     mb = 1e6
     print(f"learners                     {n} (loopback, one app process per tab)")
     print(f"all played the recording in  {report['seconds_to_all_played']} s "
           f"({report['recordings_seen']}/{n} saw it)")
+    if report.get("hold_s"):
+        k = report["key_ms"]
+        print(f"key -> screen                {report['keys']} keys in {report['hold_s']:g} s (one "
+              f"per learner every ~{report['key_every_s']:g} s): p50 "
+              f"{k['p50']} ms, p95 {k['p95']} ms, max {k['max']} ms; "
+              f"{report['key_errors']} error(s)")
     print(f"server RSS                   {report['server_rss_idle'] / mb:.1f} MB idle, "
           f"{report['server_rss_loaded'] / mb:.1f} MB with {n} learners: "
           f"{(report['server_rss_loaded'] - report['server_rss_idle']) / n / mb:.2f} MB per learner")

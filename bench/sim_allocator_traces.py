@@ -3,7 +3,7 @@
     python bench/sim_allocator_traces.py [TRACES.jsonl.gz] [--fixture OUT.json.gz]
 
 Every request and free the CUDA caching allocator saw (`_record_memory_history`) is replayed
-through lab.measure.sim.allocator; printed per run: the model's max_memory_allocated /
+through lab.measure.sim.allocator.model; printed per run: the model's max_memory_allocated /
 max_memory_reserved / out-of-memory / retries minus the H200's, twice: with the segment addresses
 the GPU handed out (best fit breaks ties by address: the model then must match to the byte) and
 with the model's own synthetic addresses (what sim can do). `--fixture` writes a few runs, cut to
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.measure.sim.allocator_replay import replay_cuda_trace  # noqa: E402
+from lab.measure.sim.allocator.replay import replay_cuda_trace  # noqa: E402
 
 DEFAULT = Path("/work/coord/gpu-results/sim-1/traces.jsonl.gz")
 CAP_16GIB = 16 * 2**30  # lesson 18's virtual GPU (set_per_process_memory_fraction)

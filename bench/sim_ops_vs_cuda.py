@@ -28,8 +28,8 @@ SKIP = {"prim.device.default", "aten.detach.default", "aten._local_scalar_dense.
 def sim_ops(workload: str) -> list:
     """The probe's job_ops, in sim (CPU-device fake tensors, CUDA's paths)."""
     import bench.probe_cuda as probe
-    from lab.measure.sim.backend import fake_mode
-    from lab.measure.sim.policy import CudaPaths
+    from lab.measure.sim.dispatch.fake_mode import fake_mode
+    from lab.measure.sim.dispatch.policy import CudaPaths
     from lab.measure.tracker import TensorTracker
 
     sink: list = []

@@ -104,7 +104,7 @@ def child_main(argv: list[str]) -> None:
             getattr(transformers, name, None)
         steps["import transformers (+ GPT-2, Qwen2 classes)"] = clock() - c
         c = clock()
-        measure._warm_up_dispatch_mode()
+        measure.warm_up_dispatch_mode()
         steps["first dispatch (imports torch._dynamo)"] = clock() - c
         print(json.dumps({"steps": steps}))
         return

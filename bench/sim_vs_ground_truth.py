@@ -107,7 +107,7 @@ def fits(cases: list[dict]) -> list[dict]:
 
 def probes(cases: list[dict]) -> list[dict]:
     """Each batch the H200 ran under the cap, replayed by the allocator model under that cap."""
-    from lab.measure.sim.allocator_replay import replay
+    from lab.measure.sim.allocator.replay import replay
     from lab.workloads.fit_sim import sim_recorder
 
     out = []

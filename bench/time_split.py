@@ -28,19 +28,18 @@ def _components():
     """(owner, attribute, component): the functions a sim run's time is split by."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from lab.measure.torch_compat import SimFakeTensorMode
-
     import lab.measure.measure as measure
     import lab.measure.tracker as tracker
+    from lab.measure.backends.sim import SimBackend
     from lab.measure.result import RunResult
-    from lab.measure.sim.allocator_replay import Replay
-    from lab.measure.sim.backend import SimBackend
-    from lab.measure.sim.policy import CudaPaths, _Rerouted
+    from lab.measure.sim.allocator.replay import Replay
+    from lab.measure.sim.dispatch.fake_mode import SimFakeTensorMode
+    from lab.measure.sim.dispatch.policy import CudaPaths, _Rerouted
     from lab.runner import worker
 
     return [
         (FakeTensorMode, "__torch_dispatch__", "fake tensors (FakeTensorMode)"),
-        # sim's own entry (lab/measure/torch_compat.py), which goes to the cache without the above
+        # sim's own entry (lab/measure/sim/dispatch/fake_mode.py), to the cache without the above
         (SimFakeTensorMode, "__torch_dispatch__", "fake tensors (FakeTensorMode)"),
         (tracker.TensorTracker, "__torch_dispatch__", "tracker dispatch"),
         (tracker.TensorTracker, "close", "result building"),
@@ -56,7 +55,7 @@ def _components():
         (SimBackend, "finish", "result building"),
         (RunResult, "to_dict", "result building"),
         (worker, "load_experiment", "experiment import"),
-        (measure, "_warm_up_dispatch_mode", "dispatch warm-up"),
+        (measure, "warm_up_dispatch_mode", "dispatch warm-up"),
     ]
 
 

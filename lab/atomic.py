@@ -43,4 +43,37 @@ def atomic_write(path: str | Path, data: str | bytes, *, encoding: str = "utf-8"
         raise
 
 
-__all__ = ["atomic_write"]
+def leftovers(path: str | Path) -> list[Path]:
+    """The temporary files `atomic_write(path, …)` leaves when its process is killed mid-write
+    (SIGKILL, a power cut: no `except` runs)."""
+    path = Path(path)
+    try:
+        return sorted(path.parent.glob(f".{glob_escape(path.name)}.*.tmp"))
+    except OSError:
+        return []
+
+
+def remove_leftovers(path: str | Path, older_than_s: float = 0.0) -> int:
+    """Remove `leftovers(path)`, those older than `older_than_s` only; how many went.
+
+    Safe only where no other writer of `path` can be mid-write: under the file's lock (the
+    progress file), or with an age no write takes (a write lasts milliseconds)."""
+    import time
+
+    gone = 0
+    for tmp in leftovers(path):
+        try:
+            if older_than_s and time.time() - tmp.stat().st_mtime < older_than_s:
+                continue
+            tmp.unlink()
+            gone += 1
+        except OSError:
+            pass
+    return gone
+
+
+def glob_escape(name: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+__all__ = ["atomic_write", "leftovers", "remove_leftovers"]

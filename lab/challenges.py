@@ -15,15 +15,26 @@ A lesson may ship `challenges.toml` beside its lesson.toml (lessons/25-memory-bu
     equal = { "phase:data 0:delta" = "batch * seq * 16" }   # quantity == formula (params)
     at_most = { "peak" = "0.5 * start" }  #   quantity <= formula; `start`: the starting code's
                                           #   value of that quantity, measured the same way
+    at_least = { "category:gradients:max" = "1" }   # quantity >= formula
 
-Quantities are lab.claims' (peak, category:<name>, phase:<name>:delta, metric:<name>, ...).
+Quantities are lab.claims' (peak, reserved, largest, category:<name>:max, phase:<name>:delta, ...),
+and only what the run MEASURED: the tracker's and the allocator model's numbers (peaks, bytes per
+phase and category, the largest storages, the status). `metric:<name>` is refused in a goal: it
+is what the submitted code reports about itself (`run.metric("sizes_ok", 1)` passed two
+challenges once). A goal must also ask for more than a status, which doing nothing can meet.
+Every field of challenges.toml is checked when it loads (one line, `ChallengeError`): an `id`
+names the learner's copy, so it is a slug; `file` must be a .py file inside the lesson folder.
 
 `start(ch)` copies the starting code into the learner's data folder (never over an existing copy:
 `fresh=True` keeps the old one as a dated backup). `check(ch, runner)` runs the copy in sim, at
 the lesson's seed scale, through the runner like any variant (a worker process: the learner's
 code never runs in the app's process), runs the untouched starting code too when a goal needs
-it (cached by its file's hash), grades the result and records it in progress. A served workshop
-refuses all of it (`lab.serve.policy`): there learners' code is not run on the server.
+it, grades the result and records it in progress. The starting code's run is kept in the
+workspace for the next check, signed (HMAC-SHA256, a key made once in the workspace, 0600) over
+its bytes and the starting file's hash: a kept run that was edited, or belongs to another
+version of the file, is run again, never graded against. docs/WORKSHOPS.md says what that does
+and does not guard against. A served workshop refuses all of it (`lab.serve.policy`): there
+learners' code is not run on the server.
 
 Torch-free (loading, grading); the runner is injected.
 """
@@ -31,7 +42,9 @@ Torch-free (loading, grading); the runner is injected.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import re
 import shutil
 import tomllib
 from dataclasses import dataclass, field
@@ -61,10 +74,11 @@ class Goal:
     status: str | None = "ok"
     equal: tuple[tuple[str, str], ...] = ()
     at_most: tuple[tuple[str, str], ...] = ()
+    at_least: tuple[tuple[str, str], ...] = ()
 
     @property
     def needs_start(self) -> bool:
-        return any("start" in f for _, f in self.equal + self.at_most)
+        return any("start" in f for _, f in self.equal + self.at_most + self.at_least)
 
 
 @dataclass(frozen=True)
@@ -92,7 +106,10 @@ class Challenge:
         """The starting file's docstring: what to do, in the challenge's own words."""
         import ast
 
-        return ast.get_docstring(ast.parse(self.file.read_text(encoding="utf-8"))) or self.title
+        try:
+            return ast.get_docstring(ast.parse(self.file.read_text(encoding="utf-8"))) or self.title
+        except (OSError, ValueError, SyntaxError, RecursionError):  # a file edited since loading
+            return self.title
 
 
 @dataclass
@@ -117,48 +134,146 @@ class Grade:
 
 
 # ---- loading (torch-free, no code run) -------------------------------------------------------------
-def load_challenges(lesson: Lesson) -> list[Challenge]:
-    path = lesson.path / FILE
-    if not path.is_file():
-        return []
+ID_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")  # becomes a file name: no '/', no '..'
+KEYS = {"id", "title", "file", "gpu_memory", "start_variant", "solution_variant", "hint", "goal"}
+GOAL_KEYS = {"status": "a status (ok, oom)", "equal": "quantity = formula",
+             "at_most": "quantity = formula", "at_least": "quantity = formula"}
+STATUSES = ("ok", "oom", "error", "timeout")
+# what the submission says about itself, not what the run measured: never a goal (a solution
+# that only called run.metric("sizes_ok", 1) used to pass)
+SELF_REPORTED = ("metric:",)
+MAX_FILE_BYTES = 1 << 20  # challenges.toml and a starting file: a few KB
+
+
+def _text(where: str, value: Any, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ChallengeError(f"{where}: {'missing: ' if value is None else ''}give a string "
+                             f"(got {_shown(value)})")
+    if len(value) > 2000 or any(not ch.isprintable() and ch not in "\n\t" for ch in value):
+        raise ChallengeError(f"{where}: text of at most 2,000 printable characters")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+def _starting_file(lesson: Lesson, where: str, rel: str) -> Path:
+    """The starting code: a .py file inside the lesson folder (a challenges.toml is content:
+    `file = "../../../etc/passwd"` must not become what `start` copies into the learner's
+    folder)."""
+    from lab.user_files import UserFileError, read_user_file
+
+    folder = lesson.path.resolve()
+    path = (folder / rel).resolve()
+    if Path(rel).is_absolute() or not path.is_relative_to(folder) or path.suffix != ".py":
+        raise ChallengeError(f"{where}: {_shown(rel)} must be a .py file inside the lesson "
+                             f"folder (e.g. challenges/my_challenge.py)")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ChallengeError(f"{path}: invalid TOML: {e}") from None
-    names = {v.name for v in lesson.variants}
-    out = []
-    for i, c in enumerate(data.get("challenges", [])):
-        where = f"{path}: challenges[{i}]"
-        for key in ("id", "title", "file"):
-            if not isinstance(c.get(key), str) or not c[key]:
-                raise ChallengeError(f"{where}.{key}: missing (a string)")
-        file = lesson.path / c["file"]
-        if not file.is_file():
-            raise ChallengeError(f"{where}.file: no file {file}")
-        for key in ("start_variant", "solution_variant"):
-            if c.get(key) and c[key] not in names:
-                raise ChallengeError(f"{where}.{key}: {c[key]!r} is not a variant of {lesson.id}")
-        gp = c.get("gpu_memory", "")
-        if gp and gp not in lesson.params(SCALE):
-            raise ChallengeError(f"{where}.gpu_memory: {gp!r} is not a parameter of scales.{SCALE}")
-        g = c.get("goal", {})
-        goal = Goal(g.get("status", "ok"), tuple((k, str(v)) for k, v in g.get("equal", {}).items()),
-                    tuple((k, str(v)) for k, v in g.get("at_most", {}).items()))
-        if not goal.equal and not goal.at_most and not goal.status:
-            raise ChallengeError(f"{where}.goal: say what passing means (status, equal, at_most)")
-        for name, formula in goal.equal + goal.at_most:
+        read_user_file(path, MAX_FILE_BYTES).decode("utf-8")
+    except (UserFileError, UnicodeDecodeError) as e:
+        raise ChallengeError(f"{where}: {e if isinstance(e, UserFileError) else 'not UTF-8'}"
+                             ) from None
+    return path
+
+
+def _goal(lesson: Lesson, where: str, g: Any, has_start: bool) -> Goal:
+    if not isinstance(g, dict):
+        raise ChallengeError(f"{where}: a table ([challenges.goal]) saying what passing means")
+    unknown = sorted(set(g) - set(GOAL_KEYS))
+    if unknown:
+        raise ChallengeError(f"{where}.{unknown[0]}: not a goal key; use "
+                             f"{', '.join(GOAL_KEYS)}")
+    status = g.get("status", "ok")
+    if status not in STATUSES:
+        raise ChallengeError(f"{where}.status: {_shown(status)}; use {', '.join(STATUSES)}")
+    pairs = {}
+    for key in ("equal", "at_most", "at_least"):
+        table = g.get(key, {})
+        if not isinstance(table, dict):
+            raise ChallengeError(f"{where}.{key}: a table of quantity = formula, e.g. "
+                                 f'{key} = {{ "peak" = "0.5 * start" }} (got {_shown(table)})')
+        out = []
+        for name, formula in table.items():
+            if isinstance(formula, bool) or not isinstance(formula, (str, int, float)):
+                raise ChallengeError(f"{where}.{key}.{name}: a formula (text) or a number, "
+                                     f"not {_shown(formula)}")
+            formula = str(formula)
             try:
                 check_quantity_name(name)
             except ClaimError as e:
-                raise ChallengeError(f"{where}.goal: {e}") from None
+                raise ChallengeError(f"{where}.{key}: {e}") from None
+            if name.startswith(SELF_REPORTED):
+                raise ChallengeError(f"{where}.{key}: {name!r} is what the submitted code reports "
+                                     "about itself; a goal names what the run measured (peak, "
+                                     "reserved, largest, category:<name>:max, phase:<name>:…)")
             try:
                 evaluate(formula, {**lesson.params(SCALE), "start": 1.0})
             except FormulaError as e:
-                raise ChallengeError(f"{where}.goal: {name} = {formula!r}: {e}") from None
-        if goal.needs_start and not c.get("start_variant"):
-            raise ChallengeError(f"{where}: a goal uses `start`, so name the start_variant")
-        out.append(Challenge(c["id"], c["title"], lesson, file, goal, c.get("start_variant", ""),
-                             c.get("solution_variant", ""), gp, c.get("hint", "")))
+                raise ChallengeError(f"{where}.{key}: {name} = {formula!r}: {e}") from None
+            if "start" in formula and not has_start:
+                raise ChallengeError(f"{where}.{key}: {name} uses `start`, so name the "
+                                     "start_variant")
+            out.append((name, formula))
+        pairs[key] = tuple(out)
+    goal = Goal(status, pairs["equal"], pairs["at_most"], pairs["at_least"])
+    if not (goal.equal or goal.at_most or goal.at_least):
+        raise ChallengeError(f"{where}: say what the run must measure (equal, at_most, "
+                             "at_least): a status alone can be met by doing nothing")
+    return goal
+
+
+def load_challenges(lesson: Lesson) -> list[Challenge]:
+    """The lesson's challenges, every field checked; ChallengeError (one line) for the first
+    thing wrong. Loading runs no code."""
+    from lab.user_files import UserFileError, read_user_file
+
+    path = lesson.path / FILE
+    if not path.exists():
+        return []
+    try:
+        data = tomllib.loads(read_user_file(path, MAX_FILE_BYTES).decode("utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ChallengeError(f"{path}: invalid TOML: {e}") from None
+    except (UserFileError, UnicodeDecodeError) as e:
+        raise ChallengeError(f"{path}: {e if isinstance(e, UserFileError) else 'not UTF-8'}"
+                             ) from None
+    names = {v.name for v in lesson.variants}
+    items = data.get("challenges", [])
+    if not isinstance(items, list) or not all(isinstance(c, dict) for c in items):
+        raise ChallengeError(f"{path}: challenges: a list of tables ([[challenges]])")
+    out = []
+    for i, c in enumerate(items):
+        where = f"{path}: challenges[{i}]"
+        unknown = sorted(set(c) - KEYS)
+        if unknown:
+            raise ChallengeError(f"{where}.{unknown[0]}: not a challenge key; use "
+                                 f"{', '.join(sorted(KEYS))}")
+        cid = _text(f"{where}.id", c.get("id"))
+        if not ID_RE.fullmatch(cid):
+            raise ChallengeError(f"{where}.id: {_shown(cid)}; an id is lowercase letters, digits "
+                                 "and '-', at most 40 (it names the learner's copy)")
+        title = _text(f"{where}.title", c.get("title"))
+        file = _starting_file(lesson, f"{where}.file", _text(f"{where}.file", c.get("file")))
+        variants = {}
+        for key in ("start_variant", "solution_variant"):
+            variants[key] = _text(f"{where}.{key}", c.get(key), required=False)
+            if variants[key] and variants[key] not in names:
+                raise ChallengeError(f"{where}.{key}: {variants[key]!r} is not a variant of "
+                                     f"{lesson.id}")
+        gp = _text(f"{where}.gpu_memory", c.get("gpu_memory"), required=False)
+        if gp and not (isinstance(lesson.params(SCALE).get(gp), int)
+                       and not isinstance(lesson.params(SCALE).get(gp), bool)
+                       and lesson.params(SCALE)[gp] > 0):
+            raise ChallengeError(f"{where}.gpu_memory: {gp!r} is not a parameter of scales.{SCALE} "
+                                 "holding a size in bytes")
+        goal = _goal(lesson, f"{where}.goal", c.get("goal", {}), bool(variants["start_variant"]))
+        out.append(Challenge(cid, title, lesson, file, goal, variants["start_variant"],
+                             variants["solution_variant"], gp,
+                             _text(f"{where}.hint", c.get("hint"), required=False)))
     ids = [c.id for c in out]
     if len(set(ids)) != len(ids):
         raise ChallengeError(f"{path}: challenge ids must be unique")
@@ -215,7 +330,7 @@ def start(ch: Challenge, fresh: bool = False) -> tuple[Path, bool]:
 
 # ---- grading -------------------------------------------------------------------------------------
 def _fmt(name: str, v: float) -> str:
-    if name in ("peak", "allocated", "reserved", "nvml") or name.startswith(("category:", "phase:")):
+    if name in ("peak", "allocated", "reserved", "nvml", "largest") or name.startswith(("category:", "phase:")):
         return f"{v / 1e9:.2f} GB" if abs(v) >= 1e8 else f"{v:,.0f} B"
     return f"{v:g}"
 
@@ -229,7 +344,7 @@ def grade(ch: Challenge, result, start_result=None) -> Grade:
         ok = result.status == ch.goal.status
         g.lines.append(GoalLine(f"status {result.status} (wanted {ch.goal.status})", ok))
     names = dict(ch.params)
-    for kind, pairs in (("==", ch.goal.equal), ("≤", ch.goal.at_most)):
+    for kind, pairs in (("==", ch.goal.equal), ("≤", ch.goal.at_most), ("≥", ch.goal.at_least)):
         for name, formula in pairs:
             got = quantity(result, name)
             scope = dict(names)
@@ -241,10 +356,12 @@ def grade(ch: Challenge, result, start_result=None) -> Grade:
                 scope["start"] = float(base)
             want = float(evaluate(formula, scope))
             if got is None or isinstance(got, str):
-                g.lines.append(GoalLine(f"{name}: not measured (the run {result.status})", False))
+                g.lines.append(GoalLine(f"{name}: the run measured none (it ended {result.status})",
+                                        False))
                 continue
             got = float(got)
-            ok = abs(got - want) <= 1e-9 * max(1.0, abs(want)) if kind == "==" else got <= want
+            ok = (abs(got - want) <= 1e-9 * max(1.0, abs(want)) if kind == "==" else
+                  got <= want if kind == "≤" else got >= want)
             g.lines.append(GoalLine(f"{name} {_fmt(name, got)} {kind} {_fmt(name, want)} ({formula})", ok))
     g.passed = all(line.ok for line in g.lines)
     return g
@@ -258,22 +375,52 @@ def request(ch: Challenge, path: Path):
                       timeout_s=ch.lesson.timeout_s, experiment=str(path))
 
 
-def _start_result(ch: Challenge, runner, on_event):
-    """The untouched starting code, run once per version of its file and kept in the workspace."""
-    from lab.measure.result import RunResult
+KEY_FILE = ".start-key"  # in the workspace: signs the kept runs of the starting code
+SIGNATURE = "sig"
 
-    digest = hashlib.sha256(ch.file.read_bytes()).hexdigest()[:16]
-    cache = workspace() / f".{ch.id}.start-{digest}.json"
-    if cache.is_file():
-        try:
-            return RunResult.from_dict(json.loads(cache.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+
+def _start_key() -> bytes:
+    from lab.serve.identity import load_or_create_secret
+
+    return load_or_create_secret(workspace(), KEY_FILE)
+
+
+def _signed(key: bytes, digest: str, body: bytes) -> str:
+    return hmac.new(key, digest.encode() + b"\0" + body, hashlib.sha256).hexdigest()
+
+
+def _kept_start(cache: Path, key: bytes, digest: str):
+    """The kept run of the starting code, when its signature holds; else None (run it again)."""
+    from lab.decode import DecodeError, loads, result_from_dict
+    from lab.user_files import RESULT_LIMIT, UserFileError, read_user_file
+
+    try:
+        raw = read_user_file(cache, RESULT_LIMIT)
+        sig, _, body = raw.partition(b"\n")
+        if not hmac.compare_digest(sig.decode("ascii", "replace"), _signed(key, digest, body)):
+            return None
+        return result_from_dict(loads(body))
+    except (UserFileError, DecodeError):
+        return None
+
+
+def _start_result(ch: Challenge, runner, on_event):
+    """The untouched starting code's run: kept in the workspace, signed, per version of its file.
+
+    The kept file is `<signature>\n<result JSON>`: what `grade` compares with must be what the
+    starting code measured, not a number someone typed into a JSON file."""
+    digest = hashlib.sha256(ch.file.read_bytes()).hexdigest()
+    cache = workspace() / f".{ch.id}.start-{digest[:16]}.json"
+    key = _start_key()
+    kept = _kept_start(cache, key, digest)
+    if kept is not None:
+        return kept
     res = runner.run(request(ch, ch.file), on_event=on_event)
     if res.status in ("ok", "oom"):
         from lab.atomic import atomic_write
 
-        atomic_write(cache, json.dumps(res.to_dict(), separators=(",", ":")))
+        body = json.dumps(res.to_dict(), separators=(",", ":")).encode()
+        atomic_write(cache, _signed(key, digest, body).encode() + b"\n" + body)
     return res
 
 

@@ -68,10 +68,11 @@ DIRECTION_WORDS = {  # how a direction renders, and the words `says` may use for
     "equal": ("exactly the same", {"same", "unchanged", "equal", "identical", "exactly"}),
 }
 QUANTITIES = ("peak | peak_phase | allocated | reserved | nvml | step_time | step_spread | step_min | "
-              "step_max | status | category:<name> | phase:<name>:delta | phase:<name>:peak | "
-              "metric:<name> | check:<name> | rank:<n>:<any of these>")
+              "step_max | status | largest | category:<name> | category:<name>:max | "
+              "phase:<name>:delta | phase:<name>:peak | phase:<name>:largest | metric:<name> | "
+              "check:<name> | rank:<n>:<any of these>")
 _PLAIN = ("peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "step_spread",
-          "step_min", "step_max", "status")
+          "step_min", "step_max", "status", "largest")
 _VALUE_RE = re.compile(r"^\s*([+\-−]?)\s*(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z%×]*)\s*$")
 SUPERSEDED_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 SOURCES = ("recording", "ground_truth")  # what backs a claim: the lesson's H200 recording, or
@@ -164,11 +165,20 @@ def quantity(result: Any, name: str) -> float | str | None:
         return r.status
     if name == "peak_phase":
         return r.peak.phase or None
+    if name == "largest":  # the largest storage the run made (the tracker's blocks)
+        return max((b.nbytes for b in r.blocks), default=None)
     kind, _, rest = name.partition(":")
     if kind == "rank":  # rank:<n>:<quantity>: rank n's own result of a run on several ranks
         n, _, inner = rest.partition(":")
+        if not (n.isascii() and n.isdigit()):
+            raise ClaimError(f"quantity {name!r}: use {QUANTITIES}")
         ranks = getattr(r, "ranks", None) or []
         return quantity(ranks[int(n)], inner) if int(n) < len(ranks) else None
+    if kind == "category" and rest.endswith(":max"):  # the most of it held at any one time
+        series = r.timeline.by_category.get(rest[:-4])
+        if series is None:
+            return 0 if r.timeline.live else None  # a timeline without it: none was held
+        return max(series, default=0)
     if kind == "category":
         return r.peak.by_category.get(rest, 0) if r.peak.bytes else None
     if kind == "metric":
@@ -181,6 +191,8 @@ def quantity(result: Any, name: str) -> float | str | None:
         p = r.phase(phase_name)
         if p is None:
             return None
+        if field == "largest":  # the largest storage made in the phase (None: none listed)
+            return max((b.nbytes for b in r.blocks if b.phase == phase_name), default=None)
         return {"delta": p.delta_bytes, "peak": p.peak_bytes}.get(field)
     raise ClaimError(f"quantity {name!r}: use {QUANTITIES}")
 
@@ -191,12 +203,14 @@ def check_quantity_name(name: str) -> None:
         return
     if kind == "rank":
         n, _, inner = rest.partition(":")
-        if n.isdigit() and inner and not inner.startswith("rank:"):
+        # ASCII digits: '¹'.isdigit() is true, and int('¹') raises where the rank is read
+        if n.isascii() and n.isdigit() and inner and not inner.startswith("rank:"):
             check_quantity_name(inner)
             return
-    if sep and kind in ("category", "metric", "check") and rest:
+    if sep and kind in ("category", "metric", "check") and rest and rest != ":max":
         return
-    if kind == "phase" and rest.rpartition(":")[2] in ("delta", "peak") and rest.rpartition(":")[0]:
+    if kind == "phase" and rest.rpartition(":")[2] in ("delta", "peak", "largest") \
+            and rest.rpartition(":")[0]:
         return
     raise ClaimError(f"quantity {name!r}: use {QUANTITIES}")
 

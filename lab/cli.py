@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    refused = _check_versions()
+    refused = _check_versions() or _check_home()
     if refused:
         print(f"memlab: error: {refused}", file=sys.stderr)
         return 2
@@ -75,6 +75,21 @@ def _check_versions() -> str | None:
     for line in warnings:
         print(f"memlab: note: {line}", file=sys.stderr)
     return refused
+
+
+def _check_home() -> str | None:
+    """MEMLAB_HOME (progress, runs, challenges, the runner service) must be able to be a
+    folder: one line now, rather than a traceback wherever it is first written."""
+    from lab.progress import ENV_VAR
+    from lab.user_files import UserFileError, usable_folder
+
+    home = os.environ.get(ENV_VAR)
+    try:
+        if home:
+            usable_folder(home, ENV_VAR)
+    except UserFileError as e:
+        return str(e)
+    return None
 
 
 def _flush_stdout() -> None:

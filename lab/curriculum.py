@@ -320,14 +320,35 @@ class Course:
         """By number as the course map shows it ("01", "1"), id ("linear-baseline") or folder
         ("01-linear-baseline")."""
         ref = str(ref).strip()
+        number = lesson_number(ref)
         for lesson in self.lessons:
-            if ref in (lesson.id, lesson.slug) or (ref.isdigit() and int(ref) == int(lesson.key)):
+            if ref in (lesson.id, lesson.slug) or (number is not None and number == int(lesson.key)):
                 return lesson
+        if len(ref) > 80 or not ref.isprintable():
+            raise LookupError(f"no lesson {_shown_ref(ref)}: give its number (e.g. 03), its id "
+                              "or its folder (memlab list shows them)")
         broken = [e for e in self.errors if ref in e.path.parent.name or ref in str(e.path)]
         if broken:
             raise LookupError(f"lesson {ref!r} could not be loaded: {broken[0]}")
         known = ", ".join(f"{l.key} ({l.id})" for l in self.lessons) or "none"
-        raise LookupError(f"no lesson {ref!r}; known lessons: {known}")
+        digits = ("; a lesson number is written in ASCII digits (03)"
+                  if any(ch.isdigit() for ch in ref) and not ref.isascii() else "")
+        raise LookupError(f"no lesson {ref!r}{digits}; known lessons: {known}")
+
+
+def lesson_number(ref: str) -> int | None:
+    """'03' or '3' -> 3; None for anything else. ASCII digits only, as everywhere the lab reads
+    a number (lab.report.numbers): '٣' and '³' are not lesson numbers (str.isdigit() says yes
+    to both, and int() reads the first and raises on the second)."""
+    ref = str(ref).strip()
+    if ref.isascii() and ref.isdigit() and len(ref) <= 6:
+        return int(ref)
+    return None
+
+
+def _shown_ref(ref: str) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in ref)
+    return repr(text if len(text) <= 40 else text[:37] + "…")
 
 
 def load_course(root: Path | str | None = None) -> Course:

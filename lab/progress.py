@@ -18,7 +18,10 @@ Several processes of one learner (two browser tabs, a tab and a terminal) share 
 save takes a file lock (`progress.jsonl.lock`, filelock), reads the file again and merges this
 process's changes into it (lab/progress_merge.py), so none of them loses another's progress.
 Every save rewrites the whole file atomically (a temp file in the same folder, fsync, then
-`os.replace`), so a crash mid-write leaves the previous file intact. A file damaged some other
+`os.replace`), so a crash mid-write leaves the previous file intact; the temp file such a crash
+leaves behind is removed by the next save (under the lock, where no other save is mid-write).
+Every read is bounded (lab/user_files.py): a progress file that is a FIFO or 1 GB is no file the
+lab wrote, and is set aside (`.corrupt`) rather than read. A file damaged some other
 way is recovered line by line: every record that parses is kept, the damaged original is kept
 beside it as `progress.jsonl.corrupt`, and `Progress.recovered` says what happened. A value that
 cannot be what the lab wrote (a prediction of `Infinity`, a count of "many") is dropped the same
@@ -37,15 +40,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lab.atomic import atomic_write
+from lab.atomic import atomic_write, remove_leftovers
 from lab.progress_merge import State, merge
 from lab.report.numbers import NumberError, parse_number
+from lab.user_files import PROGRESS_LIMIT, RESULT_LIMIT, UserFileError, read_user_file
 
 FILE_NAME = "progress.jsonl"
 ENV_VAR = "MEMLAB_HOME"
 VERSION = 1
 HISTORY_LIMIT = 500  # run records kept; the oldest go first
 LOCK_TIMEOUT_S = 30  # a save holds the lock for milliseconds; this only guards a stuck holder
+LEFTOVER_AGE_S = 600  # a temp file this old beside a results file is a killed save's
 
 NOT_STARTED, RUN, QUIZ_DONE, QUIZ_PASSED = "not started", "run", "quiz done", "quiz passed"
 PREDICTED, SEEN = "predicted", "seen"  # a prediction committed; a recording played back
@@ -257,11 +262,10 @@ class Progress:
     def load(cls, path: Path | None = None) -> Progress:
         prog = cls(path)
         try:
-            raw = prog.path.read_bytes()
-        except FileNotFoundError:
-            return prog
-        except OSError as e:
-            prog.recovered = f"could not read {prog.path}: {e}; starting fresh"
+            raw = read_user_file(prog.path, PROGRESS_LIMIT)
+        except UserFileError as e:
+            if not e.missing:  # a FIFO, a folder, 1 GB: not a file the lab wrote
+                prog.recovered = f"could not read {e}; starting fresh"
             return prog
         state, bad = parse(decoded(raw))
         prog._adopt(state)
@@ -292,10 +296,13 @@ class Progress:
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT_S):
+            remove_leftovers(self.path)  # temp files of saves killed mid-write (under the lock)
             try:
-                disk, _ = parse(decoded(self.path.read_bytes()))
-            except FileNotFoundError:
+                disk, _ = parse(decoded(read_user_file(self.path, PROGRESS_LIMIT)))
+            except UserFileError as e:
                 disk = State()
+                if not e.missing:  # no progress file the lab wrote (a FIFO, 1 GB): kept aside
+                    _set_aside(self.path)
             mine = State(self.last_lesson, self.lessons, self.history)
             merged = merge(self._base, mine, disk, LessonProgress)
             merged.history = merged.history[-HISTORY_LIMIT:]
@@ -415,12 +422,15 @@ class Progress:
         """entries: {"how": "live", "result": RunResult.to_dict()} or {"how": "recording",
         "variant": name} (a recording is read again from the install, not copied)."""
         data = {"version": VERSION, "saved": _now(), "entries": entries}
-        atomic_write(self.results_path(lesson_id), json.dumps(data, separators=(",", ":")))
+        path = self.results_path(lesson_id)
+        # no lock here: only temp files older than any write are a killed save's
+        remove_leftovers(path, older_than_s=LEFTOVER_AGE_S)
+        atomic_write(path, json.dumps(data, separators=(",", ":")))
 
     def load_results(self, lesson_id: str) -> tuple[str, list[dict[str, Any]]]:
         """(when they were saved, entries); ("", []) when none or unreadable."""
         try:
-            data = json.loads(self.results_path(lesson_id).read_text(encoding="utf-8"))
+            data = json.loads(read_user_file(self.results_path(lesson_id), RESULT_LIMIT))
             entries = [e for e in data["entries"] if isinstance(e, dict)]
             return str(data.get("saved", "")), entries
         except (OSError, ValueError, KeyError, TypeError, RecursionError):
@@ -437,6 +447,13 @@ class Progress:
                 f.unlink()
             except OSError:
                 pass
+
+
+def _set_aside(path: Path) -> None:
+    try:
+        os.replace(path, path.with_name(path.name + ".corrupt"))
+    except OSError:
+        pass
 
 
 def decoded(raw: bytes) -> str:

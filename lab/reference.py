@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lab.measure.result import RunResult
 from lab.paths import REFERENCE_DIR
+from lab.user_files import RESULT_LIMIT, read_user_file
 
 
 def load_reference(lesson_id: str, root: Path | str | None = None) -> dict[str, RunResult]:
@@ -23,8 +24,9 @@ def load_reference(lesson_id: str, root: Path | str | None = None) -> dict[str, 
         return out
     for path in sorted(folder.glob("*.json")):
         try:
-            result = RunResult.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            # bounded: pushed runs live in a workshop folder, not only in the install
+            result = RunResult.from_dict(json.loads(read_user_file(path, RESULT_LIMIT)))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
             continue  # a broken or newer-schema file: leave it out, keep the others
         out[result.variant or path.stem] = result
     return out

@@ -63,8 +63,12 @@ def main(args) -> int:
     from lab.curriculum import load_course
     from lab.serve.classroom import Classroom
     from lab.serve.workshop import learners, workshop_dir
+    from lab.user_files import UserFileError
 
-    root = workshop_dir(args.data)
+    try:
+        root = workshop_dir(args.data)
+    except UserFileError as e:  # --data names a file
+        raise UsageError(str(e)) from None
     action = args.action or "show"
     if action == "release":
         return _release(root, args.name)
@@ -95,11 +99,11 @@ def main(args) -> int:
 
     from lab.serve.classview import csv_report, lesson_view, markdown_report, text_report
 
+    ref = getattr(args, "lesson", None)
+    lessons = [_lesson(course, ref)] if ref else course.lessons  # a wrong ref: its line alone
     if not learners(root):
         print(f"no learners yet in {root} (memlab serve --data {root} creates them)",
               file=sys.stderr)
-    ref = getattr(args, "lesson", None)
-    lessons = [_lesson(course, ref)] if ref else course.lessons
     views = [lesson_view(root, lesson) for lesson in lessons]
     if not ref:  # every lesson: those someone has touched
         views = [v for v in views if any(r.status != "not started" for r in v.rows)] or views[:1]
@@ -139,6 +143,7 @@ def _load_results(path: str, lesson) -> list:
     """The runs to push, every field checked (lab.decode): they are played back in every
     learner's app, so a file that is not what `memlab run --json` wrote stops here."""
     from lab.decode import DecodeError, loads, result_from_dict, results_from_json
+    from lab.user_files import RESULT_LIMIT, UserFileError, read_user_file
 
     p = Path(path).expanduser()
     try:
@@ -148,8 +153,11 @@ def _load_results(path: str, lesson) -> list:
             if not files:
                 raise UsageError(f"--results {path!r}: no <variant>.json of {lesson.id} there "
                                  f"(expected {p / lesson.id}/*.json)")
-            return [result_from_dict(loads(f.read_bytes(), str(f)), str(f)) for f in files]
-        results = results_from_json(loads(p.read_bytes(), "it"))
+            return [result_from_dict(loads(read_user_file(f, RESULT_LIMIT), str(f)), str(f))
+                    for f in files]
+        results = results_from_json(loads(read_user_file(p, RESULT_LIMIT), "it"))
+    except UserFileError as e:
+        raise UsageError(f"--results {e}") from None
     except OSError as e:
         raise UsageError(f"--results {path!r}: {e.strerror or e}") from None
     except DecodeError as e:

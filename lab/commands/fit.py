@@ -8,7 +8,7 @@
     memlab fit --config my/config.json --gpu t4 --seq 2048 --json
 
 A batch fits when PyTorch's caching allocator would not run out of memory: the allocator model
-(lab.measure.sim.allocator) replays the simulated training step under the limit, with the
+(lab.measure.sim.allocator.model) replays the simulated training step under the limit, with the
 allocator's own release-and-retry, and decides (lab/workloads/fit.py, fit_sim.py). The limit:
 `--gpu-memory SIZE` is an H200 capped at SIZE with set_per_process_memory_fraction (the CUDA
 context outside the cap); `--gpu CARD` is that card's memory minus the context and libraries

@@ -14,7 +14,7 @@ raises, exits early or runs past --timeout still gives a result: what was measur
 Its own output is shown as it runs (on stderr, after "│ "), and a line per optimizer step.
 
 `--mode sim` runs a CUDA script on a machine without a GPU and predicts what it needs on the
-chosen card (lab.measure.sim.cuda_facade: its `cuda` tensors are fake, its torch.cuda calls
+chosen card (lab.measure.sim.facade.cuda_facade: its `cuda` tensors are fake, its torch.cuda calls
 answer from the card and the allocator model); it stops after 3 optimizer steps unless
 --steps says otherwise. `auto` without a GPU is sim: the question a CUDA script asks is about
 the GPU, and a real CPU run answers another one (--mode cpu still gives it).

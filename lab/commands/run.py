@@ -94,6 +94,9 @@ def check_writable_file(path: str, what: str) -> Path:
     p = Path(path).expanduser()
     if p.is_dir():
         raise UsageError(f"{what} {path!r} is a directory; give a file name such as profile.pkl")
+    if p.exists() and not p.is_file():  # a FIFO would block the open below until a reader came
+        raise UsageError(f"{what} {path!r} is not a regular file; give a file name such as "
+                         "profile.pkl")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"{what} {path!r}: folder {str(parent)!r} does not exist")

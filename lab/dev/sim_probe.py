@@ -1,7 +1,7 @@
 """Which of the simulator's mechanisms a sim run took: explicit counters on named functions.
 
 The sim goldens (lab.dev.goldens) are a fixed subset of lesson variants chosen to exercise every
-CUDA path (`lab/measure/sim/cuda_*`) and every path of the allocator model. This probe proves it
+CUDA path (`lab/measure/sim/kernels/`) and every path of the allocator model. This probe proves it
 run by run: while it is on, the functions named in `MECHANISMS` are wrapped (in their module or
 class, and in every `lab` module that bound the same function object by name, as policy.py binds
 `scratch_bytes`), each call is judged by its mechanism's test of the arguments and the result,
@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 SIM_PACKAGE = "lab.measure.sim"
 
-# the allocator model's segment sizes (lab.measure.sim.allocator: kSmallSize, kSmallBuffer,
+# the allocator model's segment sizes (lab.measure.sim.allocator.model: kSmallSize, kSmallBuffer,
 # kLargeBuffer, kMinLargeAlloc), to name which kind of segment a cache miss reserved
 _SMALL_SIZE, _SMALL_BUFFER, _LARGE_BUFFER, _MIN_LARGE_ALLOC = 1 << 20, 2 << 20, 20 << 20, 10 << 20
 OPTIMIZER_DEFAULT = "optimizer: CUDA's default (foreach)"
@@ -54,9 +54,9 @@ class Call:
 @dataclass(frozen=True)
 class Mechanism:
     name: str  # "sdpa: cuDNN attention"
-    module: str  # the module of lab/measure/sim it belongs to ("cuda_sdpa")
+    module: str  # the module of lab/measure/sim it belongs to ("kernels.sdpa")
     what: str  # one line, for the goldens' README table
-    # the function whose calls show it ("cuda_sdpa:choose", a module-level function or a
+    # the function whose calls show it ("kernels.sdpa:choose", a module-level function or a
     # Class.method of that module) and the test of one call; a target without ":" names what
     # the probe watches otherwise (an optimizer hook); without a target, `from_fields` tests the
     # golden's `sim` fields (the allocator's counters)
@@ -72,112 +72,120 @@ def _allocator(fields: dict) -> dict:
 
 MECHANISMS: tuple[Mechanism, ...] = (
     # ---- CUDA's paths -----------------------------------------------------------------------
-    Mechanism("autocast: CUDA's op lists", "cuda_autocast",
+    Mechanism("autocast: CUDA's op lists", "kernels.autocast",
               "CPU autocast's kernels cast as CUDA autocast does (lower precision / fp32 lists)",
-              "cuda_autocast:_cast_args"),
-    Mechanism("autocast: weight cache", "cuda_autocast",
+              "kernels.autocast:_cast_args"),
+    Mechanism("autocast: weight cache", "kernels.autocast",
               "lower-precision copies of fp32 leaf weights cached until autocast exits",
-              "cuda_autocast:WeightCastCache.cast", lambda c: len(c.args[0].casts) > 0),
-    Mechanism("dropout: fused kernel", "cuda_dropout",
+              "kernels.autocast:WeightCastCache.cast", lambda c: len(c.args[0].casts) > 0),
+    Mechanism("dropout: fused kernel", "kernels.dropout",
               "training dropout takes native_dropout (a bool mask), not the CPU's noise tensor",
-              "cuda_dropout:dropout", lambda c: bool(c.arg(2, "train")) and 0 < c.arg(1, "p") < 1),
-    # the optimizer's default is decided inside torch from two lists cuda_optim patches; the
+              "kernels.dropout:dropout",
+              lambda c: bool(c.arg(2, "train")) and 0 < c.arg(1, "p") < 1),
+    # the optimizer's default is decided inside torch from two lists kernels.optim patches; the
     # probe sees an optimizer left at the default step while the patch is installed
-    Mechanism(OPTIMIZER_DEFAULT, "cuda_optim",
+    Mechanism(OPTIMIZER_DEFAULT, "kernels.optim",
               "an optimizer built without foreach=/fused= steps as on CUDA (foreach)",
               "torch.optim step pre-hook"),
-    Mechanism("reductions: staging buffer", "cuda_reduce",
+    Mechanism("reductions: staging buffer", "kernels.reduce",
               "a long reduction takes a staging buffer and semaphores (Reduce.cuh's global reduce)",
-              "cuda_reduce:staging_bytes", lambda c: c.result[0] > 0),
-    Mechanism("sdpa: cuDNN", "cuda_sdpa", "16-bit attention takes cuDNN (sm90, cuDNN > 9.15)",
-              "cuda_sdpa:choose", lambda c: c.result == "cudnn"),
-    Mechanism("sdpa: mem-efficient", "cuda_sdpa", "fp32 attention takes the mem-efficient kernel",
-              "cuda_sdpa:choose", lambda c: c.result == "efficient"),
-    Mechanism("sdpa: math", "cuda_sdpa",
+              "kernels.reduce:staging_bytes", lambda c: c.result[0] > 0),
+    Mechanism("sdpa: cuDNN", "kernels.sdpa", "16-bit attention takes cuDNN (sm90, cuDNN > 9.15)",
+              "kernels.sdpa:choose", lambda c: c.result == "cudnn"),
+    Mechanism("sdpa: mem-efficient", "kernels.sdpa",
+              "fp32 attention takes the mem-efficient kernel",
+              "kernels.sdpa:choose", lambda c: c.result == "efficient"),
+    Mechanism("sdpa: math", "kernels.sdpa",
               "math attention: chosen (fp32 grouped-query) or forced by sdpa_kernel",
-              "cuda_sdpa:choose", lambda c: c.result == "math"),
-    Mechanism("sdpa: kernel scratch", "cuda_sdpa",
+              "kernels.sdpa:choose", lambda c: c.result == "math"),
+    Mechanism("sdpa: kernel scratch", "kernels.sdpa",
               "cuDNN / mem-efficient kernels' scratch taken and given back inside the op",
-              "cuda_sdpa:scratch_bytes", lambda c: c.result > 0),
-    Mechanism("sdpa: inference_mode", "cuda_sdpa",
+              "kernels.sdpa:scratch_bytes", lambda c: c.result > 0),
+    Mechanism("sdpa: inference_mode", "kernels.sdpa",
               "under inference_mode the tracker runs the composite op CUDA's way itself",
-              "cuda_sdpa:CudaSdpa.reroute", lambda c: c.result is not NotImplemented),
-    Mechanism("sdpa math: ported composite", "cuda_sdpa_math",
+              "kernels.sdpa:CudaSdpa.reroute", lambda c: c.result is not NotImplemented),
+    Mechanism("sdpa math: ported composite", "kernels.sdpa_math",
               "torch 2.11's _scaled_dot_product_attention_math, CUDA's branches",
-              "cuda_sdpa_math:math_attention"),
-    Mechanism("sdpa math: _safe_softmax parts", "cuda_sdpa_math",
+              "kernels.sdpa_math:math_attention"),
+    Mechanism("sdpa math: _safe_softmax parts", "kernels.sdpa_math",
               "_safe_softmax rerouted to the parts CUDA's kernel makes",
-              "cuda_sdpa_math:safe_softmax"),
-    Mechanism("fake values: no padding mask", "fake_values",
+              "kernels.sdpa_math:safe_softmax"),
+    Mechanism("fake values: no padding mask", "dispatch.fake_values",
               "transformers' mask decisions on a fake tensor answered as for unpadded data",
               # the masks' tests get integer position ids or a bool / int padding mask;
               # stand_in_scalar (the next one) asks `_fake` about float step counts and norms
-              "fake_values:_fake",
+              "dispatch.fake_values:_fake",
               lambda c: c.result is True and not c.args[0].is_floating_point()),
-    Mechanism("fake values: stand-in .item()", "fake_values",
+    Mechanism("fake values: stand-in .item()", "dispatch.fake_values",
               "run.stand_in_values: .item() of a fake tensor answers a stand-in",
-              "fake_values:stand_in_scalar"),
-    Mechanism("backward: in-place accumulation", "grad_accumulate",
+              "dispatch.fake_values:stand_in_scalar"),
+    Mechanism("backward: in-place accumulation", "kernels.grad_accumulate",
               "a plain run's engine sums a tensor's two gradients in place (InputBuffer)",
-              "grad_accumulate:_in_place_ok", lambda c: c.result is True),
-    Mechanism("cuBLASLt workspace", "policy",
+              "kernels.grad_accumulate:_in_place_ok", lambda c: c.result is True),
+    Mechanism("cuBLASLt workspace", "dispatch.policy",
               "an addmm with a bias takes cuBLASLt's 1 MiB workspace (besides cuBLAS's 32 MiB)",
-              "policy:_uses_cublaslt", lambda c: c.result is True),
+              "dispatch.policy:_uses_cublaslt", lambda c: c.result is True),
     # ---- the caching allocator's model --------------------------------------------------------
-    Mechanism("allocator: small segment", "allocator", "a request <= 1 MiB reserves a 2 MiB segment",
-              "allocator:allocation_size", lambda c: c.result == _SMALL_BUFFER),
-    Mechanism("allocator: 20 MiB segment", "allocator",
+    Mechanism("allocator: small segment", "allocator.model",
+              "a request <= 1 MiB reserves a 2 MiB segment",
+              "allocator.model:allocation_size", lambda c: c.result == _SMALL_BUFFER),
+    Mechanism("allocator: 20 MiB segment", "allocator.model",
               "a large request under 10 MiB reserves a 20 MiB segment",
-              "allocator:allocation_size",
+              "allocator.model:allocation_size",
               lambda c: _SMALL_SIZE < c.args[0] < _MIN_LARGE_ALLOC),
-    Mechanism("allocator: rounded segment", "allocator",
+    Mechanism("allocator: rounded segment", "allocator.model",
               "a request of 10 MiB or more reserves itself rounded to 2 MiB",
-              "allocator:allocation_size", lambda c: c.args[0] >= _MIN_LARGE_ALLOC),
-    Mechanism("allocator: cached block reused", "allocator", "best fit finds a free cached block",
-              "allocator:CachingAllocatorModel._get_free_block", lambda c: c.result is not None),
-    Mechanism("allocator: block split", "allocator", "a found block is split, the rest stays free",
-              "allocator:CachingAllocatorModel._hand_out", lambda c: c.result.size < c.before,
+              "allocator.model:allocation_size", lambda c: c.args[0] >= _MIN_LARGE_ALLOC),
+    Mechanism("allocator: cached block reused", "allocator.model",
+              "best fit finds a free cached block",
+              "allocator.model:CachingAllocatorModel._get_free_block",
+              lambda c: c.result is not None),
+    Mechanism("allocator: block split", "allocator.model",
+              "a found block is split, the rest stays free",
+              "allocator.model:CachingAllocatorModel._hand_out", lambda c: c.result.size < c.before,
               before=lambda c: c.args[2].size),
-    Mechanism("allocator: unsplit remainder", "allocator",
+    Mechanism("allocator: unsplit remainder", "allocator.model",
               "a block handed out whole, larger than asked (max allocated grows past the tensors)",
-              "allocator:CachingAllocatorModel._hand_out", lambda c: c.result.size > c.args[3]),
-    Mechanism("allocator: blocks merged", "allocator", "a freed block merges with a free neighbour",
-              "allocator:CachingAllocatorModel._merge", lambda c: c.args[1].size > c.before,
+              "allocator.model:CachingAllocatorModel._hand_out",
+              lambda c: c.result.size > c.args[3]),
+    Mechanism("allocator: blocks merged", "allocator.model",
+              "a freed block merges with a free neighbour",
+              "allocator.model:CachingAllocatorModel._merge", lambda c: c.args[1].size > c.before,
               before=lambda c: c.args[1].size),
-    Mechanism("allocator: retry after freeing the cache", "allocator",
+    Mechanism("allocator: retry after freeing the cache", "allocator.model",
               "a failed cudaMalloc frees every cached segment and tries again (num_alloc_retries)",
               from_fields=lambda f: _allocator(f).get("num_alloc_retries", 0) > 0),
-    Mechanism("allocator: out of memory", "allocator", "the model raises OOM under the cap",
+    Mechanism("allocator: out of memory", "allocator.model", "the model raises OOM under the cap",
               from_fields=lambda f: _allocator(f).get("num_ooms", 0) > 0 and f["status"] == "oom"),
-    Mechanism("allocator: empty_cache", "allocator_replay",
+    Mechanism("allocator: empty_cache", "allocator.replay",
               "torch.cuda.empty_cache() gives the cached segments back",
-              "allocator_replay:Replay.empty_cache"),
-    Mechanism("allocator: expandable segments map", "allocator_expandable",
+              "allocator.replay:Replay.empty_cache"),
+    Mechanism("allocator: expandable segments map", "allocator.expandable",
               "expandable_segments:True maps pages into one growing segment",
-              "allocator_expandable:ExpandableSegments._map", lambda c: c.result is True),
-    Mechanism("allocator: expandable segments unmap", "allocator_expandable",
+              "allocator.expandable:ExpandableSegments._map", lambda c: c.result is True),
+    Mechanism("allocator: expandable segments unmap", "allocator.expandable",
               "free whole pages of an expandable segment are unmapped (retry, empty_cache)",
-              "allocator_expandable:ExpandableSegments._unmap", lambda c: not c.args[2].mapped),
-    Mechanism("allocator: max_split_size_mb", "allocator_settings",
+              "allocator.expandable:ExpandableSegments._unmap", lambda c: not c.args[2].mapped),
+    Mechanism("allocator: max_split_size_mb", "allocator.settings",
               "under max_split_size_mb a large block is handed out under the size rules (lesson 23)",
-              "allocator:CachingAllocatorModel._hand_out",
+              "allocator.model:CachingAllocatorModel._hand_out",
               lambda c: c.args[0].max_split_size < (1 << 60) and not c.args[1].small),
-    Mechanism("allocator: roundup_power2_divisions", "allocator_settings",
+    Mechanism("allocator: roundup_power2_divisions", "allocator.settings",
               "a request rounded up to its power-of-two interval's division, not to 512 B",
-              "allocator:round_size",
+              "allocator.model:round_size",
               lambda c: bool(c.arg(1, "divisions")) and c.result != -(-c.args[0] // 512) * 512),
-    Mechanism("allocator: garbage_collection_threshold", "allocator_release",
+    Mechanism("allocator: garbage_collection_threshold", "allocator.release",
               "over the threshold, cached blocks unused longest are freed before a new segment",
-              "allocator_release:ReleaseRules._garbage_collect"),
-    Mechanism("torch.cuda's allocator API from the model", "cuda_memory_api",
+              "allocator.release:ReleaseRules._garbage_collect"),
+    Mechanism("torch.cuda's allocator API from the model", "facade.memory_api",
               "an experiment's torch.cuda.memory_stats() answered by the allocator model",
-              "allocator_view:memory_stats"),
-    Mechanism("save_on_cpu: pinned host copies", "cuda_offload",
+              "allocator.view:memory_stats"),
+    Mechanism("save_on_cpu: pinned host copies", "kernels.offload",
               "saved tensors leave the device for pinned host memory and come back in backward",
-              "cuda_offload:PinnedHostModel.alloc"),
-    Mechanism("allocator: streams", "allocator",
+              "kernels.offload:PinnedHostModel.alloc"),
+    Mechanism("allocator: streams", "allocator.model",
               "a block on another stream than the default (FSDP2's all-gather / reduce-scatter)",
-              "allocator:CachingAllocatorModel.malloc", lambda c: c.arg(2, "stream", 0) != 0),
+              "allocator.model:CachingAllocatorModel.malloc", lambda c: c.arg(2, "stream", 0) != 0),
 )
 
 
@@ -265,7 +273,7 @@ class Probe:
             return on_call(original, args, kwargs)
 
         self._set(owner, name, wrapper)
-        if owner is module:  # `from .cuda_sdpa import scratch_bytes` bound it elsewhere too
+        if owner is module:  # `from ..kernels.sdpa import scratch_bytes` bound it elsewhere too
             for other in list(sys.modules.values()):
                 namespace = getattr(other, "__dict__", None)
                 if other is module or not getattr(other, "__name__", "").startswith("lab."):
@@ -279,13 +287,12 @@ class Probe:
         setattr(owner, name, value)
 
     def _watch_optimizers(self) -> None:
-        """An optimizer left at PyTorch's default implementation stepping while cuda_optim's
+        """An optimizer left at PyTorch's default implementation stepping while kernels.optim's
         lists are installed (torch's public step pre-hook; install/uninstall counted here)."""
         import torch.optim.optimizer as optimizer
 
-        from lab.measure.sim import cuda_optim
+        from lab.measure.sim.kernels.optim import CudaOptimDefaults as cls
 
-        cls = cuda_optim.CudaOptimDefaults
         install, uninstall = cls.__dict__["install"], cls.__dict__["uninstall"]
 
         def counted_install(this):
@@ -325,7 +332,7 @@ class Probe:
 
 def _import_engine() -> None:
     """Every module of lab.measure, imported before wrapping: a module imported later would bind
-    the wrapper by name (`from .cuda_sdpa import scratch_bytes`) and keep it after the probe."""
+    the wrapper by name (`from ..kernels.sdpa import scratch_bytes`) and keep it after the probe."""
     import pkgutil
 
     import lab.measure
@@ -335,11 +342,13 @@ def _import_engine() -> None:
 
 
 def sim_modules() -> list[str]:
-    """The modules of lab/measure/sim on disk whose names say they are CUDA's paths."""
+    """The modules of lab/measure/sim on disk that are CUDA's paths (its kernels/ folder), as
+    MECHANISMS names them ("kernels.sdpa")."""
     from pathlib import Path
 
-    package = importlib.import_module(SIM_PACKAGE)
-    return sorted(p.stem for p in Path(package.__file__).parent.glob("cuda_*.py"))
+    package = importlib.import_module(f"{SIM_PACKAGE}.kernels")
+    return sorted(f"kernels.{p.stem}" for p in Path(package.__file__).parent.glob("*.py")
+                  if p.name != "__init__.py")
 
 
 __all__ = ["MECHANISMS", "OPTIMIZER_DEFAULT", "Mechanism", "Probe", "sim_modules"]

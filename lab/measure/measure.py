@@ -20,12 +20,12 @@ from .backends import Backend, backend_for
 from .backends.base import Emit
 from .backends.cuda import HISTORY_INCOMPATIBLE  # noqa: F401  (re-exported for older callers)
 from .result_parts import build_blocks, build_checks, build_peak, build_phases, build_timeline
-from .result import CodePaths, DeviceInfo, RunResult
+from .result import CodePaths, DeviceInfo, RunResult, Timing
 from .session import Session
-from .sim.versions import transformers_version
 from .snapshot import save_snapshot
+from .timing import TIMED_STEPS, StepClock, timed_params
 from .tracker import TensorTracker
-from .versions import library_versions
+from .versions import installed, library_versions
 
 
 @dataclass
@@ -45,7 +45,8 @@ class VariantSpec:
         return {c["phase"] for c in self.checks if c.get("measure", "delta") == "delta"}
 
 
-def _first_line(exc: BaseException) -> str:
+def error_line(exc: BaseException) -> str:
+    """A failed experiment's error, in one line ("ValueError: ...")."""
     text = str(exc).strip() or type(exc).__name__
     return f"{type(exc).__name__}: {text.splitlines()[0]}"
 
@@ -103,7 +104,7 @@ def measure(fn: Callable[[Session], Any], spec: VariantSpec, backend: Backend,
 def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunResult:
     started = time.perf_counter()
     result = _new_result(spec, backend.name, backend.device_info())
-    _warm_up_dispatch_mode()
+    warm_up_dispatch_mode()
     torch.manual_seed(0)
     backend.prepare(spec.params)
     tracker = backend.new_tracker()
@@ -121,7 +122,7 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
                 fn(session)
         except Exception as exc:  # an experiment's failure is a result, never a crash
             result.status = "oom" if is_oom(exc) else "error"
-            result.error = _first_line(exc) if result.status == "error" else str(exc).strip()
+            result.error = error_line(exc) if result.status == "error" else str(exc).strip()
             tracker.close()  # the timeline stops at the failure, before the traceback is released
             exc = None
         finally:
@@ -135,12 +136,12 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
             save_snapshot(snap, spec.profile_path)
             result.profile_path = spec.profile_path
         _fill(result, spec, backend, trace, session)
-        backend.finish(result, session, snap)
+        backend.finish(result, session.phases, snap)
         del trace, session, tracker, snap, kept
         backend.collect_garbage()
 
     if spec.timing and backend.info.timed and result.status == "ok":
-        timing, timed_metrics = backend.timed_pass(fn, spec.params, emit)
+        timing, timed_metrics = _timed_pass(backend, fn, spec.params, emit)
         result.timing = timing
         result.step_time_s = timing.median_s if timing is not None else None
         # metrics the untracked pass measured (throughput, GPU busy %) replace the tracked
@@ -153,7 +154,8 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
 def _new_result(spec: VariantSpec, mode: str, device: DeviceInfo) -> RunResult:
     return RunResult(lesson=spec.lesson, variant=spec.variant, mode=mode, scale=spec.scale,
                      device=device, params=dict(spec.params), torch_version=torch.__version__,
-                     transformers_version=transformers_version(), versions=library_versions(),
+                     transformers_version=installed("transformers") or "",
+                     versions=library_versions(),
                      created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
@@ -175,7 +177,39 @@ def _fill(result: RunResult, spec: VariantSpec, backend: Backend, trace, session
                                      backend.info.allocator == "measured")
 
 
-def _warm_up_dispatch_mode() -> None:
+def _timed_pass(backend: Backend, fn: Callable[[Session], Any], params: dict[str, Any],
+                emit: Emit) -> tuple[Timing | None, dict[str, float]]:
+    """Run the variant again without the tracker: (its step times, the metrics it measured).
+
+    The metrics come from a pass of the experiment's own steps (they may depend on how many:
+    losses logged, the last loss); when that pass timed fewer than TIMED_STEPS steps and the
+    experiment takes a `steps` parameter, a second pass of more steps gives the times."""
+    with backend.timing_turn(emit):
+        # no samples stream from the untracked pass: say what the silence is
+        emit({"type": "status", "stage": "timing", "text": "timing pass (untracked)"})
+        timing, metrics = _untracked_pass(backend, fn, params)
+        more = timed_params(params)
+        if (timing is not None and len(timing.steps_s) < TIMED_STEPS
+                and more.get("steps") != params.get("steps")):
+            timing = _untracked_pass(backend, fn, more)[0] or timing
+    return timing, metrics
+
+
+def _untracked_pass(backend: Backend, fn, params: dict[str, Any]
+                    ) -> tuple[Timing | None, dict[str, float]]:
+    backend.before_timing()
+    torch.manual_seed(0)
+    clock = StepClock(backend.sync)
+    session = Session(backend, params, clock=clock)
+    try:
+        fn(session)
+        clock.stop()
+    except Exception:
+        return None, {}
+    return clock.timing(), dict(session.metrics)
+
+
+def warm_up_dispatch_mode() -> None:
     """The first op under any TorchDispatchMode imports torch._dynamo (~2 s on a laptop):
     pay that before the clock starts, or the first phase looks 2 s long."""
     with TensorTracker() as warm:
@@ -183,4 +217,5 @@ def _warm_up_dispatch_mode() -> None:
     warm.close()
 
 
-__all__ = ["VariantSpec", "is_oom", "measure", "measure_variant"]
+__all__ = ["VariantSpec", "error_line", "is_oom", "measure", "measure_variant",
+           "warm_up_dispatch_mode"]

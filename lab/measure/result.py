@@ -156,8 +156,8 @@ class AllocatorStats:
     untracked_peak_bytes: int = 0  # allocator peak - tracked-tensor peak: workspaces, rounding
     timeline: Timeline | None = None  # from the allocator's own trace (_record_memory_history)
     reserved_timeline: Timeline | None = None
-    # sim: these numbers come from lab.measure.sim.allocator's model of the caching allocator, not
-    # from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
+    # sim: these numbers come from lab.measure.sim.allocator.model's model of the caching allocator,
+    # not from a GPU (the timelines' x is the tracked-event index, as the tensor timeline's)
     predicted: bool = False
 
     @classmethod

@@ -10,8 +10,7 @@ from typing import Any
 
 from .formula import evaluate
 from .result import Block, Check, Peak, PhaseStats, Timeline
-from .session import PhaseRecord
-from .trace import ALLOC, CATEGORIES, Trace, pick_indices
+from .trace import ALLOC, CATEGORIES, PhaseRecord, Trace, pick_indices
 
 MAX_TIMELINE_POINTS = 1000
 MAX_BLOCKS = 1000  # the largest storages; enough for the inspector, small enough to keep

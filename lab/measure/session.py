@@ -10,33 +10,17 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
 
+from .trace import PhaseRecord
 from .tracker import TensorTracker
 
 if TYPE_CHECKING:
     from .backends.base import Backend
     from .timing import StepClock
-
-
-@dataclass
-class PhaseRecord:
-    name: str
-    setup: bool
-    t_start: float
-    start_index: int
-    start_bytes: int
-    t_end: float = 0.0
-    end_index: int = 0
-    end_bytes: int = 0
-    peak_bytes: int = 0
-    duration_s: float = 0.0
-    cuda: dict[str, int] = field(default_factory=dict)
-    new_blocks: dict[int, int] | None = None  # cuda: address -> size of blocks born and kept
 
 
 class Session:
@@ -211,12 +195,12 @@ class Session:
 
     @property
     def allocator_model(self):
-        """Sim's model of the caching allocator (lab.measure.sim.allocator_replay.Replay), the
+        """Sim's model of the caching allocator (lab.measure.sim.allocator.replay.Replay), the
         one the tracker feeds; None in cpu and cuda."""
         return self.backend.allocator_model
 
     def allocator_stats(self):
-        """The allocator model's counters in sim (lab.measure.sim.allocator.Stats:
+        """The allocator model's counters in sim (lab.measure.sim.allocator.model.Stats:
         num_alloc_retries, peaks, ...); None elsewhere (on CUDA ask torch.cuda.memory_stats)."""
         model = self.backend.allocator_model
         return model.model.stats if model is not None else None

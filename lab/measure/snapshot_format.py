@@ -1,7 +1,7 @@
 """The vocabulary of a PyTorch memory snapshot (`torch.cuda.memory._snapshot()`, what
 `_dump_snapshot` pickles and pytorch.org/memory_viz reads): the one place its action and state
 names are spelled, for the lab's writer (lab.measure.snapshot), its readers (lab.snapshots) and
-the allocator model's trace replay (lab.measure.sim.allocator_replay). Torch-free.
+the allocator model's trace replay (lab.measure.sim.allocator.replay). Torch-free.
 
 A snapshot's `device_traces[d]` is the allocator's own event list, each entry an `action` with
 `addr`, `size`, `time_us` and (with stacks="python") `frames`; its `segments` hold blocks in

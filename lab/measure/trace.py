@@ -27,6 +27,25 @@ CATEGORIES = (
 ALLOC, FREE = "alloc", "free"
 
 
+@dataclass
+class PhaseRecord:
+    """One phase as the run's session recorded it (lab.measure.session): where it starts and
+    ends in the trace, its bytes, and what its backend read at its edges."""
+
+    name: str
+    setup: bool
+    t_start: float
+    start_index: int
+    start_bytes: int
+    t_end: float = 0.0
+    end_index: int = 0
+    end_bytes: int = 0
+    peak_bytes: int = 0
+    duration_s: float = 0.0
+    cuda: dict[str, int] = field(default_factory=dict)
+    new_blocks: dict[int, int] | None = None  # cuda: address -> size of blocks born and kept
+
+
 @dataclass(slots=True)
 class Event:
     """One storage born (`alloc`) or freed (`free`). `sid` pairs the two."""

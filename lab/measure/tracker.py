@@ -19,6 +19,10 @@ no dispatcher op sees; while a tracker is on, that method reports to it (`_resiz
 Other wrapper subclasses (torchao's 8-bit optimizer state) run ops of their own on the tensors
 they wrap; the tracker hands their ops on so that those ops run under it and are counted
 (tracker_subclasses.py).
+
+The tracker knows no mode: what a mode changes about its ops comes in through `policy` (the
+`TrackerPolicy` below; sim's is lab.measure.sim.dispatch.policy.CudaPaths, which the sim backend
+gives it) and the observers it tells of every allocation.
 """
 
 from __future__ import annotations
@@ -29,24 +33,52 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Hashable, Protocol
+from collections.abc import Callable, Container, Iterable
+from typing import Any, Hashable, Protocol
 
 import torch
 from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                    register_optimizer_step_pre_hook)
 
 from .torch_compat import (FakeTensor, TorchDispatchMode, has_composite_implicit_kernel,
-                           NO_ANSWER, cached_answer, pop_dispatch_mode, push_dispatch_mode,
-                           is_traceable_wrapper_subclass, run_composite_implicit, storage_key,
-                           tree_flatten)
+                           is_traceable_wrapper_subclass, pop_dispatch_mode, push_dispatch_mode,
+                           run_composite_implicit, storage_key, tree_flatten)
 
 from .trace import ALLOC, FREE, Event, Trace
 from .tracker_hooks import ResizeHook
 from .tracker_subclasses import inner_tensors, opens_up
 
-if TYPE_CHECKING:
-    from .sim.policy import SimPolicy
+NO_ANSWER = object()  # a policy's `answer` for an op it leaves to the dispatcher
+
+
+class ExtraAllocations(Protocol):
+    """Where a policy reports allocations that back no tensor (the tensor tracker)."""
+
+    def extra_alloc(self, key: Hashable, nbytes: int) -> None: ...
+
+    def extra_transient(self, key: Hashable, nbytes: int) -> None: ...
+
+    def extra_transients(self, items: list[tuple[Hashable, int]]) -> None: ...
+
+
+class TrackerPolicy(Protocol):
+    """What a mode changes about the ops the tracker sees (sim: CUDA's paths on fake tensors,
+    lab.measure.sim.dispatch.policy.CudaPaths). The tracker calls exactly these."""
+
+    rerouted: Container  # ops the tracker hands to `reroute` instead of running them
+    # The op's output without the trip through the dispatcher, or NO_ANSWER (then the op runs).
+    # A plain function held by the policy (not a method: it is called on every op)
+    answer: Any
+
+    def reroute(self, func, args: tuple, kwargs: dict) -> Any:
+        """Run `func` as the mode's device would (its parts are dispatched, and counted, one
+        by one)."""
+
+    def unmade_outputs(self, func, args: tuple, kwargs: dict, out) -> tuple:
+        """Outputs of `func` that the kernel here made and the device's does not: not counted."""
+
+    def after(self, func, args: tuple, kwargs: dict, out, sink: ExtraAllocations) -> None:
+        """After `func` ran: the allocations the device makes beside its tensors (workspaces)."""
 
 
 class StorageObserver(Protocol):
@@ -167,11 +199,12 @@ class TensorTracker(TorchDispatchMode):
         # never traced by torch.compile
         return False
 
-    def __init__(self, device_type: str | None = None, policy: SimPolicy | None = None,
+    def __init__(self, device_type: str | None = None, policy: TrackerPolicy | None = None,
                  observers: Iterable[StorageObserver] = ()):
         super().__init__()
-        # sim only: `policy` (lab.measure.sim.policy.CudaPaths) reroutes composite ops CUDA runs
-        # differently and names the allocations CUDA makes beside the tensors (workspaces)
+        # sim only: `policy` (lab.measure.sim.dispatch.policy.CudaPaths) answers plain cache hits
+        # of the fake mode below, reroutes composite ops CUDA runs differently and names the
+        # allocations CUDA makes beside the tensors (workspaces)
         self.policy = policy
         # told of every allocation as it happens, before it is recorded (an observer that raises
         # torch.OutOfMemoryError fails the op: then nothing is born): sim's allocator model,
@@ -512,7 +545,8 @@ class TensorTracker(TorchDispatchMode):
             out = self._redispatch(run_composite_implicit, func, *args, **(kwargs or {}))
             if out is not NotImplemented:
                 return out
-        out = cached_answer(func, args, kwargs)  # sim: a plain cache hit of the fake mode below
+        # sim: a plain cache hit of the fake mode below, answered without the dispatcher
+        out = policy.answer(func, args, kwargs) if policy is not None else NO_ANSWER
         if out is NO_ANSWER:
             out = func(*args, **(kwargs or {}))
         # outputs CUDA's kernel leaves undefined, which the op's fake kernel still makes (sim)

@@ -3,7 +3,7 @@
 
     run       the command line -> a RunRequest (experiment: script.py) -> a RunResult (headless)
     script    the experiment the worker imports: the script under runpy and the tracker (torch);
-              in sim inside the CUDA facade (lab.measure.sim.cuda_facade)
+              in sim inside the CUDA facade (lab.measure.sim.facade.cuda_facade)
     phases    forward / backward / step / data phases from PyTorch's hooks (torch)
     steps     --steps N: stop after N optimizer steps, a progress line each; sim's eval cap (torch)
     track     `with memlab.track() as t:` in this process, e.g. a notebook (torch)

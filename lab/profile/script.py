@@ -13,8 +13,8 @@ script does, the measurement so far is a result:
   --timeout         SIGALRM in the worker stops it (status timeout, set by lab.profile.run);
                     what hangs in C code past that is killed by the client a little later
 
-In sim the script runs inside the CUDA facade (lab.measure.sim.cuda_facade): its `cuda` tensors
-are sim's fake ones on the chosen card, its torch.cuda calls answer from that card and the
+In sim the script runs inside the CUDA facade (lab.measure.sim.facade.cuda_facade): its `cuda`
+tensors are sim's fake ones on the chosen card, its torch.cuda calls answer from that card and the
 allocator model, and what the facade answered its own way becomes the result's notes.
 """
 
@@ -231,7 +231,7 @@ class _SimScript:
         return False
 
     def refused(self, exc: BaseException) -> bool:
-        from lab.measure.sim.script_values import NotSupportedInSim
+        from lab.measure.sim.facade.script_values import NotSupportedInSim
 
         return isinstance(exc, NotSupportedInSim)
 

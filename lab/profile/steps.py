@@ -83,7 +83,7 @@ class EvalCap:
     are stood in for (module docstring). `make(shape, stride, dtype)` makes a GPU tensor."""
 
     def __init__(self, limit: int, make):
-        from lab.measure.sim.script_values import ScriptLog
+        from lab.measure.sim.facade.script_values import ScriptLog
 
         self.limit, self.make = limit, make
         self.sites = ScriptLog()  # only for its site(): where the skipped passes were asked for

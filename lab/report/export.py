@@ -46,12 +46,11 @@ def load(path: str | Path) -> Exportable:
     from lab.decode import DecodeError, decoded, loads, results_from_json
     from lab.measure.schema import decode
 
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise ExportError(f"{path}: no such file")
+    from lab.user_files import RESULT_LIMIT, UserFileError, read_user_file
+
     try:
-        data = loads(p.read_bytes(), what=str(path))
-    except DecodeError as e:
+        data = loads(read_user_file(path, RESULT_LIMIT), what=str(path))
+    except (DecodeError, UserFileError) as e:
         raise ExportError(str(e)) from None
     except OSError as e:
         raise ExportError(f"{path}: cannot read it ({e.strerror or e})") from None

@@ -62,7 +62,7 @@ def warm_up(sim: bool = False) -> None:
     import lab.curriculum  # noqa: F401
     from lab.measure import measure
 
-    measure._warm_up_dispatch_mode()
+    measure.warm_up_dispatch_mode()
     for name in ("GPT2LMHeadModel", "Qwen2ForCausalLM", "AutoModelForCausalLM"):
         getattr(transformers, name, None)  # transformers imports models lazily, on attribute access
     import lab.workloads  # noqa: F401  (the lessons' experiments build on it)
@@ -74,9 +74,10 @@ def warm_up(sim: bool = False) -> None:
     # set), so a forked worker starts with them; facts about this torch, not about any run.
     # Not in a GPU worker's warm-up: it makes fake tensors, which a CUDA run has no use for.
     from lab.measure import torch_compat
-    from lab.measure.sim import backend  # noqa: F401
+    from lab.measure.backends import sim  # noqa: F401
+    from lab.measure.sim.dispatch.fake_mode import SimFakeTensorMode
 
-    torch_compat.SimFakeTensorMode(allow_non_fake_inputs=True)
+    SimFakeTensorMode(allow_non_fake_inputs=True)
     torch_compat.aten_ops_with_kernel("AutocastCPU")
 
 

@@ -1,6 +1,7 @@
 """Workshops: the lab served to browsers, the class state, the instructor's view.
 
     policy.py     served mode: what a lab served to a browser may not do (one place)
+    limits.py     what one learner may take: tabs, and the work a tab may start (serve flags)
     workshop.py   the workshop folder: learners (sanitised names), the access token
     identity.py   signed cookies (the workshop's secret), names claimed with a code, a cap
     lifeline.py   a tab's app exits when its server dies; a new server reaps leftovers

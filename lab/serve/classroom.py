@@ -27,6 +27,7 @@ from typing import Any, Iterable
 from lab.progress import atomic_write
 from lab.reference import load_reference
 from lab.serve.workshop import checked_name
+from lab.user_files import PROGRESS_LIMIT, read_user_file
 
 CLASS_DIR = "class"
 
@@ -53,7 +54,7 @@ class Classroom:
     def read(self) -> dict[str, Any]:
         """The class state; an empty one when there is none or it cannot be read."""
         try:
-            state = json.loads(self.state_path.read_text(encoding="utf-8"))
+            state = json.loads(read_user_file(self.state_path, PROGRESS_LIMIT))
         except (OSError, ValueError, RecursionError):
             state = None
         if not isinstance(state, dict):

@@ -23,6 +23,7 @@ from lab.report.tables import table
 from lab.report.units import DASH, format_bytes, percent
 from lab.serve.classroom import Classroom, instructor_label
 from lab.serve.workshop import LEARNERS, learners
+from lab.user_files import PROGRESS_LIMIT, UserFileError, read_user_file
 
 FINISHED = ("quiz done", "quiz passed")  # the app branch adds "quiz done" (answered, not all right)
 
@@ -80,8 +81,8 @@ def _status(lp: LessonProgress | None) -> str:
 def _load(path: Path) -> dict[str, LessonProgress]:
     """A learner's lessons, read only (a damaged line is skipped, never repaired from here)."""
     try:
-        return parse(decoded(path.read_bytes()))[0].lessons
-    except OSError:
+        return parse(decoded(read_user_file(path, PROGRESS_LIMIT)))[0].lessons
+    except (OSError, UserFileError):  # missing, or not a file the lab would have written
         return {}
 
 

@@ -27,6 +27,7 @@ import os
 import secrets
 import time
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 from lab.serve.workshop import LEARNERS, NAME_HELP, learner_home, learners, sanitize_name
 
@@ -55,15 +56,21 @@ def write_private(path: Path, text: str) -> bool:
     return True
 
 
-def load_or_create_secret(root: Path) -> bytes:
-    """The workshop's signing secret: read from `<workshop>/secret`, or made (0600) once."""
-    path = Path(root) / SECRET_FILE
+def load_or_create_secret(root: Path, name: str = SECRET_FILE) -> bytes:
+    """A signing secret: read from `<root>/<name>` (the workshop's `secret`), or made (0600)
+    once."""
+    from lab.user_files import SMALL_LIMIT, UserFileError, read_user_file
+
+    path = Path(root) / name
     for _ in range(2):
         try:
-            text = path.read_text(encoding="utf-8").strip()
+            text = read_user_file(path, SMALL_LIMIT).decode("utf-8", "replace").strip()
             if len(text) >= 32:
                 return bytes.fromhex(text)
-        except (FileNotFoundError, ValueError):
+        except UserFileError as e:
+            if not e.missing:
+                break  # a folder, a FIFO: said below
+        except ValueError:
             pass
         if not write_private(path, secrets.token_hex(32)):
             time.sleep(0.05)  # another process is writing it: read theirs
@@ -97,9 +104,11 @@ class Identity:
 
     # ---- learners -----------------------------------------------------------------------------
     def code_of(self, name: str) -> str | None:
+        from lab.user_files import SMALL_LIMIT, read_user_file
+
         try:
-            code = (self.root / CLAIMS_DIR / name).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            code = read_user_file(self.root / CLAIMS_DIR / name, SMALL_LIMIT).decode().strip()
+        except (OSError, ValueError):  # none (UserFileError), or not what the lab wrote
             return None
         return code or None
 
@@ -107,17 +116,19 @@ class Identity:
         code = self.code_of(name)
         if code is None:
             raise ClaimRefused(f"{name!r} is not claimed")
-        return f"{name}.{self._sign('learner', name, code)}"
+        # percent-encoded: a cookie is ASCII, a name may be '李雷' (ASCII names are unchanged)
+        return f"{quote(name, safe='')}.{self._sign('learner', name, code)}"
 
     def learner_of(self, cookie: str | None) -> str | None:
         """The learner a cookie was signed for, while their claim stands; else None."""
-        if not cookie or "." not in cookie or len(cookie) > 200:
+        if not cookie or "." not in cookie or len(cookie) > 600:
             return None
-        name, _, sig = cookie.rpartition(".")
+        quoted, _, sig = cookie.rpartition(".")
         try:
+            name = unquote(quoted, errors="strict")
             if sanitize_name(name) != name:
                 return None
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             return None
         code = self.code_of(name)
         if code is None:
@@ -175,8 +186,8 @@ class Identity:
         if not cookie or cookie.count(".") != 2 or len(cookie) > 200:
             return False
         issued, nonce, sig = cookie.split(".")
-        if not issued.isdigit():
-            return False
+        if not (issued.isascii() and issued.isdigit() and len(issued) <= 12):
+            return False  # '¹'.isdigit() is true and int('¹') raises: a 500 once, token logged
         age = (time.time() if now is None else now) - int(issued)
         if not 0 <= age <= SESSION_MAX_AGE_S:
             return False

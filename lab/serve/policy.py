@@ -49,16 +49,20 @@ def lesson_refusal(lesson) -> str | None:
 
 
 def allowed_path(path: str | os.PathLike, what: str = "that file") -> Path:
-    """`path` itself; in a served lab, only when it lies inside the learner's data folder."""
-    p = Path(path).expanduser()
+    """`path` itself; in a served lab, only when it lies inside the learner's data folder
+    (symbolic links followed first: a link inside pointing outside is outside). Every path a
+    served tab lets a learner name goes through here (the palette's "Diff two runs"); the file
+    is then read through lab.user_files (a regular file, bounded)."""
     if not served():
-        return p
+        return Path(path).expanduser()
     from lab.progress import data_dir
 
     home = data_dir().resolve()
     try:
-        resolved = (home / p).resolve()  # relative paths are taken inside the data folder
-    except (OSError, RuntimeError):
+        # relative paths are taken inside the data folder; `~` is not expanded: it is the
+        # server account's home, not the learner's
+        resolved = (home / Path(path)).resolve()
+    except (OSError, RuntimeError, ValueError):  # a loop of links, a NUL in the name
         resolved = None
     if resolved is None or not resolved.is_relative_to(home):
         raise Refused(f"{what}: a lab served to a browser opens files only inside your data "

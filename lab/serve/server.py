@@ -15,27 +15,44 @@ hooks in at three places of its `Server`, without copying its code:
   lab/serve/identity.py), and builds the page's websocket address from the address the
   browser used, so an SSH tunnel on any local port works.
 
+Each learner may have `limits.max_tabs` tabs open (lab/serve/limits.py): the server counts the
+websockets per learner; the page of one tab too many says so, and its websocket is refused
+(403). Each tab's process gets the limits of the work it may start (`MEMLAB_TAB_LIMITS`) and
+none of the server's secrets: the access token is not in its environment.
+
+What the server logs holds no secret: tracebacks without local variables (textual-serve's
+default shows them, and a token is a local of the guard), and an access log line per request
+without its query string (`?token=` is in the first request's address).
+
 At start, the server ends the apps that a killed predecessor left running (`lifeline.reap`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import html
+import logging
 import os
 import shlex
+import signal
 import sys
+from collections import Counter
 from contextvars import ContextVar
 from pathlib import Path
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 from textual_serve.server import Server
 
 from lab.runner.paths import RUNNER_HOME_ENV, runner_home
 from lab.serve import lifeline, policy
-from lab.serve.auth import Guard, refused, secure_request
+from lab.serve.auth import Guard, refused, secure_request, security_headers
 from lab.serve.identity import (MAX_LEARNERS, ClaimRefused, Identity, format_code,
                                 load_or_create_secret)
+from lab.serve.limits import FLAG, LIMITS_ENV, TabLimits
 from lab.serve.workshop import NAME_MAX, learner_home
+
+SECRET_ENV = ("MEMLAB_SERVE_TOKEN",)  # never passed on to a tab's process
 
 LEARNER_COOKIE = "memlab_learner"
 LEARNER_COOKIE_MAX_AGE = 30 * 24 * 3600
@@ -45,8 +62,10 @@ _TAB_COMMAND: ContextVar[str | None] = ContextVar("memlab_tab_command", default=
 class LabServer(Server):
     def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 8000,
                  token: str | None = None, public_url: str | None = None, say=print,
-                 max_learners: int = MAX_LEARNERS):
+                 max_learners: int = MAX_LEARNERS, limits: TabLimits | None = None):
         self.root = Path(root)
+        self.limits = limits or TabLimits()
+        self.open_tabs: Counter[str] = Counter()  # learner -> websockets open now
         self.root.mkdir(parents=True, exist_ok=True)
         self.identity = Identity(self.root, load_or_create_secret(self.root), max_learners)
         self._base_command = ""
@@ -74,11 +93,13 @@ class LabServer(Server):
                policy.CODE_ENV: format_code(code) if code else "",
                policy.SERVER_PID_ENV: str(os.getpid()),
                # the machine's one runner service (the server's), not one per learner's folder
-               RUNNER_HOME_ENV: runner_home() or ""}
+               RUNNER_HOME_ENV: runner_home() or "",
+               LIMITS_ENV: self.limits.to_env()}
         # `exec env`: the app replaces the shell (env execs it in turn), so this server is the
-        # app's parent (lifeline.py)
-        return ("exec env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " "
-                + self._base_command)
+        # app's parent (lifeline.py); `-u`: the server's secrets stay out of the app's environment
+        unset = " ".join(f"-u {k}" for k in SECRET_ENV)
+        return (f"exec env {unset} " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+                + " " + self._base_command)
 
     def learner_of(self, request: web.Request) -> str | None:
         """The learner this browser signed in as (a cookie this server signed), or None."""
@@ -88,23 +109,39 @@ class LabServer(Server):
         name = self.learner_of(request)
         if name is None:
             return refused("Give your name first: reload the page.")
+        if self.open_tabs[name] >= self.limits.max_tabs:
+            return refused(self.too_many_tabs(name))
+        # counted before the first await: the check and the count are one step for the loop
+        self.open_tabs[name] += 1
         reset = _TAB_COMMAND.set(self.tab_command(name))
         try:
             return await super().handle_websocket(request)
         finally:
             _TAB_COMMAND.reset(reset)
+            self.open_tabs[name] -= 1
+            if self.open_tabs[name] <= 0:
+                del self.open_tabs[name]
+
+    def too_many_tabs(self, name: str) -> str:
+        return (f"{html.escape(name)}, you have {self.open_tabs[name]} tabs of the lab open, the "
+                f"most this workshop allows (the instructor sets it: memlab serve "
+                f"{FLAG['max_tabs']}). Close one, then reload this page.")
 
     # ---- pages -------------------------------------------------------------------------------
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
         app.middlewares.append(self.guard.middleware)  # before the app is frozen at startup
+        app.on_response_prepare.append(security_headers)
         app.router.add_post("/learner", self.handle_learner)
         app.router.add_get("/learner", self.handle_learner_page)
         return app
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
-        if self.learner_of(request) is None:
+        name = self.learner_of(request)
+        if name is None:
             return name_form()
+        if self.open_tabs[name] >= self.limits.max_tabs:
+            return refused(self.too_many_tabs(name), status=429)
         if not self.explicit_url:
             # The base handler builds the page's URLs from `public_url` synchronously (it has no
             # await before that), so setting it just before is this request's alone.
@@ -135,11 +172,47 @@ class LabServer(Server):
                             secure=secure_request(request), path="/")
         raise response
 
+    # ---- logging: nothing secret ---------------------------------------------------------------
+    def initialize_logging(self) -> None:
+        """textual-serve's logging, less the local variables in tracebacks."""
+        from rich.logging import RichHandler
+
+        logging.basicConfig(level="DEBUG" if self.debug else "INFO", format="%(message)s",
+                            datefmt="[%X]",
+                            handlers=[RichHandler(show_path=False, show_time=False,
+                                                  rich_tracebacks=True,
+                                                  tracebacks_show_locals=False,
+                                                  console=self.console)])
+
+    def serve(self, debug: bool = False) -> None:
+        """textual-serve's `serve`, with the lab's access log (no query strings)."""
+        self.debug = debug
+        self.initialize_logging()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.add_signal_handler(signal.SIGINT, self.request_exit)
+            loop.add_signal_handler(signal.SIGTERM, self.request_exit)
+        except NotImplementedError:
+            pass
+        web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False,
+                    loop=loop, print=lambda *args: None, access_log_class=AccessLog)
+
     async def on_startup(self, app: web.Application) -> None:
         reaped = lifeline.reap(self.root)
         self.say(startup_text(self.host, self.port, self.token, self.explicit_url, self.root))
+        self.say(limits_text(self.limits, self.identity.max_learners))
         if reaped:
             self.say(f"ended {reaped} app process(es) that a killed server left running")
+
+
+class AccessLog(AbstractAccessLogger):
+    """One line per request: who, what (the path, never the query: the first request carries
+    `?token=`), the status. No cookies, no Referer."""
+
+    def log(self, request, response, time: float) -> None:
+        self.logger.info('%s "%s %s" %s %.3fs', request.remote, request.method,
+                         request.path, response.status, time)
 
 
 def name_form(error: str = "", name: str = "", ask_code: bool = False) -> web.Response:
@@ -159,6 +232,14 @@ shows your code: with your name and that code, another browser finds them again.
     return web.Response(text=page, content_type="text/html")
 
 
+def limits_text(limits: TabLimits, max_learners: int) -> str:
+    """What each learner may take, said where the instructor starts the server."""
+    return (f"per learner: at most {limits.max_tabs} tab(s) at once ({FLAG['max_tabs']}); a tab "
+            f"runs {', '.join(limits.modes)} ({FLAG['modes']}; cpu at the small scale only), "
+            f"sizes up to {limits.size_factor:g}x the workload's ({FLAG['size_factor']}); "
+            f"at most {max_learners} learners (--max-learners)")
+
+
 def startup_text(host: str, port: int, token: str | None, public_url: str | None,
                  root: Path) -> str:
     base = public_url or f"http://{'localhost' if host in ('127.0.0.1', 'localhost') else host}:{port}"
@@ -175,4 +256,5 @@ def startup_text(host: str, port: int, token: str | None, public_url: str | None
     return "\n".join(lines)
 
 
-__all__ = ["LEARNER_COOKIE", "LabServer", "name_form", "startup_text"]
+__all__ = ["AccessLog", "LEARNER_COOKIE", "LabServer", "limits_text", "name_form",
+           "startup_text"]

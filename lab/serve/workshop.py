@@ -22,7 +22,7 @@ import unicodedata
 from pathlib import Path
 
 NAME_MAX = 32
-NAME_HELP = f"letters, digits, '-' or '_', at most {NAME_MAX} characters"
+NAME_HELP = f"letters (any alphabet), digits, '-' or '_', at most {NAME_MAX} characters"
 TOKEN_FILE = "token"
 LEARNERS = "learners"
 LOOPBACK_NAME = "localhost"  # the one name taken as loopback; any other name could resolve anywhere
@@ -42,23 +42,51 @@ def is_loopback(host: str) -> bool:
 
 
 def workshop_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """`--data DIR`, else the data folder's `workshop`; UserFileError (one line) when that is a
+    file, or lies under one."""
+    from lab.user_files import usable_folder
+
     if explicit:
-        return Path(explicit).expanduser()
+        return usable_folder(explicit, "--data")
     from lab.progress import data_dir
 
-    return data_dir() / "workshop"
+    return usable_folder(data_dir() / "workshop", "the workshop folder")
+
+
+def _fold(ch: str) -> str:
+    """A Latin letter with accents -> the plain letter ('ë' -> 'e', as the names of earlier
+    workshops were made); any other character as it is ('李', 'и', 'ß')."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", ch) if not unicodedata.combining(c))
+    return plain if plain and plain.isascii() else ch
+
+
+def _kept(ch: str, prev: str) -> bool:
+    """Letters and digits of any script, '-', '_', and the marks that complete a letter (the
+    vowel signs of Devanagari, Thai, ...); never a control, format (bidi overrides, zero
+    widths), space, punctuation or symbol character."""
+    kind = unicodedata.category(ch)[0]
+    return ch in "-_" or kind in "LN" or (kind == "M" and prev not in "-_")
 
 
 def sanitize_name(raw: str) -> str:
-    """'Zoë Martin' -> 'zoe-martin'. ValueError when nothing usable is left.
+    """'Zoë Martin' -> 'zoe-martin', 'Иван' -> 'иван', '李雷' -> '李雷'. ValueError when
+    nothing usable is left.
 
-    Accents are folded to ASCII, anything but letters, digits, '-' and '_' becomes '-', so the
-    name is one folder (no '/', no '..', no hidden file) on any file system."""
-    text = unicodedata.normalize("NFKD", str(raw)).encode("ascii", "ignore").decode()
-    text = re.sub(r"[^a-z0-9_-]+", "-", text.lower()).strip("-_")
-    text = re.sub(r"-{2,}", "-", text)[:NAME_MAX].strip("-_")
+    NFKC first (full-width and compatibility forms become plain letters and digits), accents on
+    Latin letters folded away, lower case; anything but letters, digits (any script), '-' and
+    '_' becomes '-', so the name is one folder (no '/', no '..', no hidden file, no control
+    character) on any file system, at most NAME_MAX characters (128 bytes in UTF-8). A name
+    already sanitised comes back unchanged (`checked_name` relies on it)."""
+    text = unicodedata.normalize("NFKC", str(raw))
+    text = unicodedata.normalize("NFC", "".join(map(_fold, text)).lower())
+    out: list[str] = []
+    for ch in text:
+        out.append(ch if _kept(ch, out[-1] if out else "-") else "-")
+    text = re.sub(r"-{2,}", "-", "".join(out)).strip("-_")
+    text = text[:NAME_MAX].strip("-_")
     if not text:
-        raise ValueError(f"a name needs {NAME_HELP} (got {raw!r})")
+        shown = raw if len(str(raw)) <= 40 else str(raw)[:37] + "…"
+        raise ValueError(f"a name needs {NAME_HELP} (got {shown!r})")
     return text
 
 
@@ -95,13 +123,17 @@ def learners(root: Path) -> list[str]:
 
 def load_or_create_token(root: Path) -> str:
     """The workshop's access token: read from `<workshop>/token`, or made (0600) once."""
+    from lab.user_files import SMALL_LIMIT, UserFileError, read_user_file
+
     path = root / TOKEN_FILE
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = read_user_file(path, SMALL_LIMIT).decode("utf-8", "replace").strip()
         if token:
             return token
-    except FileNotFoundError:
-        pass
+    except UserFileError as e:  # a folder, a FIFO, 1 GB: not a token the lab wrote
+        if not e.missing:
+            raise UserFileError(f"{e} (the access token: delete it, and a new one is made)"
+                                ) from None
     root.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.decode import MALFORMED, DecodeError, loads, result_from_dict
+from lab.user_files import SNAPSHOT_LIMIT, UserFileError, open_gzip_or_plain
 
 from . import frames as fr
 from .summary import Allocation, Band, Oom, Series, SnapshotSummary, summarize
@@ -31,21 +32,18 @@ ACCEPTS = ("a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) or a me
 
 
 def read(path: str | Path) -> tuple[str, Any]:
-    """('snapshot', dict) or ('result', dict | list). Raises SnapshotError."""
-    p = Path(path).expanduser()
-    if not p.exists():
-        raise SnapshotError(f"{path}: no such file")
-    if p.is_dir():
-        raise SnapshotError(f"{path} is a folder; give {ACCEPTS}")
+    """('snapshot', dict) or ('result', dict | list). Raises SnapshotError.
+
+    The file is read through lab.user_files: a FIFO, a device or a folder is refused before it
+    is opened, and neither the file nor what a gzip inflates to may pass SNAPSHOT_LIMIT."""
     try:
-        with open(p, "rb") as raw:
-            gz = raw.read(2) == GZIP_MAGIC
-        with (gzip.open(p, "rb") if gz else open(p, "rb")) as f:
-            head = f.read(1)
-            f.seek(0)
+        with open_gzip_or_plain(path, SNAPSHOT_LIMIT) as f:
+            head = f.peek(1)[:1]
             if head == PICKLE_MAGIC:
                 return "snapshot", _check_snapshot(path, load_plain(f))
             text = f.read()
+    except UserFileError as e:
+        raise SnapshotError(str(e)) from None
     except RefusedPickle as e:
         raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
                             "containers, numbers and strings, so nothing in it was run") from None

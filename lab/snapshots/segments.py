@@ -1,7 +1,7 @@
 """The segment view: what the caching allocator holds, one row per segment, holes visible.
 
 Input is the list `torch.cuda.memory_snapshot()` returns (or `torch.cuda.memory._snapshot()
-["segments"]`, or the allocator model's, lab.measure.sim.allocator_view): segments with their
+["segments"]`, or the allocator model's, lab.measure.sim.allocator.view): segments with their
 blocks in address order, each block `active_allocated` or free. A *hole* is a free block in a
 segment that also holds a live block: reserved memory that no larger request can use and that
 `empty_cache()` cannot give back (what `inactive_split_bytes` counts).

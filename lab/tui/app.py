@@ -63,6 +63,10 @@ class MemLabApp(App):
             from lab.runner.client import default_runner  # terminal and shell on the machine
 
             runner = default_runner()
+        if served():  # a browser tab: only the work its server's limits allow (lab/serve/limits.py)
+            from lab.serve.limits import limited
+
+            runner = limited(runner)
         self.runner = runner
         self.course = course if course is not None else load_course()
         self.progress = progress if progress is not None else Progress.load()
@@ -251,8 +255,13 @@ class MemLabApp(App):
             return
 
         def chosen(path: str | None) -> None:
+            from lab.serve.policy import Refused, allowed_path
+
             if path:
-                self.load_snapshot(path)
+                try:
+                    self.load_snapshot(str(allowed_path(path, "Open snapshot")))
+                except Refused as e:
+                    self.notify(str(e), title="Cannot open", severity="error")
 
         self.push_screen(PathPromptScreen("Memory snapshot or result JSON to open:",
                                           "e.g. snapshot.pickle"), chosen)

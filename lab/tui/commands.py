@@ -11,6 +11,8 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from lab.curriculum import lesson_number
+
 
 class LessonCommands(Provider):
     def _lessons(self):
@@ -35,8 +37,8 @@ class LessonCommands(Provider):
         matcher = self.matcher(q)
         for lesson in self._lessons():
             name = f"Lesson {lesson.key} · {lesson.title}"
-            if q.isdigit():
-                score = 1.0 if int(q) == int(lesson.key) else 0.0
+            if lesson_number(q) is not None:  # ASCII digits: '¹'.isdigit() is true, int() fails
+                score = 1.0 if lesson_number(q) == int(lesson.key) else 0.0
             else:
                 score = matcher.match(name)
                 words = " ".join((lesson.id, lesson.summary, *lesson.objectives)).lower()

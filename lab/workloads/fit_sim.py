@@ -2,17 +2,17 @@
 
     res = predict(sim_recorder("gpt2-small", sizes, cfg), capacity, cfg)
 
-A sim run of the training step records what the allocator model receives (lab.measure.sim.record:
+A sim run of the training step records what the allocator model receives (lab.measure.sim_record:
 `("alloc", key, nbytes)` / `("free", key)` events). For the same program at another batch size
 the events are the same, in the same order; only the sizes of the allocations that hold
 per-sample data change, most of them affine in the batch (numel is a product of dims, one of
 them the batch). So two recorded logs give the log at any other micro-batch m >= 2 on the line
 through them (`extrapolate`); micro-batch 1 is recorded for real when asked (size-1 dims take
 other paths: e.g. GPT-2 at batch 1 makes 8 allocations fewer). Replaying a log under the cap
-(`allocator_replay.replay`) is the allocator's own decision, retry included.
+(`sim.allocator.replay.replay`) is the allocator's own decision, retry included.
 
 Not every size is affine: CUDA's reduction staging buffer follows the kernel's launch
-configuration, whose blocks are clamped by the SM count (lab/measure/sim/cuda_reduce.py), so it
+configuration, whose blocks are clamped by the SM count (lab/measure/sim/kernels/reduce.py), so it
 grows with the batch and then stops (gpt2-small: 24 MiB per sample up to 132 MiB at micro-batch
 6 and no further; the line through 2 and 3 says 192 MiB at 8). Hence anchors: every real
 recording from micro-batch 2 up is one, and the log at m is interpolated between the nearest
@@ -79,7 +79,7 @@ def extrapolate(log_a: list[tuple], a: int, log_b: list[tuple], b: int, m: int) 
 class LogProbe:
     """A ProbeFn on recorded sim logs: replays the recorded or interpolated log under the cap.
 
-    `record(global_batch)` runs sim once (lab.measure.sim.record.SimRecord-like: status, log,
+    `record(global_batch)` runs sim once (lab.measure.sim_record.SimRecord-like: status, log,
     error). Micro-batches come from the search as global batches (micro × accum). Every real
     recording from micro-batch 2 up is an anchor of the line: the log at m comes from the
     nearest anchors (`guess`)."""
@@ -150,7 +150,7 @@ class LogProbe:
         return log, None
 
     def __call__(self, batch: int) -> Probe:
-        from lab.measure.sim.allocator_replay import replay
+        from lab.measure.sim.allocator.replay import replay
 
         m = batch // self.accum
         src = self._source(m)
@@ -293,7 +293,7 @@ def sim_recorder(workload: str, sizes: dict[str, Any], cfg: TrainConfig,
     `gpus` simulated ranks (lab.measure.distributed: rank 0 recorded, so the batch is per GPU)."""
 
     def record(batch: int):
-        from lab.measure.sim.record import record_sim
+        from lab.measure.sim_record import record_sim
 
         from . import experiment
 

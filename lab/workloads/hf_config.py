@@ -36,6 +36,20 @@ _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_exp
             "num_experts_per_tok")
 
 
+# sizes the lab and transformers compute with: each, when given, a whole number (a string such
+# as "big" reached transformers' own validation, which raises outside ValueError/TypeError)
+_SIZES = ("hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer", "num_layers",
+          "num_attention_heads", "n_head", "num_key_value_heads", "intermediate_size", "n_inner",
+          "vocab_size", "max_position_embeddings", "n_positions", "n_ctx", "seq_length",
+          "head_dim")
+MAX_SIZE = 10**9  # beyond any model's dimension: a typo or a damaged file
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or value == value else "NaN"
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
 class ConfigError(ValueError):
     """A config the lab cannot build; the message is one line and says why."""
 
@@ -90,13 +104,15 @@ def config_path(spec: str) -> Path:
 
 def read_config(spec: str | Path, simulated: bool = False) -> dict[str, Any]:
     """The config as a dict, or ConfigError naming the file and what is wrong with it."""
+    from lab.user_files import CONFIG_LIMIT, UserFileError, read_user_file
+
     path = config_path(str(spec))
     try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: cannot read it ({type(e).__name__})") from None
+        text = read_user_file(path, CONFIG_LIMIT).decode("utf-8")
+    except UserFileError as e:  # missing, a folder, a FIFO, /dev/zero, 1 GB
+        raise ConfigError(str(e)) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; a config.json is JSON") from None
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
@@ -131,6 +147,12 @@ def check_config(d: dict[str, Any], where: Path | str = "config", simulated: boo
     if not isinstance(d.get("model_type"), str) or not d["model_type"]:
         raise ConfigError(f"{where}: no model_type; a Hugging Face config.json names its "
                           "architecture there (e.g. \"llama\")")
+    for key in _SIZES:
+        value = d.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not 1 <= value <= MAX_SIZE):
+            raise ConfigError(f"{where}: {key} is {_shown(value)}; it must be a whole number "
+                              f"from 1 to {MAX_SIZE:,}")
     experts = next((k for k in _EXPERTS if isinstance(d.get(k), int) and d[k] > 1), None)
     if experts and simulated:
         raise ConfigError(f"{where}: a mixture of experts ({experts}={d[experts]}); which "

@@ -72,9 +72,10 @@ def hf_config_object(d: dict):
                               "defines the architectures the lab builds; a newer transformers "
                               "may know it)") from None
         raise ConfigError(f"model_type {kind!r}: {str(e).splitlines()[0]}") from None
-    except (TypeError, KeyError) as e:
+    except Exception as e:  # TypeError, KeyError, huggingface_hub's validation errors, ...
+        first = " ".join(line.strip() for line in str(e).splitlines())[:200] or type(e).__name__
         raise ConfigError(f"model_type {kind!r}: transformers refused the config: "
-                          f"{str(e).splitlines()[0]}") from None
+                          f"{first}") from None
     if kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise ConfigError(f"model_type {kind!r} is not a causal language model "
                           "(AutoModelForCausalLM has no class for it)")

@@ -20,7 +20,7 @@ what a rank holds is what the strategy (`TrainConfig.parallel`) shards:
     + ckpt  activation checkpointing per block (torch.utils.checkpoint, use_reentrant=False)
     fsdp + offload  CPUOffloadPolicy() (pin_memory=True): shards, gradients and optimizer state in
             pinned host memory, the optimizer steps on the CPU; each block's shards are copied to
-            the GPU before its all-gather (sim models it: lab/measure/sim/fsdp_offload.py)
+            the GPU before its all-gather (sim models it: lab/measure/sim/kernels/fsdp_offload.py)
 
 Phases as in lab/workloads/train.py: model, data i, forward i, backward i, step i, zero_grad i.
 The ranks are real (one process each, started by the runner) or simulated in one process

@@ -28,10 +28,10 @@ on that retry the allocator unmaps the free pages inside the holes and maps new 
 the segment, so the request fits.
 
 The experiment calls the session's `run.empty_cache()` / `run.memory_counters()` rather than
-torch.cuda.* so that sim takes the same path: there the allocator model (lab.measure.sim.allocator)
-answers, with the same rules, and runs out of memory where the H200 did. The CPU has no caching
-allocator: it sees the tensors only (one curve, the same in every variant) and nothing runs out
-of memory, because the tensors alone fit under the cap.
+torch.cuda.* so that sim takes the same path: there the allocator model
+(lab.measure.sim.allocator.model) answers, with the same rules, and runs out of memory where the
+H200 did. The CPU has no caching allocator: it sees the tensors only (one curve, the same in every
+variant) and nothing runs out of memory, because the tensors alone fit under the cap.
 """
 
 import os

@@ -21,7 +21,7 @@ What is measured where: the tensor tracker counts device storages (cuda) - the p
 copies are not in the plot; `torch.cuda.host_memory_stats()` (the pinned allocator's counters)
 gives them as metrics (`pinned_*`). In sim the same calls reach the lab's models (the saved
 tensors leave the device; pinned blocks are rounded up to a power of two and cached, as
-PyTorch's host allocator does: lab/measure/sim/cuda_offload.py). On the CPU there is no device
+PyTorch's host allocator does: lab/measure/sim/kernels/offload.py). On the CPU there is no device
 to offload from: save_on_cpu copies CPU tensors to the CPU.
 """
 

@@ -3,7 +3,7 @@
 The CUDA-style test scripts (tests/fixtures/profile/sim/) log their own
 torch.cuda.max_memory_allocated() / max_memory_reserved() after every step. Run plainly on the
 GPU (no memlab), those lines are the truth; run in sim here, the same lines print the allocator
-model's prediction (lab/measure/sim/cuda_memory_api.py). Issue 22's bars: allocated within 1 %,
+model's prediction (lab/measure/sim/facade/memory_api.py). Issue 22's bars: allocated within 1 %,
 reserved within 3 %. The numbers are in the assertion messages either way.
 """
 

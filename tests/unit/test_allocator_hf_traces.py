@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.measure.sim.allocator_replay import replay_cuda_trace
+from lab.measure.sim.allocator.replay import replay_cuda_trace
 
 TRACES = Path(__file__).parents[1] / "fixtures" / "h200_hf_traces.jsonl.gz"
 RUNS = [json.loads(line) for line in gzip.open(TRACES, "rt")]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.measure.sim.allocator import (
+from lab.measure.sim.allocator.model import (
     AllocatorOutOfMemory,
     CachingAllocatorModel,
     allocation_size,
@@ -134,7 +134,7 @@ def test_replay_of_a_real_h200_trace_makes_the_same_segments():
     import pickle
     from pathlib import Path
 
-    from lab.measure.sim.allocator_replay import replay
+    from lab.measure.sim.allocator.replay import replay
 
     snap = pickle.loads((Path(__file__).parents[1] / "fixtures" / "h200_snapshot.pickle").read_bytes())
     events, real, free = [], [], None
@@ -167,7 +167,7 @@ def test_replays_of_h200_allocator_traces_match_to_the_byte():
     import json
     from pathlib import Path
 
-    from lab.measure.sim.allocator_replay import replay_cuda_trace
+    from lab.measure.sim.allocator.replay import replay_cuda_trace
 
     path = Path(__file__).parents[1] / "fixtures" / "h200_allocator_traces.json.gz"
     runs = json.loads(gzip.open(path, "rt").read())
@@ -182,10 +182,10 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
     received; replaying the log gives the same peaks, and under a cap the same OOM as a capped run."""
     import torch
 
-    from lab.measure.sim.allocator_replay import Replay, replay
+    from lab.measure.sim.allocator.replay import Replay, replay
     from lab.measure.session import Session
-    from lab.measure.sim.backend import fake_mode
-    from lab.measure.sim.policy import CudaPaths
+    from lab.measure.sim.dispatch.fake_mode import fake_mode
+    from lab.measure.sim.dispatch.policy import CudaPaths
     from lab.measure.tracker import TensorTracker
     from lab.workloads.config import TrainConfig
     from lab.workloads.registry import LAYOUTS, Layout
@@ -196,7 +196,7 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
     task, cfg = LM("t-alloc", 4, 128), TrainConfig(precision="bf16")
 
     def run(cap=None):
-        from lab.measure.sim.backend import SimBackend
+        from lab.measure.backends.sim import SimBackend
 
         alloc = Replay(cap=cap, record=True)
         backend = SimBackend(allocator=alloc)
@@ -223,7 +223,7 @@ def test_a_recorded_sim_run_replays_offline_under_any_cap():
 def test_a_freed_block_is_reused_only_by_its_own_stream():
     """The caching allocator keeps each stream's free blocks apart (FSDP2's all-gather and
     reduce-scatter streams): a block freed on stream 1 does not serve stream 0."""
-    from lab.measure.sim.allocator_replay import replay
+    from lab.measure.sim.allocator.replay import replay
 
     mb = 2**20
     same = replay([("alloc", "a", 64 * mb, 1), ("free", "a"), ("alloc", "b", 64 * mb, 1)])
@@ -235,7 +235,7 @@ def test_a_freed_block_is_reused_only_by_its_own_stream():
 def test_sim_allocates_on_the_stream_the_code_selected():
     import torch
 
-    from lab.measure.sim.backend import new_allocator
+    from lab.measure.backends.sim import new_allocator
 
     allocator = new_allocator(None)
     side = torch.cpu.Stream()
@@ -253,7 +253,7 @@ def test_sim_allocates_on_the_stream_the_code_selected():
 def test_relayout_remakes_live_blocks_and_frees_them_with_the_old_key():
     """DDP's bucket rebuild, as sim tells the allocator model: one 100 MB bucket remade as four
     25 MB ones; they carve the freed block (nothing new reserved), and go when the old key does."""
-    from lab.measure.sim.allocator_replay import Replay
+    from lab.measure.sim.allocator.replay import Replay
 
     mb = 2**20
     r = Replay()

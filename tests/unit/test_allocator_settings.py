@@ -1,14 +1,14 @@
 """PYTORCH_CUDA_ALLOC_CONF in the allocator model: parsing, rounding, max_split_size_mb,
 garbage_collection_threshold and the counters memory_stats() reports, on hand-computed cases
-(the rules: lab/measure/sim/allocator_settings.py, allocator_release.py)."""
+(the rules: lab/measure/sim/allocator/settings.py, release.py)."""
 
 import pytest
 
-from lab.measure.sim.allocator import AllocatorOutOfMemory, CachingAllocatorModel, round_size
-from lab.measure.sim.allocator_replay import Replay, replay
-from lab.measure.sim.allocator_settings import (AllocatorSettings, AllocatorSettingsError,
+from lab.measure.sim.allocator.model import AllocatorOutOfMemory, CachingAllocatorModel, round_size
+from lab.measure.sim.allocator.replay import Replay, replay
+from lab.measure.sim.allocator.settings import (AllocatorSettings, AllocatorSettingsError,
                                                 UNLIMITED, parse_alloc_conf, settings_from_env)
-from lab.measure.sim.allocator_view import memory_snapshot, memory_stats
+from lab.measure.sim.allocator.view import memory_snapshot, memory_stats
 
 MiB, GiB = 1 << 20, 1 << 30
 
@@ -183,7 +183,7 @@ def test_settings_at_run_time_are_logged_and_replayed():
 
 
 def test_a_refused_setting_fails_the_first_allocation(monkeypatch):
-    from lab.measure.sim.backend import new_allocator
+    from lab.measure.backends.sim import new_allocator
 
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:5")
     alloc = new_allocator(None)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.measure.sim.allocator_replay import replay_cuda_trace
-from lab.measure.sim.allocator_settings import parse_alloc_conf
+from lab.measure.sim.allocator.replay import replay_cuda_trace
+from lab.measure.sim.allocator.settings import parse_alloc_conf
 from lab.reference import REFERENCE_DIR
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "h200_allocator_settings_traces.json.gz"

@@ -2,23 +2,37 @@
 says pass or fail for the right reason; a learner's copy is never overwritten; a served lab
 refuses; progress keeps the grade; the CLI's exit codes."""
 
+import re
+
 import pytest
 
 from lab import challenges as chl
 from lab.cli import main as cli
 from lab.curriculum import load_course
-from lab.measure.result import DeviceInfo, Peak, PhaseStats, RunResult
+from lab.measure.result import (AllocatorStats, Block, DeviceInfo, Peak, PhaseStats, RunResult,
+                               Timeline)
 from lab.progress import LessonProgress, Progress
 
 COURSE = load_course()
 CHALLENGES = chl.all_challenges(COURSE)
 
 
-def result(status="ok", peak=0, phases=(), metrics=None, error=None) -> RunResult:
+def result(status="ok", peak=0, phases=(), metrics=None, error=None, reserved=None,
+           blocks=(), held=None) -> RunResult:
+    """A run as the tracker and the allocator model measure it: phases (name, delta), storages
+    (bytes, phase), the most of each category held (`held`), the reserved peak."""
+    held = held or {}
+    phases = list(phases) + [(ph, 0) for _, ph in blocks if ph not in dict(phases)]
     return RunResult(lesson="memory-budget", variant="challenge", mode="sim", scale="seed",
                      device=DeviceInfo("simulated", "sim"), status=status, error=error,
                      peak=Peak(bytes=int(peak)),  # bytes are integers (the result schema)
-                     phases=[PhaseStats(n, 0, d, d, d) for n, d in phases], metrics=metrics or {})
+                     phases=[PhaseStats(n, 0, d, d, d) for n, d in phases], metrics=metrics or {},
+                     blocks=[Block(int(n), "activations", ph, i, None)
+                             for i, (n, ph) in enumerate(blocks)],
+                     timeline=Timeline([0], [0.0], [int(peak)],
+                                       {k: [int(v)] for k, v in held.items()}),
+                     allocator=AllocatorStats(peak_reserved_bytes=int(reserved if reserved
+                                                                      is not None else peak)))
 
 
 class FakeRunner:
@@ -53,22 +67,54 @@ def by_id(cid):
     return chl.find(COURSE, cid)
 
 
+TRAINED = {"parameters": 0.8e9, "gradients": 0.7e9}  # bf16 weights of SmolLM2-360M, their grads
+
+
 def test_grading_needs_every_goal():
-    ch = by_id("fit-16gib")  # status ok, and the batch's bytes unchanged (8 x 1024 int64 ids)
+    # fit-16gib: status ok, the batch's bytes unchanged (8 x 1024 int64 ids), the reserved peak
+    # within 16 GiB, and the training step itself (every weight held, gradients made)
+    ch = by_id("fit-16gib")
     data = ("data 0", 8 * 1024 * 8)
-    assert chl.grade(ch, result(phases=[data], peak=7e9)).passed
-    oom = chl.grade(ch, result("oom", phases=[data], peak=17e9, error="CUDA out of memory. x"))
+    assert chl.grade(ch, result(phases=[data], peak=7e9, reserved=9e9, held=TRAINED)).passed
+    oom = chl.grade(ch, result("oom", phases=[data], peak=17e9, error="CUDA out of memory. x",
+                               held=TRAINED))
     assert not oom.passed and oom.error.startswith("CUDA out of memory")
-    smaller = chl.grade(ch, result(phases=[("data 0", 4 * 1024 * 8)], peak=3e9))
-    assert not smaller.passed and [g.ok for g in smaller.lines] == [True, False]
+    smaller = chl.grade(ch, result(phases=[("data 0", 4 * 1024 * 8)], peak=3e9, held=TRAINED))
+    assert not smaller.passed and [g.ok for g in smaller.lines] == [True, False, True, True, True]
+    # the cap lifted from inside the code: it "fits", but reserved more than 16 GiB
+    lifted = chl.grade(ch, result(phases=[data], peak=15e9, reserved=18e9, held=TRAINED))
+    assert [g.ok for g in lifted.lines] == [True, True, False, True, True]
+    # the data phase alone, no model trained
+    assert not chl.grade(ch, result(phases=[data], peak=1e5, held={"inputs": 65536})).passed
+
+
+EVAL = [(1_646_821_376, f"eval {i}") for i in range(4)]  # each batch's logits (B x T x V fp32)
 
 
 def test_a_goal_relative_to_the_starting_code():
-    ch = by_id("halve-eval")  # peak <= 0.5 x the starting code's, every batch scored
-    start = result(peak=40e9, metrics={"batches_scored": 4})
-    assert chl.grade(ch, result(peak=19e9, metrics={"batches_scored": 4}), start).passed
-    assert not chl.grade(ch, result(peak=21e9, metrics={"batches_scored": 4}), start).passed
-    assert not chl.grade(ch, result(peak=1e9, metrics={"batches_scored": 1}), start).passed
+    ch = by_id("halve-eval")  # peak <= 0.5 x the starting code's, every batch's logits made
+    start = result(peak=40e9, blocks=EVAL)
+    assert chl.grade(ch, result(peak=19e9, blocks=EVAL), start).passed
+    assert not chl.grade(ch, result(peak=21e9, blocks=EVAL), start).passed
+    assert not chl.grade(ch, result(peak=1e9, blocks=EVAL[:1]), start).passed  # one batch
+
+
+@pytest.mark.parametrize("ch", CHALLENGES, ids=lambda c: c.id)
+def test_a_submission_that_only_reports_metrics_passes_nothing(ch):
+    # Given code that does nothing but call run.metric() with whatever a goal could want (every
+    # parameter's value, 1 for any flag): it ran ok, it measured nothing. It used to pass
+    # fragmentation (metric sizes_ok = 1) and halve-eval (metric batches_scored = 4).
+    claimed = {**{k: v for k, v in ch.params.items() if isinstance(v, (int, float))},
+               "sizes_ok": 1, "batches_scored": 4}
+    fake = result(metrics=claimed)
+    assert not chl.grade(ch, fake, result(peak=40e9, blocks=EVAL)).passed
+
+
+def test_goals_name_only_what_the_run_measured():
+    # every shipped goal: no `metric:` (what the code reports about itself), more than a status
+    for ch in CHALLENGES:
+        goals = ch.goal.equal + ch.goal.at_most + ch.goal.at_least
+        assert goals and not any(name.startswith("metric:") for name, _ in goals), ch.id
 
 
 def test_start_copies_once_and_fresh_keeps_a_backup(home):
@@ -95,8 +141,8 @@ def test_a_served_lab_refuses(home, monkeypatch):
 def test_check_runs_the_copy_in_sim_and_keeps_the_grade(home):
     ch = by_id("halve-eval")
     chl.start(ch)
-    runner = FakeRunner(result(peak=30e9, metrics={"batches_scored": 4}),  # the learner's copy
-                        result(peak=40e9, metrics={"batches_scored": 4}))  # the starting code
+    runner = FakeRunner(result(peak=30e9, blocks=EVAL),  # the learner's copy
+                        result(peak=40e9, blocks=EVAL))  # the starting code
     prog = Progress.load()
     g = chl.check(ch, runner, prog)
     assert not g.passed
@@ -104,7 +150,7 @@ def test_check_runs_the_copy_in_sim_and_keeps_the_grade(home):
     assert mine.mode == "sim" and mine.experiment == str(chl.copy_path(ch))
     assert start.experiment == str(ch.file)
     # the starting code's run is kept: the next check runs the copy only
-    runner = FakeRunner(result(peak=10e9, metrics={"batches_scored": 4}))
+    runner = FakeRunner(result(peak=10e9, blocks=EVAL))
     assert chl.check(ch, runner, prog).passed and len(runner.requests) == 1
     runner = FakeRunner(result("error", error="SyntaxError"))
     assert not chl.check(ch, runner, prog).passed
@@ -145,3 +191,89 @@ def test_the_recorded_reference_solution_passes_and_the_starting_code_does_not(c
     solved = chl.grade(ch, recorded[ch.solution_variant], start)
     assert solved.passed, [(l.text, l.ok) for l in solved.lines]
     assert not chl.grade(ch, start, start).passed
+
+
+def test_an_edited_kept_run_of_the_starting_code_is_run_again_not_graded_against(home):
+    # Given a check that kept the starting code's run (peak 40 GB) in the workspace
+    ch = by_id("halve-eval")
+    chl.start(ch)
+    chl.check(ch, FakeRunner(result(peak=30e9, blocks=EVAL), result(peak=40e9, blocks=EVAL)))
+    (kept,) = chl.workspace().glob(f".{ch.id}.start-*.json")
+    # when someone edits its peak to 1 PB (so that any peak is "half" of it) ...
+    raw = kept.read_bytes()
+    kept.write_bytes(raw.replace(b'"bytes":40000000000', b'"bytes":1000000000000000', 1))
+    assert kept.read_bytes() != raw
+    # ... the next check does not believe it: the starting code runs again, 30 GB is not half
+    runner = FakeRunner(result(peak=30e9, blocks=EVAL), result(peak=40e9, blocks=EVAL))
+    assert not chl.check(ch, runner).passed and len(runner.requests) == 2
+    # and a kept run that was not edited is used as it is
+    runner = FakeRunner(result(peak=10e9, blocks=EVAL))
+    assert chl.check(ch, runner).passed and len(runner.requests) == 1
+
+
+# ---- challenges.toml is content: every field checked, no path outside the lesson folder ----------
+@pytest.fixture
+def lesson25(tmp_path, monkeypatch):
+    """A course of lesson 25 alone, in a folder of its own (its challenges.toml is the test's)."""
+    import shutil
+
+    src = next(lesson for lesson in COURSE.lessons if lesson.id == "memory-budget").path
+    dst = tmp_path / "lessons" / src.name
+    shutil.copytree(src, dst)
+    monkeypatch.setenv("MEMLAB_LESSONS_DIR", str(tmp_path / "lessons"))
+    monkeypatch.setenv("MEMLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MEMLAB_SERVED", raising=False)
+    return dst
+
+
+GOOD = '''[[challenges]]
+id = "halve-eval"
+title = "Halve it"
+file = "challenges/halve_eval.py"
+start_variant = "halve_eval_start"
+[challenges.goal]
+at_most = { "peak" = "0.5 * start" }
+'''
+
+
+@pytest.mark.parametrize("change, says", [
+    (("at_most = { \"peak\" = \"0.5 * start\" }", "equal = 5"), "goal.equal: a table"),
+    (('id = "halve-eval"', 'id = "../../../escaped"'), "challenges[0].id"),
+    (('id = "halve-eval"', 'id = "a/b"'), "challenges[0].id"),
+    (('file = "challenges/halve_eval.py"', 'file = "../../../../../etc/passwd"'), ".file"),
+    (('file = "challenges/halve_eval.py"', 'file = "/etc/hostname"'), ".file"),
+    (('file = "challenges/halve_eval.py"', 'file = "lesson.toml"'), ".file"),
+    (('"peak" = "0.5 * start"', '"metric:sizes_ok" = "1"'), "reports about itself"),
+    (('[challenges.goal]\n', '[challenges.goal]\nstatus = 5\n'), "goal.status"),
+    (('[challenges.goal]\n', '[challenges.goal]\nwhatever = 1\n'), "not a goal key"),
+    (('title = "Halve it"', 'title = 3'), ".title"),
+    (('title = "Halve it"', 'tilte = "typo"'), "not a challenge key"),
+    (('at_most = { "peak" = "0.5 * start" }', 'at_most = { "peak" = true }'), "a formula"),
+    (('at_most = { "peak" = "0.5 * start" }', ''), "a status alone"),
+    ((GOOD, 'challenges = 5\n'), "a list of tables"),
+])
+def test_a_broken_challenges_toml_is_one_line_and_writes_nothing(lesson25, capsys, change, says):
+    from lab.curriculum import load_course
+
+    (lesson25 / "challenges.toml").write_text(GOOD.replace(*change))
+    lesson = load_course().find("25")
+    with pytest.raises(chl.ChallengeError, match=re.escape(says)) as e:
+        chl.load_challenges(lesson)
+    assert "\n" not in str(e.value)
+    # the CLI and the app's map say it in one line (`equal = 5` crashed both)
+    assert cli(["challenge", "list"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("memlab: error: ")
+    assert cli(["challenge", "start", "escaped"]) == 2
+    home = lesson25.parents[1] / "home"
+    assert not (lesson25.parents[2] / "escaped.py").exists()
+    assert not any(p.is_file() for p in home.rglob("*")) if home.exists() else True
+
+
+def test_the_good_one_loads(lesson25):
+    from lab.curriculum import load_course
+
+    (lesson25 / "challenges.toml").write_text(GOOD)
+    (ch,) = chl.load_challenges(load_course().find("25"))
+    assert ch.file == (lesson25 / "challenges" / "halve_eval.py").resolve()
+    assert chl.copy_path(ch).parent == chl.workspace()

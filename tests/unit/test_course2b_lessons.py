@@ -242,7 +242,7 @@ def test_outside_stand_in_values_item_of_a_fake_tensor_still_fails():
     # it answers 1.0, and a real constant still answers its own value
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from lab.measure.sim.policy import CudaPaths
+    from lab.measure.sim.dispatch.policy import CudaPaths
 
     policy = CudaPaths()
     real = torch.tensor(3.0)

@@ -1,10 +1,10 @@
-"""CUDA reductions' staging buffer and semaphores (lab.measure.sim.cuda_reduce), sized as on the H200
-(torch 2.11, 132 SMs): the allocator trace of lesson 05 (Qwen2 bf16, B*T = 4096 rows) shows each
-of these right after the op's output, freed before it returns."""
+"""CUDA reductions' staging buffer and semaphores (lab.measure.sim.kernels.reduce), sized as on the
+H200 (torch 2.11, 132 SMs): the allocator trace of lesson 05 (Qwen2 bf16, B*T = 4096 rows) shows
+each of these right after the op's output, freed before it returns."""
 
 import torch
 
-from lab.measure.sim.cuda_reduce import op_staging, staging_bytes
+from lab.measure.sim.kernels.reduce import op_staging, staging_bytes
 
 A = torch.ops.aten
 
@@ -61,7 +61,7 @@ def test_staging_bytes_fp32_output_vectorised():
 
 
 def test_sim_takes_and_gives_back_the_staging(monkeypatch):
-    from lab.measure.sim.policy import CudaPaths
+    from lab.measure.sim.dispatch.policy import CudaPaths
 
     calls = []
 

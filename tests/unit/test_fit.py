@@ -166,7 +166,7 @@ MiB = 2**20
 
 def piecewise(m: int) -> list[tuple]:
     """A training step whose reduction staging buffer stops growing at 40 MiB (as CUDA's does
-    once the blocks are clamped to the SMs: lab/measure/sim/cuda_reduce.py): every other size is
+    once the blocks are clamped to the SMs: lab/measure/sim/kernels/reduce.py): every other size is
     affine in the micro-batch m."""
     return [("alloc", "weights", 64 * MiB), ("alloc", "act", 8 * MiB * m),
             ("alloc", ("reduce", "buffer"), min(6 * MiB * m, 40 * MiB)),
@@ -179,7 +179,7 @@ def test_log_probe_with_a_size_that_is_not_affine_simulates_few_batches():
     # at the answer; the answer and the next batch are simulated, become anchors, and the
     # search on the corrected line ends on two real runs. Fewer runs than batches asked about,
     # and the answer is the one every batch simulated gives.
-    from lab.measure.sim.allocator_replay import replay
+    from lab.measure.sim.allocator.replay import replay
 
     record = lambda batch: Rec(piecewise(batch))  # noqa: E731
     cap = 400 * MiB
@@ -199,7 +199,7 @@ def test_log_probe_with_a_size_that_is_not_affine_simulates_few_batches():
 def test_log_probe_falls_back_to_real_runs_when_the_line_does_not_settle():
     # a size quadratic in the batch: each round's answer moves (the chord between anchors far
     # apart overestimates it), and after ROUNDS rounds every batch is simulated
-    from lab.measure.sim.allocator_replay import replay
+    from lab.measure.sim.allocator.replay import replay
 
     def record(batch):
         return Rec(program(batch, quirk=40_000))
@@ -269,7 +269,7 @@ def test_record_pair_redoes_a_hung_child_here():
 def test_fit_by_simulation_fits_and_one_more_does_not():
     # Given a cap exactly at what micro-batch 4 reserves, the answer is 4 (accum2: batch 8), and
     # the allocator model says 5 runs out of memory under that cap.
-    from lab.measure.sim.allocator_replay import replay
+    from lab.measure.sim.allocator.replay import replay
 
     # one sample's output is 1 MiB: the reserved segments grow with the batch
     sizes = {**get_workload("linear").default_sizes("small"), "d_in": 64, "d_out": 1 << 18}
@@ -285,7 +285,7 @@ def test_fit_by_simulation_fits_and_one_more_does_not():
 def test_fit_on_many_gpus_records_rank_0_of_the_simulated_ranks():
     # --gpus 8 with fsdp: the log is rank 0's of 8 (its shard, not the whole model), the line
     # through micro-batches 2 and 3 holds for it, and the answer is per GPU
-    from lab.measure.sim.allocator_replay import replay
+    from lab.measure.sim.allocator.replay import replay
 
     sizes = get_workload("gpt2-tiny").default_sizes("small")
     cfg = parse_combo("fsdp")

@@ -1,7 +1,10 @@
 """No traceback for any file: property-based tests of every parser a person's file reaches.
 
 The parsers behind `memlab view`, `diff`, `export`, `class push --results`, `compare --config`,
-lesson.toml and the progress file are fed random and mutated inputs (Hypothesis: fixed seeds
+lesson.toml, challenges.toml and the progress file are fed random and mutated inputs; so are the
+paths a person names (FIFOs, devices, links, folders: lab/user_files.py), the paths a served
+tab's command palette names (lab/serve/policy.py), learner names, lesson numbers and the access
+guard's cookies and headers (issue 34). Inputs are random and mutated (Hypothesis: fixed seeds
 via `derandomize=True`, a fixed number of examples): valid files truncated, bytes flipped or
 inserted, binary noise, JSON with a value anywhere replaced by another type, nested 200,000 deep,
 huge numbers and strings. Each must answer with a result or ONE line naming what is wrong (exit
@@ -425,3 +428,242 @@ def test_a_progress_file_always_loads_keeping_what_is_readable(tmp_path_factory,
         loaded = Progress.load(folder / "progress.jsonl")  # repairs in its own folder only
     assert seen == []
     assert bool(loaded.recovered) == bool(bad) or loaded.recovered.startswith("could not read")
+
+
+# ---- issue 34: paths a person names, a served tab's palette, challenges.toml, names, the guard -------
+PATH_KINDS = ["regular", "regular", "fifo", "dir", "missing", "link-to-zero", "link-to-fifo",
+              "link-loop", "nul", "long", "empty"]
+
+
+def _named_path(data, folder: Path) -> str:
+    """A path of some kind, made in `folder`: what a person may type where a file is asked."""
+    kind = data.draw(st.sampled_from(PATH_KINDS), label="kind")
+    p = folder / f"f{len(list(folder.iterdir()))}.json"
+    if kind == "regular":
+        p.write_bytes(mutated_json(data, RESULT) if data.draw(st.booleans(), label="json")
+                      else mutated_pickle(data, SNAPSHOT))
+    elif kind == "empty":
+        p.write_bytes(b"")
+    elif kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "dir":
+        p.mkdir()
+    elif kind == "link-to-zero":
+        p.symlink_to("/dev/zero")
+    elif kind == "link-to-fifo":
+        if not (folder / "pipe").exists():
+            os.mkfifo(folder / "pipe")
+        p.symlink_to(folder / "pipe")
+    elif kind == "link-loop":
+        p.symlink_to(p)
+    elif kind == "nul":
+        return str(p) + "\0x"
+    elif kind == "long":
+        return str(folder / ("x" * 300))
+    return str(p)
+
+
+@settings(max_examples=30 * SCALE, **FUZZ)
+@given(st.data())
+def test_any_named_path_is_read_bounded_or_refused_in_one_line(tmp_path_factory, data):
+    # every reader a command hands a typed path: never a hang (FIFO), never unbounded (/dev/zero)
+    from lab.snapshots.load import SnapshotError, read
+    from lab.user_files import RESULT_LIMIT, UserFileError, read_user_file
+    from lab.workloads.hf_config import ConfigError, read_config
+
+    folder = tmp_path_factory.mktemp("named")
+    path = _named_path(data, folder)
+    with watch() as seen:
+        for reader, errors in ((lambda p: read_user_file(p, RESULT_LIMIT), UserFileError),
+                               (read, SnapshotError), (read_config, ConfigError)):
+            try:
+                reader(path)
+            except errors as e:
+                assert "\n" not in str(e) and len(str(e)) < 600, str(e)
+    assert seen == []
+
+
+@pytest.fixture(scope="module")
+def served_home(tmp_path_factory):
+    from lab.snapshots.diff import diff_files
+
+    home = tmp_path_factory.mktemp("served-home")
+    (home / "mine.json").write_bytes(RESULT)
+    diff_files(str(home / "mine.json"), str(home / "mine.json"))  # lazy imports, before a watch
+    return home
+
+
+NAMED = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(["/dev/zero", "/etc/passwd", "../../etc/shadow", "mine.json", "~/.ssh/id_rsa",
+                     "/proc/self/environ", "../" * 40 + "x", "link", "\x00", ".", "..", "/tmp",
+                     "pipe", "mine.json/..", "./mine.json"]))
+
+
+@settings(max_examples=40 * SCALE, **FUZZ)
+@given(a=NAMED, b=NAMED)
+def test_a_served_tabs_palette_opens_nothing_outside_the_learners_folder(served_home, monkeypatch,
+                                                                        a, b):
+    # what "Diff two runs" does with the two paths a learner types in a served tab
+    # (diff_view.py): policy.allowed_path for each, then the diff reads them, bounded
+    from lab.serve.policy import Refused, allowed_path
+    from lab.snapshots import SnapshotError
+    from lab.snapshots.diff import diff_files
+
+    monkeypatch.setenv("MEMLAB_HOME", str(served_home))
+    monkeypatch.setenv("MEMLAB_SERVED", "1")
+    if not (served_home / "link").exists():
+        (served_home / "link").symlink_to("/etc/passwd")
+        os.mkfifo(served_home / "pipe")
+    home = served_home.resolve()
+    try:
+        pa, pb = allowed_path(a), allowed_path(b)
+    except Refused as e:
+        assert "\n" not in str(e)
+        return
+    assert pa.is_relative_to(home) and pb.is_relative_to(home)  # resolved: links followed
+    with watch() as seen:
+        try:
+            diff_files(str(pa), str(pb))
+        except (SnapshotError, OSError) as e:
+            assert "\n" not in str(e)
+    assert seen == []
+
+
+CHALLENGES_DIR = ROOT / "lessons" / "25-memory-budget"
+CHALLENGE_VALUES = TOML_VALUES + ['"../../../../etc/passwd"', '"/etc/hostname"', '"a/b"',
+                                  '"lesson.toml"', '"challenges/../experiment.py"', "5",
+                                  '{ "metric:x" = "1" }', '{ "peak" = true }', '"Ab-C"']
+
+
+@pytest.fixture(scope="module")
+def challenge_lesson(tmp_path_factory):
+    import shutil
+
+    from lab.curriculum import load_lesson
+
+    folder = tmp_path_factory.mktemp("challenge-lessons") / CHALLENGES_DIR.name
+    shutil.copytree(CHALLENGES_DIR, folder)
+    return load_lesson(folder)
+
+
+@settings(max_examples=40 * SCALE, **FUZZ)
+@given(st.data())
+def test_a_challenges_toml_is_challenges_inside_their_lesson_or_one_line(challenge_lesson, data):
+    from lab.challenges import ID_RE, ChallengeError, load_challenges
+
+    text = (CHALLENGES_DIR / "challenges.toml").read_text()
+    if data.draw(st.booleans(), label="value"):
+        lines = text.splitlines()
+        assigned = [i for i, line in enumerate(lines) if " = " in line and not line.startswith("#")]
+        for _ in range(data.draw(st.integers(1, 3), label="changes")):
+            i = data.draw(st.sampled_from(assigned), label="line")
+            lines[i] = f"{lines[i].split(' = ', 1)[0]} = " \
+                       f"{data.draw(st.sampled_from(CHALLENGE_VALUES), label='toml value')}"
+        raw = "\n".join(lines).encode()
+    else:
+        raw = mutate_bytes(data, text.encode())
+    (challenge_lesson.path / "challenges.toml").write_bytes(raw)
+    folder = challenge_lesson.path.resolve()
+    with watch() as seen:
+        try:
+            loaded = load_challenges(challenge_lesson)
+        except ChallengeError as e:
+            assert "\n" not in str(e) and len(str(e)) < 800
+            loaded = []
+    assert seen == []
+    for ch in loaded:  # what loads is safe to use: a slug names the copy, the file is the lesson's
+        assert ID_RE.fullmatch(ch.id) and ch.file.is_relative_to(folder)
+        assert ch.file.suffix == ".py" and ch.file.is_file()
+        assert not any(n.startswith("metric:") for n, _ in ch.goal.equal + ch.goal.at_most
+                       + ch.goal.at_least)
+
+
+@settings(max_examples=200 * SCALE, **FUZZ)
+@given(raw=st.text(max_size=80))
+@example(raw="李雷")
+@example(raw="Иван")
+@example(raw="a\u202eb\u200d\x00")
+def test_a_learner_name_is_one_safe_folder_in_any_alphabet(raw):
+    import unicodedata
+
+    from lab.serve.identity import Identity
+    from lab.serve.workshop import NAME_MAX, checked_name, sanitize_name
+
+    try:
+        name = sanitize_name(raw)
+    except ValueError as e:
+        assert "\n" not in str(e)
+        return
+    assert sanitize_name(name) == name == checked_name(name)  # a fixpoint: cookies check it
+    assert 0 < len(name) <= NAME_MAX and len(name.encode()) <= 4 * NAME_MAX
+    assert name not in (".", "..") and not name.startswith((".", "-", "_"))
+    assert all(unicodedata.category(ch)[0] in "LNM" or ch in "-_" for ch in name)
+    ident = Identity(Path("/nonexistent"), b"k" * 32)
+    ident.code_of = lambda n: "CODE2345"  # claimed (no folder needed for the signature)
+    cookie = ident.learner_cookie(name)
+    assert cookie.isascii() and ident.learner_of(cookie) == name
+
+
+@settings(max_examples=100 * SCALE, **FUZZ)
+@given(ref=st.one_of(st.text(max_size=12), st.sampled_from(["¹", "٣", "３", "03", "3", " 3 ",
+                                                            "0" * 20 + "3", "1e1", "-1"])))
+def test_a_lesson_reference_is_a_lesson_or_one_line(ref):
+    from lab.curriculum import lesson_number
+
+    course = _course()
+    try:
+        lesson = course.find(ref)
+    except LookupError as e:
+        assert "\n" not in str(e)
+        return
+    n = lesson_number(ref)
+    assert ref.strip() in (lesson.id, lesson.slug) or (n == lesson.number and ref.strip().isascii())
+
+
+_COURSE: list = []
+
+
+def _course():
+    from lab.curriculum import load_course
+
+    if not _COURSE:
+        _COURSE.append(load_course())
+    return _COURSE[0]
+
+
+GUARD_VALUES = st.one_of(st.text(max_size=40), st.sampled_from(
+    ["¹.a.b", "٣.x.y", "1.2", "..", "9" * 300 + ".a.b", "1" * 13 + ".a.b", "%ff.x", "a.%00",
+     "null", "http://", "http://[::1", "file://", "http://evil.example", "cross-site"]))
+
+
+@settings(max_examples=60 * SCALE, **FUZZ)
+@given(cookie=GUARD_VALUES, learner=GUARD_VALUES, origin=GUARD_VALUES, fetch=GUARD_VALUES,
+       method=st.sampled_from(["GET", "POST"]))
+def test_the_access_guard_answers_any_header_without_raising(cookie, learner, origin, fetch,
+                                                            method):
+    # a cookie that broke a parser was a 500 whose logged traceback held the token
+    pytest.importorskip("aiohttp")
+    from aiohttp.test_utils import make_mocked_request
+    from multidict import CIMultiDict
+
+    from lab.serve.auth import Guard
+    from lab.serve.identity import Identity
+
+    guard = Guard("tok", Identity(Path("/nonexistent"), b"k" * 32))
+    headers = CIMultiDict({"Host": "127.0.0.1:8000", "Origin": origin, "Sec-Fetch-Site": fetch,
+                           "Referer": origin})
+    try:
+        headers["Cookie"] = f"memlab_session={cookie}; memlab_learner={learner}"
+    except ValueError:
+        pass
+    request = make_mocked_request(method, "/", headers=headers)
+    try:
+        refusal = guard.check(request)
+    except Exception as e:  # only the redirect that takes the token out of the address bar
+        from aiohttp import web
+
+        assert isinstance(e, web.HTTPSeeOther)
+        return
+    assert refusal is not None and refusal.status == 403  # no token, no signed session
+    assert guard.identity.learner_of(learner) is None

@@ -40,7 +40,7 @@ def _sim(workload: str, combo: str, batch: int, seq: int, **extra):
 def _n_params(name: str) -> int:
     import torch
 
-    from lab.measure.sim.backend import fake_mode
+    from lab.measure.sim.dispatch.fake_mode import fake_mode
     from lab.workloads.models import build_hf
 
     with fake_mode():
@@ -97,7 +97,7 @@ def test_ckpt_is_transformers_gradient_checkpointing_and_the_weights_stay_fp32()
     import torch
 
     from lab.measure.session import Session
-    from lab.measure.sim.backend import fake_mode
+    from lab.measure.sim.dispatch.fake_mode import fake_mode
     from lab.workloads.tasks import task_for
     from lab.workloads.train import setup
 

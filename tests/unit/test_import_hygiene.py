@@ -41,8 +41,9 @@ CLI_STARTUP = "import lab.cli; lab.cli.build_parser()"
 # checked right after its own import so a failure names the module that pulled the UI in
 CORE_WITH_TORCH = [
     "lab.measure", "lab.measure.measure", "lab.measure.tracker", "lab.measure.cuda",
-    "lab.measure.sim.policy", "lab.runner.worker", "lab.workloads.train", "lab.workloads.tasks",
-    "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run", "lab.measure.sim.record",
+    "lab.measure.sim.dispatch.policy", "lab.runner.worker", "lab.workloads.train",
+    "lab.workloads.tasks",
+    "lab.workloads.experiment", "lab.workloads.gpu", "lab.commands.run", "lab.measure.sim_record",
     "lab.measure.distributed", "lab.workloads.parallel",
 ]
 

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from lab.curriculum import load_course
-from lab.measure.distributed import (VALIDATED_RANKS, _dtensor_in_sim, _LazyChunks,
-                                    extrapolation_note)
+from lab.measure.distributed import VALIDATED_RANKS, extrapolation_note
 from lab.measure.measure import measure_variant
+from lab.measure.sim.ranks import _dtensor_in_sim, _LazyChunks
 from lab.runner.worker import load_experiment
 from lab.workloads import TrainConfig, parse_combo
 from lab.workloads.config import ComboError

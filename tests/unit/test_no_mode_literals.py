@@ -1,6 +1,6 @@
 """Execution choices live in the backends and the one mode rule (issue 21).
 
-Outside lab/measure/modes.py, lab/measure/backends/ and lab/measure/sim/backend.py, no code
+Outside lab/measure/modes.py, lab/measure/backends/ and lab/measure/backends/sim.py, no code
 compares a mode against its name (`mode == "cuda"`, `r.mode in ("sim", "cpu")`): it asks what
 the mode means (`mode_info(mode).on_gpu`, `RunResult.simulated`, `RunRequest.mode_info.timed`).
 A device's type (`t.device.type == "cuda"`) is not a mode and is not checked here.

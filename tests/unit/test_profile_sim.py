@@ -3,7 +3,7 @@
 The scripts under tests/fixtures/profile/sim/ are written as a CUDA user writes them (`cuda`
 devices, `.cuda()`, torch.cuda calls, autocast("cuda")). They run here through the experiment
 the worker runs (lab/profile/script.py under measure_variant, in this process), inside the CUDA
-facade (lab/measure/sim/cuda_facade.py). Where a script's training loop is also a lab
+facade (lab/measure/sim/facade/cuda_facade.py). Where a script's training loop is also a lab
 experiment, the two sim paths must predict the same bytes: the facade only moves the script
 onto sim, it adds nothing.
 """
@@ -53,7 +53,7 @@ def _snapshot():
     import torch.utils._device as device_mod
     from torch.overrides import _get_current_function_mode_stack
 
-    from lab.measure.sim.cuda_facade import owners
+    from lab.measure.sim.facade.cuda_facade import owners
 
     spaces = {name: dict(vars(obj)) for name, obj in owners().items()}
     return spaces, device_mod.CURRENT_DEVICE, len(_get_current_function_mode_stack()), \
@@ -64,8 +64,8 @@ def test_the_facade_restores_every_attribute_it_intercepts():
     import torch
     from torch.utils.checkpoint import checkpoint
 
-    from lab.measure.sim.allocator_replay import Replay
-    from lab.measure.sim.cuda_facade import INTERCEPTED, CudaFacade, owners
+    from lab.measure.sim.allocator.replay import Replay
+    from lab.measure.sim.facade.cuda_facade import INTERCEPTED, CudaFacade, owners
     from lab.measure.sim.gpus import gpu
 
     import torch._dynamo  # noqa: F401  (its import wraps torch.manual_seed; sim imports it anyway)
@@ -99,18 +99,19 @@ def test_the_facade_restores_every_attribute_it_intercepts():
 
 
 def test_the_docs_show_the_table_the_facade_installs_from():
-    from lab.measure.sim.cuda_facade import docs_table
+    from lab.measure.sim.facade.cuda_facade import docs_table
 
     docs = (ROOT / "docs" / "SIMULATION.md").read_text()
     assert docs_table() in docs, ("docs/SIMULATION.md's table of intercepted names differs from "
-                                  "lab/measure/sim/cuda_facade.py's; paste docs_table() there")
+                                  "lab/measure/sim/facade/cuda_facade.py's; paste docs_table() "
+                                  "there")
 
 
 def test_the_cuda_memory_api_answers_from_the_allocator_model():
     import torch
 
-    from lab.measure.sim.allocator_replay import Replay
-    from lab.measure.sim.cuda_facade import CudaFacade
+    from lab.measure.sim.allocator.replay import Replay
+    from lab.measure.sim.facade.cuda_facade import CudaFacade
     from lab.measure.sim.gpus import gpu
 
     replay = Replay(series=True)
@@ -175,7 +176,7 @@ def test_a_tiny_gpt2_predicts_what_the_lab_predicts_for_a_plain_run():
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from lab.measure.sim.record import record_sim
+    from lab.measure.sim_record import record_sim
 
     script = SIM / "gpt2_tiny.py"
     ns = runpy.run_path(str(script))

@@ -29,12 +29,16 @@ ROUTES = ["/", "/ws", "/static/js/textual.js", "/download/abc", "/learner?name=e
 
 @pytest.mark.parametrize("raw, name", [("Zoë Martin", "zoe-martin"), ("../../etc", "etc"),
                                        ("ADA_lovelace", "ada_lovelace"), (" a//b ", "a-b"),
-                                       ("x" * 80, "x" * 32)])
+                                       ("x" * 80, "x" * 32),
+                                       # other alphabets are names too (issue 34: refused)
+                                       ("李雷", "李雷"), ("Иван Петров", "иван-петров"),
+                                       ("अनिल", "अनिल"), ("ＡＤＡ", "ada"),
+                                       ("ada\u202eadmin", "ada-admin"), ("日本" * 40, "日本" * 16)])
 def test_names_become_one_safe_folder(raw, name):
     assert sanitize_name(raw) == name
 
 
-@pytest.mark.parametrize("raw", ["", "..", "///", "日本"])
+@pytest.mark.parametrize("raw", ["", "..", "///", "\u202e\u200b", "!?", "\x00\x1b"])
 def test_names_with_nothing_usable_are_refused(raw):
     with pytest.raises(ValueError):
         sanitize_name(raw)
@@ -130,7 +134,8 @@ def test_every_tab_finds_the_servers_runner_service(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMLAB_HOME", str(tmp_path / "server"))
     server_socket = socket_path()
     cmd = LabServer(tmp_path / "ws", say=lambda text: None).tab_command("ada")
-    env = dict(part.split("=", 1) for part in shlex.split(cmd)[2:-3])  # exec env VAR=value ... python -m lab
+    # exec env -u SECRET ... VAR=value ... python -m lab
+    env = dict(part.split("=", 1) for part in shlex.split(cmd)[2:-3] if "=" in part)
     monkeypatch.setenv("MEMLAB_HOME", env["MEMLAB_HOME"])  # the learner's folder ...
     monkeypatch.setenv("MEMLAB_RUNNER_HOME", env["MEMLAB_RUNNER_HOME"])
     assert socket_path() == server_socket  # ... and still the server's service
@@ -146,6 +151,14 @@ def test_served_mode_opens_paths_only_inside_the_data_folder(tmp_path, monkeypat
         policy.allowed_path("/etc/passwd")
     with pytest.raises(policy.Refused):
         policy.allowed_path("../../etc/passwd")
+    for outside in ("/dev/zero", "a\0b", str(tmp_path / ".." / "x")):
+        with pytest.raises(policy.Refused):
+            policy.allowed_path(outside)
+    # `~` is the server account's home, not the learner's: a folder named so, inside
+    assert policy.allowed_path("~/x").is_relative_to(tmp_path.resolve())
+    (tmp_path / "link").symlink_to("/etc/passwd")  # inside, pointing out: outside
+    with pytest.raises(policy.Refused):
+        policy.allowed_path("link")
     assert policy.allowed_path("snap.pickle") == (tmp_path / "snap.pickle").resolve()
     with pytest.raises(policy.Refused):
         policy.refuse_if_served("profile")
@@ -224,9 +237,16 @@ def test_memlab_serve_on_every_address_refuses_what_lacks_the_token(tmp_path):
         assert _status(f"{base}/ws", ws) == 403
         token = (tmp_path / "ws" / "token").read_text().strip()
         assert _status(f"{base}/?token={token}") == 200  # the redirect, then the cookie works
+        assert _status(f"{base}/static/js/textual.js?token={token}") == 200
+        assert _status(f"{base}/", {"Cookie": "memlab_session=¹.a.b"}) == 403  # was a 500
     finally:
         out = _stop(proc)
     assert f"?token={token}" in out and "TLS" in out
+    # the startup line the instructor copies, and nowhere else (issue 34: the access log wrote
+    # it on every line; a 500's traceback showed it among the guard's local variables)
+    assert out.count(token) == 1
+    assert '"GET /static/js/textual.js"' in out  # the access log is kept, less the query
+    assert "Traceback" not in out and " 500 " not in out
 
 
 def test_without_the_serve_extra_it_says_so_in_one_line():

@@ -4,10 +4,10 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from lab.measure.sim.allocator_replay import Replay
-from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.allocator.replay import Replay
+from lab.measure.sim.dispatch.fake_mode import fake_mode
 from lab.measure.sim.gpus import H200
-from lab.measure.sim.policy import CudaPaths
+from lab.measure.sim.dispatch.policy import CudaPaths
 
 CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE = H200.cublas_workspace_bytes, H200.cublaslt_workspace_bytes
 from lab.measure.trace import ALLOC, FREE
@@ -119,7 +119,7 @@ def test_sdpa_takes_the_backend_cuda_takes():
     assert "_scaled_dot_product_cudnn_attention.default" in _sdpa_ops(torch.bfloat16, 2).names()
     gqa = _sdpa_ops(torch.float32, kv_heads=2)  # mem-efficient has no grouped-query attention
     assert not any("efficient" in n or "flash" in n for n in gqa.names())
-    # math, with CUDA's _safe_softmax parts (lab.measure.sim.cuda_sdpa_math)
+    # math, with CUDA's _safe_softmax parts (lab.measure.sim.kernels.sdpa_math)
     assert "bmm.default" in gqa.names() and "isneginf.default" in gqa.names()
     inf = _sdpa_ops(torch.float32, inference=True)
     assert "_scaled_dot_product_efficient_attention.default" in inf.names()
@@ -216,7 +216,7 @@ def test_moving_a_module_to_the_device_it_is_on_changes_nothing_in_sim():
     # swapping two different tensors still swaps
     import weakref
 
-    from lab.measure.sim.backend import SimBackend
+    from lab.measure.backends.sim import SimBackend
 
     backend = SimBackend()
     with backend.running(), backend.new_tracker():

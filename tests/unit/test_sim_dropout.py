@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from lab.measure.sim.backend import fake_mode
-from lab.measure.sim.policy import CudaPaths
+from lab.measure.sim.dispatch.fake_mode import fake_mode
+from lab.measure.sim.dispatch.policy import CudaPaths
 from lab.measure.tracker import TensorTracker
 
 N = 1 << 20  # elements

@@ -1,4 +1,4 @@
-"""Sim's fast dispatch-cache key (torch_compat.SimFakeTensorMode) is FakeTensorMode's own key.
+"""Sim's fast dispatch-cache key (lab.measure.sim.dispatch.fast_key) is FakeTensorMode's own key.
 
 FakeTensorMode caches an op's output under a key of its arguments; sim builds that key without
 the TensorMetadata dataclass (issue 25: ~40 % of a sim run). The key must be the stock one item
@@ -17,12 +17,14 @@ from torch._subclasses._fake_tensor_utils import _CacheKeyState
 from torch._subclasses.fake_tensor import _BypassDispatchCache
 
 from lab.measure import torch_compat as tc
+from lab.measure.sim.dispatch import fast_key as fk
+from lab.measure.sim.dispatch.fake_mode import SimFakeTensorMode
 
 
 def keys(mode, args):
     """(the fast key, the stock key) of `args`: lists of items, or the bypass each raised."""
     out = []
-    for fn in (tc.SimFakeTensorMode._prep_args_for_hash, tc.FakeTensorMode._prep_args_for_hash):
+    for fn in (SimFakeTensorMode._prep_args_for_hash, tc.FakeTensorMode._prep_args_for_hash):
         items: list = []
         try:
             fn(mode, items, args, _CacheKeyState(None), [])
@@ -34,7 +36,7 @@ def keys(mode, args):
 
 @pytest.fixture(scope="module")
 def mode():
-    m = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+    m = SimFakeTensorMode(allow_non_fake_inputs=True)
     assert m.fast_key, "this torch's FakeTensorMode key differs from the fast one: sim is slower"
     return m
 
@@ -70,7 +72,7 @@ SCALARS = st.one_of(st.integers(-3, 10), st.floats(allow_nan=False), st.booleans
 
 
 def test_the_fast_key_agrees_on_this_torch():
-    assert tc.fast_key_agrees()
+    assert fk.fast_key_agrees()
 
 
 @settings(max_examples=60, deadline=None)
@@ -101,13 +103,13 @@ def test_what_the_fast_key_does_not_cover_goes_the_stock_way(mode):
 
 
 def test_a_torch_whose_key_differs_gets_the_stock_key(monkeypatch):
-    original = tc._fast_tensor_key
+    original = fk.fast_tensor_key
 
     def one_field_short(result, t, mode):
         original(result, t, mode)
         result.pop()
 
-    monkeypatch.setattr(tc, "_fast_tensor_key", one_field_short)
-    monkeypatch.setattr(tc, "_AGREES", [])
-    assert not tc.fast_key_agrees()
-    assert not tc.SimFakeTensorMode(allow_non_fake_inputs=True).fast_key
+    monkeypatch.setattr(fk, "fast_tensor_key", one_field_short)
+    monkeypatch.setattr(fk, "_AGREES", [])
+    assert not fk.fast_key_agrees()
+    assert not SimFakeTensorMode(allow_non_fake_inputs=True).fast_key

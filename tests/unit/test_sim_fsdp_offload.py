@@ -1,6 +1,6 @@
-"""FSDP2's CPUOffloadPolicy in sim (lab/measure/sim/fsdp_offload.py): the shards, their gradients
-and the optimizer state leave the device; pinned bytes are counted in the pinned-host model; each
-all-gather copies its shards to the device first.
+"""FSDP2's CPUOffloadPolicy in sim (lab/measure/sim/kernels/fsdp_offload.py): the shards, their
+gradients and the optimizer state leave the device; pinned bytes are counted in the pinned-host
+model; each all-gather copies its shards to the device first.
 
 A stack of L bias-free Linear(D, D) layers, fully_shard per layer, on 2 simulated ranks: every
 shard is D·D/2 fp32 values (D = 192: 73,728 B, a pinned block of 131,072 B).

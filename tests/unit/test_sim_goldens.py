@@ -26,20 +26,25 @@ from lab.dev.sim_probe import MECHANISMS, Mechanism, Probe, sim_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_DIR = ROOT / "lab" / "measure" / "sim"
-# modules of lab/measure/sim that are no mechanism of their own, and why
+# modules of lab/measure/sim that are no mechanism of their own, and why (a folder's __init__
+# is its index: never one)
 NOT_MECHANISMS = {
-    "__init__": "the package",
-    "backend": "SimBackend: sets up the fake mode, CUDA's paths and the allocator model (covered)",
     "gpus": "GPUs as data (a table, read by the others)",
     "patches": "the table of torch attributes replaced for a run (its rows reach the allocator "
                "model: empty_cache, expandable segments)",
-    "record": "memlab fit's entry point: runs the policy and the allocator, which are covered",
     "versions": "which versions sim was checked on, and the notes a result carries",
-    "allocator_view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
+    "allocator.view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
     "ports": "the table of upstream code the simulator follows (data)",
-    "fsdp_offload": "FSDP2's CPUOffloadPolicy: simulated only (lesson 22's fsdp_offload has no "
-                    "H200 recording for a golden's bars); tests/unit/test_sim_fsdp_offload.py "
-                    "holds its bytes, and lesson 22's check its per-rank peak",
+    # the fast path through FakeTensorMode's dispatch cache: speed only, every result the stock
+    # way's (tests/unit/test_sim_fake_key.py and test_sim_lean_output.py compare the two)
+    **{f"dispatch.{m}": "FakeTensorMode's dispatch cache, the fast way: no bytes of its own"
+       for m in ("fake_mode", "fast_key", "lean_output", "recipes", "unsafe_view")},
+    "ranks": "many ranks in one process (the fake process group): DDP's and FSDP2's set-up, "
+             "no bytes of its own (tests/unit/test_many_gpus.py holds lesson 22's)",
+    "kernels.fsdp_offload": "pending: an H200 recording of FSDP2's CPUOffloadPolicy (lesson 22's "
+                            "fsdp_offload has none for a golden's bars); simulated only: "
+                            "tests/unit/test_sim_fsdp_offload.py holds its bytes, and lesson "
+                            "22's check its per-rank peak",
 }
 
 
@@ -80,27 +85,28 @@ def test_the_goldens_were_made_with_the_versions_ci_pins():
 # a lesson takes (its scripts are checked by tests/unit/test_profile_sim.py, and against the H200
 # by bench/profile_vs_h200.py)
 FACADE = {
-    "cuda_facade": "the one context a user's script runs in, and its table of patches",
-    "facade_placement": "where the script's tensors land (GPU: fake; host: real)",
-    "facade_runtime": "torch.cuda / torch.accelerator answered from the card's row",
-    "facade_calls": "the script's calls into torch's libraries (autocast, save/load, ...)",
-    "script_values": "stand-in values and the sites that read them",
+    "facade.cuda_facade": "the one context a user's script runs in, and its table of patches",
+    "facade.placement": "where the script's tensors land (GPU: fake; host: real)",
+    "facade.runtime": "torch.cuda / torch.accelerator answered from the card's row",
+    "facade.calls": "the script's calls into torch's libraries (autocast, save/load, ...)",
+    "facade.script_values": "stand-in values and the sites that read them",
 }
 
 
 def test_every_module_of_the_simulator_is_named_by_a_mechanism():
     # loop over what is on disk: a new module fails here until it has a mechanism (or a reason)
-    modules = sorted(p.stem for p in SIM_DIR.glob("*.py"))
+    modules = sorted(".".join(p.relative_to(SIM_DIR).with_suffix("").parts)
+                     for p in SIM_DIR.rglob("*.py") if p.name != "__init__.py")
     named = {m.module for m in MECHANISMS}
     missing = [m for m in modules if m not in named and m not in NOT_MECHANISMS
                and m not in FACADE]
     assert not missing, f"modules of lab/measure/sim with no mechanism in lab/dev/sim_probe.py: {missing}"
     cuda = [m for m in sim_modules() if m not in FACADE]
     pending = {m for m, why in NOT_MECHANISMS.items() if why.startswith("pending:")}
-    assert len(cuda) >= 6 and set(cuda) - pending <= named  # cuda_autocast, _dropout, _optim, _reduce, _sdpa, _sdpa_math
+    assert len(cuda) >= 6 and set(cuda) - pending <= named  # kernels: autocast, dropout, optim, ...
     assert not (set(NOT_MECHANISMS) - pending) & set(cuda)
-    assert {"allocator", "allocator_expandable", "allocator_replay", "fake_values",
-            "grad_accumulate"} <= named
+    assert {"allocator.model", "allocator.expandable", "allocator.replay", "dispatch.fake_values",
+            "kernels.grad_accumulate"} <= named
 
 
 def test_every_mechanism_is_taken_by_some_golden():
@@ -244,7 +250,8 @@ def test_the_probe_puts_back_everything_it_wrapped():
                 for part in path:
                     owner = getattr(owner, part)
                 out[m.target] = owner.__dict__[name]
-        import lab.measure.sim.policy as policy  # a function bound by name in another module
+        # a function bound by name in another module
+        import lab.measure.sim.dispatch.policy as policy
         out["policy.scratch_bytes"] = policy.scratch_bytes
         return out
 
@@ -253,7 +260,7 @@ def test_the_probe_puts_back_everything_it_wrapped():
         assert targets() != before
     assert targets() == before
     # and its optimizer hook is gone: a step at the default implementation records nothing,
-    # even while the probe would count it (as if cuda_optim were installed)
+    # even while the probe would count it (as if kernels.optim were installed)
     probe = Probe()
     with probe:
         pass
@@ -266,8 +273,8 @@ def test_the_probe_puts_back_everything_it_wrapped():
 def test_a_renamed_function_fails_the_probe_by_its_mechanism(monkeypatch):
     import lab.dev.sim_probe as probe_mod
 
-    gone = Mechanism("sdpa: renamed", "cuda_sdpa", "a function that is not there",
-                     "cuda_sdpa:choose_backend")
+    gone = Mechanism("sdpa: renamed", "kernels.sdpa", "a function that is not there",
+                     "kernels.sdpa:choose_backend")
     monkeypatch.setattr(probe_mod, "MECHANISMS", (*MECHANISMS, gone))
     with pytest.raises(LookupError, match="choose_backend"):
         with probe_mod.Probe():

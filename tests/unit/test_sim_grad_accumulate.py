@@ -1,15 +1,15 @@
 """Backward sums the gradients of a tensor used twice in place, as on real tensors without a
-dispatch mode (lab.measure.sim.grad_accumulate): FakeTensor made the engine take `old + new`, one
-gradient-sized allocation per accumulation that a plain CUDA run does not make (gemma-2b bf16 +
-ckpt: +4.1 % reserved against the H200's plain loop)."""
+dispatch mode (lab.measure.sim.kernels.grad_accumulate): FakeTensor made the engine take `old +
+new`, one gradient-sized allocation per accumulation that a plain CUDA run does not make (gemma-2b
+bf16 + ckpt: +4.1 % reserved against the H200's plain loop)."""
 
 from __future__ import annotations
 
 import torch
 
-from lab.measure.sim.allocator_replay import Replay
-from lab.measure.sim.backend import fake_mode
-from lab.measure.sim.policy import CudaPaths
+from lab.measure.sim.allocator.replay import Replay
+from lab.measure.sim.dispatch.fake_mode import fake_mode
+from lab.measure.sim.dispatch.policy import CudaPaths
 from lab.measure.tracker import TensorTracker
 
 N = 96  # (N, N) fp32: 36,864 B, a size nothing else here has

@@ -1,4 +1,4 @@
-"""A cache hit's output made the lean way (torch_compat._lean_output) is the stock one.
+"""A cache hit's output made the lean way (lab.measure.sim.dispatch.lean_output) is the stock one.
 
 On a dispatch-cache hit, sim makes the output fake tensor without FakeTensor.__new__'s checks and
 the generator context manager (issue 25: ~20 % of a sim run). The tensor must be the one the
@@ -15,12 +15,32 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lab.measure import torch_compat as tc
-from lab.measure.tracker import output_tensors
+from lab.measure.sim.dispatch import fake_mode as fm
+from lab.measure.sim.dispatch import lean_output as lo
+from lab.measure.sim.dispatch import recipes as rc
+from lab.measure.sim.dispatch import unsafe_view as uv
+from lab.measure.sim.dispatch.fake_mode import SimFakeTensorMode
+from lab.measure.tracker import NO_ANSWER, output_tensors
+
+
+class AnswerOnly:
+    """A tracker policy that only answers (sim's hook, or none), changing nothing else."""
+
+    rerouted = ()
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def unmade_outputs(self, func, args, kwargs, out) -> tuple:
+        return ()
+
+    def after(self, func, args, kwargs, out, sink) -> None:
+        pass
 
 
 @pytest.fixture(scope="module")
 def mode():
-    m = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+    m = SimFakeTensorMode(allow_non_fake_inputs=True)
     assert m.lean_output, "this torch's cache-hit output differs from the lean one: sim is slower"
     return m
 
@@ -37,7 +57,7 @@ OPS = {
 
 def described(out, inputs):
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    return [(tc._describe(o), inputs.get(o.untyped_storage()._cdata)) for o in outs]
+    return [(lo.describe(o), inputs.get(o.untyped_storage()._cdata)) for o in outs]
 
 
 @settings(max_examples=40, deadline=None)
@@ -63,8 +83,8 @@ def test_a_lean_hit_makes_the_stock_hits_tensor(mode, rows, cols, grad, dtype, o
 
 def test_the_lean_way_makes_new_outputs_and_the_stock_way_the_rest(mode, monkeypatch):
     made = []
-    original = tc._lean_output
-    monkeypatch.setattr(tc, "_lean_output", lambda *a: (made.append(
+    original = fm.lean_output
+    monkeypatch.setattr(fm, "lean_output", lambda *a: (made.append(
         (a[2].__name__, original(*a))) or made[-1][1]))
     with mode:
         x = torch.empty(7, 5)
@@ -78,7 +98,7 @@ def test_the_lean_way_makes_new_outputs_and_the_stock_way_the_rest(mode, monkeyp
 
 
 def test_a_torch_whose_hit_differs_gets_the_stock_way(monkeypatch):
-    original = tc._lean_output
+    original = fm.lean_output
 
     def one_attribute_short(mode, entry, func, args):
         out = original(mode, entry, func, args)
@@ -86,16 +106,16 @@ def test_a_torch_whose_hit_differs_gets_the_stock_way(monkeypatch):
             del out.__dict__["constant"]
         return out
 
-    monkeypatch.setattr(tc, "_lean_output", one_attribute_short)
-    monkeypatch.setattr(tc, "_LEAN_AGREES", [])
-    assert not tc.lean_output_agrees()
-    assert not tc.SimFakeTensorMode(allow_non_fake_inputs=True).lean_output
+    monkeypatch.setattr(fm, "lean_output", one_attribute_short)
+    monkeypatch.setattr(lo, "_LEAN_AGREES", [])
+    assert not lo.lean_output_agrees(fm.sample_mode)
+    assert not SimFakeTensorMode(allow_non_fake_inputs=True).lean_output
 
 
 def test_the_check_leaves_the_dispatch_cache_as_it_was(monkeypatch):
-    monkeypatch.setattr(tc, "_LEAN_AGREES", [])
+    monkeypatch.setattr(lo, "_LEAN_AGREES", [])
     before = dict(tc.FakeTensorMode.cache)
-    assert tc.lean_output_agrees()
+    assert lo.lean_output_agrees(fm.sample_mode)
     assert tc.FakeTensorMode.cache == before
 
 
@@ -146,7 +166,7 @@ def test_under_inference_mode_views_are_cached_and_the_kernels_tensor(mode, grad
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     views = {**OPS, "view": lambda x: x.view(-1), "transpose": lambda x: x.transpose(0, 1)}
-    assert tc.inference_views_agree()
+    assert lo.inference_views_agree(fm.sample_mode)
     with mode:
         w = torch.empty(4, 6, requires_grad=grad and not inference_base)
     with torch.inference_mode(), mode:
@@ -163,10 +183,10 @@ def test_under_inference_mode_views_are_cached_and_the_kernels_tensor(mode, grad
 
 
 def test_a_torch_whose_inference_views_differ_keeps_the_stock_way(monkeypatch):
-    monkeypatch.setattr(tc, "_INFERENCE_VIEWS", [])
-    monkeypatch.setattr(tc, "_describe", lambda t: object())  # nothing ever looks alike
-    assert not tc.inference_views_agree()
-    assert tc._INFERENCE_VIEWS == [False]
+    monkeypatch.setattr(lo, "INFERENCE_VIEWS", [])
+    monkeypatch.setattr(lo, "describe", lambda t: object())  # nothing ever looks alike
+    assert not lo.inference_views_agree(fm.sample_mode)
+    assert lo.INFERENCE_VIEWS == [False]
 
 
 UNSAFE_VIEW = torch.ops.aten._unsafe_view.default
@@ -180,7 +200,7 @@ def test_unsafe_view_is_remembered_and_made_as_a_view_of_its_input(mode, rows, c
     """matmul's last step (every Linear without a bias on a 3-d input): the stock way never
     caches aten._unsafe_view; sim answers the second call from its own table, with the tensor
     the stock way makes, on the input's storage."""
-    assert tc.unsafe_views_agree()
+    assert uv.unsafe_views_agree(fm.sample_mode)
     with mode:
         base = torch.empty(rows + 1, 2, cols, requires_grad=grad and not inference)
     with torch.inference_mode(inference), mode:
@@ -188,7 +208,7 @@ def test_unsafe_view_is_remembered_and_made_as_a_view_of_its_input(mode, rows, c
         inputs = {x.untyped_storage()._cdata: "x"}
         size = [rows * 2 * cols]
         UNSAFE_VIEW(x, size)  # a miss: the stock way, remembered
-        known = len(tc._UNSAFE_VIEWS)
+        known = len(uv._UNSAFE_VIEWS)
         calls = []
         original = mode._dispatch_impl
         mode._dispatch_impl = lambda *a: calls.append(a[0]) or original(*a)
@@ -201,22 +221,22 @@ def test_unsafe_view_is_remembered_and_made_as_a_view_of_its_input(mode, rows, c
                 mode.lean_output = True
         finally:
             del mode._dispatch_impl
-    assert len(tc._UNSAFE_VIEWS) == known
+    assert len(uv._UNSAFE_VIEWS) == known
     assert calls == [UNSAFE_VIEW]  # only the stock call took the slow way
     assert hit == stock and hit[0][1] == "x"
 
 
 def test_a_torch_whose_unsafe_views_differ_keeps_the_stock_way(monkeypatch):
-    monkeypatch.setattr(tc, "_UNSAFE_VIEWS_OK", [])
-    monkeypatch.setattr(tc, "_describe", lambda t: object())  # nothing ever looks alike
-    assert not tc.unsafe_views_agree()
-    assert tc._UNSAFE_VIEWS_OK == [False]
-    with tc.SimFakeTensorMode(allow_non_fake_inputs=True):
+    monkeypatch.setattr(uv, "_UNSAFE_VIEWS_OK", [])
+    monkeypatch.setattr(uv, "describe", lambda t: object())  # nothing ever looks alike
+    assert not uv.unsafe_views_agree(fm.sample_mode)
+    assert uv._UNSAFE_VIEWS_OK == [False]
+    with SimFakeTensorMode(allow_non_fake_inputs=True):
         x = torch.empty(2, 3)
-        before = dict(tc._UNSAFE_VIEWS)
+        before = dict(uv._UNSAFE_VIEWS)
         UNSAFE_VIEW(x, [6])
         UNSAFE_VIEW(x, [6])
-    assert tc._UNSAFE_VIEWS == before  # the table is not used
+    assert uv._UNSAFE_VIEWS == before  # the table is not used
 
 
 @pytest.mark.parametrize("inference", [True, False])
@@ -230,13 +250,13 @@ def test_the_tracker_sees_the_same_allocations_with_sims_shortcuts_and_without(i
     from lab.measure.tracker import TensorTracker
 
     def trace(shortcuts: bool):
-        mode = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+        mode = SimFakeTensorMode(allow_non_fake_inputs=True)
         if not shortcuts:
             mode.fast_key = mode.lean_output = False
         with mode:
             w, b = torch.empty(48, 32), torch.empty(48)
             w2 = torch.empty(32, 48, requires_grad=not inference)
-        tracker = TensorTracker()
+        tracker = TensorTracker(policy=AnswerOnly(fm.cached_answer) if shortcuts else None)
         with torch.inference_mode(inference), mode, tracker:
             x = torch.empty(4, 3, 32)
             for _ in range(3):  # misses, then hits
@@ -252,38 +272,37 @@ def test_the_tracker_sees_the_same_allocations_with_sims_shortcuts_and_without(i
 @pytest.mark.parametrize("inference", [False, True])
 def test_the_trackers_direct_cache_answers_are_the_dispatchers(monkeypatch, inference):
     """The tracker takes a plain cache hit from sim's fake mode without the trip through the
-    dispatcher (torch_compat.cached_answer), from the key's recipe after its first hit. A
+    dispatcher (the policy's `answer`: sim's cached_answer), from the key's recipe after its
+    first hit. A
     training step (forward, backward, Adam's foreach ops; in-place ops, views, tuple outputs,
     ops with keyword arguments) or a decode step records the same births and deaths, and makes
     the same tensors, as with every op dispatched, and as with FakeTensorMode's own key and
     entry read at every hit (no recipes)."""
     import torch.nn.functional as F
 
-    from lab.measure import tracker as tracker_module
     from lab.measure.tracker import TensorTracker
 
     answered = []
-    original = tracker_module.cached_answer
+    original = fm.cached_answer
 
-    def alike(t):  # what _describe says, less the mode object (each step has its own)
-        return [v for v in tc._describe(t) if not isinstance(v, list)] + [
+    def alike(t):  # what describe says, less the mode object (each step has its own)
+        return [v for v in lo.describe(t) if not isinstance(v, list)] + [
             (k, v) for k, v in vars(t).items() if k != "fake_mode"]
 
     def step(direct: bool):
         def asked(*a):
             out = original(*a)
-            if out is not tc.NO_ANSWER:
+            if out is not NO_ANSWER:
                 answered.append(a[0])
             return out
 
-        monkeypatch.setattr(tracker_module, "cached_answer",
-                            asked if direct else (lambda *a: tc.NO_ANSWER))
-        mode = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+        policy = AnswerOnly(asked if direct else (lambda *a: NO_ANSWER))
+        mode = SimFakeTensorMode(allow_non_fake_inputs=True)
         with mode:
             w1 = torch.nn.Parameter(torch.empty(64, 32))
             w2 = torch.nn.Parameter(torch.empty(32, 64))
             opt = torch.optim.Adam([w1, w2])
-        tracker = TensorTracker()
+        tracker = TensorTracker(policy=policy)
         made = []
         with mode, tracker:
             x = torch.empty(4, 5, 32)
@@ -302,43 +321,45 @@ def test_the_trackers_direct_cache_answers_are_the_dispatchers(monkeypatch, infe
         return made, [(e.kind, e.nbytes, e.phase) for e in tracker.trace.events]
 
     first = []
-    first_answer = tc.SimFakeTensorMode._first_answer
+    first_answer = SimFakeTensorMode._first_answer
 
     def counted(self, *a):
         out = first_answer(self, *a)
-        first.append(out is not tc.NO_ANSWER)  # a hit (its recipe made) or a miss
+        first.append(out is not NO_ANSWER)  # a hit (its recipe made) or a miss
         return out
 
-    monkeypatch.setattr(tc.SimFakeTensorMode, "_first_answer", counted)
-    monkeypatch.setattr(tc, "_RECIPES", {})
+    monkeypatch.setattr(SimFakeTensorMode, "_first_answer", counted)
+    monkeypatch.setattr(fm, "RECIPES", {})
     dispatched = step(direct=False)
-    monkeypatch.setattr(tc, "_DIRECT_KEY_AGREES", [False])
+    monkeypatch.setattr(fm, "DIRECT_KEY_AGREES", [False])
     assert step(direct=True) == dispatched  # every hit by FakeTensorMode's key and entry
     assert len(answered) > 20 and sum(first) == len(answered)  # the tracker took answers
-    assert not tc._RECIPES
+    assert not fm.RECIPES
     answered.clear(), first.clear()
-    monkeypatch.setattr(tc, "_DIRECT_KEY_AGREES", [True])
+    monkeypatch.setattr(fm, "DIRECT_KEY_AGREES", [True])
     assert step(direct=True) == dispatched
     by_recipe = len(answered) - sum(first)  # hits after the key's first: the third step's
-    assert tc._RECIPES and by_recipe >= len(answered) / 3
+    assert fm.RECIPES and by_recipe >= len(answered) / 3
 
 
 def test_the_direct_key_is_fakes_own_and_a_torch_where_it_differs_gets_no_recipes(monkeypatch):
-    """cached_answer's key items (`_direct_key_items`) are FakeTensorMode's `_cache_key` items
+    """cached_answer's key items (`direct_key_items`) are FakeTensorMode's `_cache_key` items
     on this torch; where a torch puts another item in the key, the check says no and no
     recipe is used."""
-    assert tc.direct_key_agrees()
-    monkeypatch.setattr(tc, "_DIRECT_KEY_AGREES", [])
-    original = tc._direct_key_items
-    monkeypatch.setattr(tc, "_direct_key_items",
+    assert rc.direct_key_agrees(fm.sample_mode)
+    flag: list = []  # the check's answer, which the mode reads (one list, as in a fresh process)
+    monkeypatch.setattr(rc, "DIRECT_KEY_AGREES", flag)
+    monkeypatch.setattr(fm, "DIRECT_KEY_AGREES", flag)
+    original = rc.direct_key_items
+    monkeypatch.setattr(rc, "direct_key_items",
                         lambda *a: (original(*a) or ()) + ("an item torch added",))
-    assert not tc.direct_key_agrees()
-    monkeypatch.setattr(tc, "_RECIPES", {})
-    mode = tc.SimFakeTensorMode(allow_non_fake_inputs=True)
+    assert not rc.direct_key_agrees(fm.sample_mode)
+    monkeypatch.setattr(fm, "RECIPES", {})
+    mode = SimFakeTensorMode(allow_non_fake_inputs=True)
     add = torch.ops.aten.add.Tensor
     with mode:
         x = torch.empty(3, 5)
         x + x  # a miss: the entry
-        answers = [tc.cached_answer(add, (x, x), {}) for _ in range(3)]
-    assert all(a is not tc.NO_ANSWER and a.shape == (3, 5) for a in answers)  # FakeTensorMode's key
-    assert not tc._RECIPES
+        answers = [fm.cached_answer(add, (x, x), {}) for _ in range(3)]
+    assert all(a is not NO_ANSWER and a.shape == (3, 5) for a in answers)  # FakeTensorMode's key
+    assert not fm.RECIPES

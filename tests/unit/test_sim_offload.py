@@ -1,10 +1,10 @@
-"""Sim's save_on_cpu and the pinned host allocator model (lab/measure/sim/cuda_offload.py)."""
+"""Sim's save_on_cpu and the pinned host allocator model (lab/measure/sim/kernels/offload.py)."""
 
 import pytest
 import torch
 
-from lab.measure.sim.cuda_offload import PinnedHostModel, sim_save_on_cpu
-from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.kernels.offload import PinnedHostModel, sim_save_on_cpu
+from lab.measure.sim.dispatch.fake_mode import fake_mode
 
 
 def test_pinned_blocks_round_up_to_powers_of_two_and_are_cached():

@@ -1,4 +1,4 @@
-"""Sim takes the optimizer implementation CUDA defaults to (lab.measure.sim.cuda_optim).
+"""Sim takes the optimizer implementation CUDA defaults to (lab.measure.sim.kernels.optim).
 
 `torch.optim.AdamW(params)` picks foreach on CUDA and the per-parameter loop on a CPU; sim's
 parameters are CPU fake tensors, so without the policy sim would miss foreach's all-parameter
@@ -16,8 +16,8 @@ import torch
 from torch import nn
 from torch.optim.optimizer import _default_to_fused_or_foreach
 
-from lab.measure.sim.backend import fake_mode
-from lab.measure.sim.policy import CudaPaths
+from lab.measure.sim.dispatch.fake_mode import fake_mode
+from lab.measure.sim.dispatch.policy import CudaPaths
 from lab.measure.trace import ALLOC, FREE
 from lab.measure.tracker import TensorTracker
 
@@ -96,8 +96,8 @@ def test_torchscript_optimizers_compile_inside_sim():
     lesson 22's zero1 imports them inside sim, in a fresh interpreter as here. A Python
     replacement for `_default_to_fused_or_foreach` fails right here ("import statements aren't
     supported")."""
-    code = ("from lab.measure.sim.backend import fake_mode\n"
-            "from lab.measure.sim.policy import CudaPaths\n"
+    code = ("from lab.measure.sim.dispatch.fake_mode import fake_mode\n"
+            "from lab.measure.sim.dispatch.policy import CudaPaths\n"
             "with fake_mode(), CudaPaths():\n"
             "    from torch.distributed.optim import ZeroRedundancyOptimizer\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""SDPA's math backend in sim makes the requests CUDA's makes (lab.measure.sim.cuda_sdpa_math).
+"""SDPA's math backend in sim makes the requests CUDA's makes (lab.measure.sim.kernels.sdpa_math).
 
 fp32 with grouped-query attention (Qwen2, SmolLM2) takes the math backend on the H200. On fake
 tensors the C++ composite adds the mask out of place (its tensor-subclass branch) and FakeTensor
@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from lab.measure.sim.allocator_replay import Replay
-from lab.measure.sim.backend import fake_mode
-from lab.measure.sim.policy import CudaPaths
+from lab.measure.sim.allocator.replay import Replay
+from lab.measure.sim.dispatch.fake_mode import fake_mode
+from lab.measure.sim.dispatch.policy import CudaPaths
 from lab.measure.tracker import TensorTracker
 
 TRACES = Path(__file__).parents[1] / "fixtures" / "h200_hf_traces.jsonl.gz"

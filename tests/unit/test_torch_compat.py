@@ -10,6 +10,7 @@ as dist`), and the private attributes of torch's objects the lab would otherwise
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -98,8 +99,13 @@ def test_no_private_torch_api_outside_torch_compat(path: Path):
                       f"lab/measure/torch_compat.py and call them from there: {uses}")
 
 
-def test_every_entry_says_what_it_wraps_and_why():
-    assert torch_compat.CHECKED_ON and all(a.name and a.torch_name and a.why
-                                           for a in torch_compat.CHECKED)
+def test_every_shim_has_an_entry_saying_what_it_wraps_why_and_which_torch_it_was_read_in():
+    assert torch_compat.CHECKED_ON and all(
+        a.name and a.torch_name and a.why and re.match(r"\d+\.\d+", a.read_in)
+        for a in torch_compat.CHECKED)
+    # an entry names its shims ("a / b / c"); "sim/dispatch: ..." names what sim overrides
+    named = {n.strip() for a in torch_compat.CHECKED for n in a.name.split(":")[-1].split("/")}
     for name in torch_compat.__all__:
         assert hasattr(torch_compat, name), name
+    shims = set(torch_compat.__all__) - {"CHECKED", "CHECKED_ON", "PrivateApi"}
+    assert not shims - named, f"shims no entry of CHECKED names: {sorted(shims - named)}"

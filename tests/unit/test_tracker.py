@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.dispatch.fake_mode import fake_mode
 from lab.measure.trace import ALLOC, FREE
 from lab.measure.tracker import TensorTracker
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lab.measure.measure import measure_variant
-from lab.measure.sim.backend import fake_mode
+from lab.measure.sim.dispatch.fake_mode import fake_mode
 from lab.workloads import LAYOUTS, TrainConfig, get_workload, parse_combo
 from lab.workloads.data import CORPUS_FILE, corpus_batch, corpus_tokens, lm_batch
 from lab.workloads.experiment import combo

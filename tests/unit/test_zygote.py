@@ -133,9 +133,11 @@ def test_the_zygotes_warm_up_pays_a_sim_runs_first_checks_and_starts_nothing():
             "from lab.runner.worker import warm_up\n"
             "warm_up(sim=True)\n"
             "from lab.measure import torch_compat as tc\n"
-            "print(json.dumps([tc._AGREES, tc._LEAN_AGREES, tc._INFERENCE_VIEWS,\n"
-            "    tc._UNSAFE_VIEWS_OK, threading.active_count(), len(tc.FakeTensorMode.cache),\n"
-            "    len(tc._UNSAFE_VIEWS), torch.cuda.is_initialized(),\n"
+            "from lab.measure.sim.dispatch import fast_key, lean_output, unsafe_view\n"
+            "print(json.dumps([fast_key._AGREES, lean_output._LEAN_AGREES,\n"
+            "    lean_output.INFERENCE_VIEWS, unsafe_view._UNSAFE_VIEWS_OK,\n"
+            "    threading.active_count(), len(tc.FakeTensorMode.cache),\n"
+            "    len(unsafe_view._UNSAFE_VIEWS), torch.cuda.is_initialized(),\n"
             "    tc._aten_ops_with_kernel.cache_info().currsize]))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=300)

@@ -1,5 +1,6 @@
 """One backend per way of measuring: `backend_for(mode, ...)` (lab.measure.backends.base says
-what a backend answers). The sim backend lives with the simulator (lab.measure.sim.backend)."""
+what a backend answers): cuda (the real allocator), cpu (a virtual GPU's capacity) and sim (the
+simulator of lab.measure.sim, put together by lab.measure.backends.sim)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from ..modes import mode_info
 from .base import Backend
 
 if TYPE_CHECKING:
-    from ..sim.gpus import Gpu
     from .cuda import GpuTurnsLike
+    from .sim import Gpu
 
 
 def backend_for(mode: str, *, gpu_memory: int | None = None, record_history: bool = True,
@@ -23,10 +24,9 @@ def backend_for(mode: str, *, gpu_memory: int | None = None, record_history: boo
 
         return CudaBackend(gpu_memory, record_history=record_history, turns=turns)
     if name == "sim":
-        from ..sim.backend import SimBackend
-        from ..sim.gpus import H200
+        from .sim import SimBackend
 
-        return SimBackend(gpu_memory, gpu=gpu or H200)
+        return SimBackend(gpu_memory, gpu=gpu)
     from .cpu import CpuBackend
 
     return CpuBackend(gpu_memory)

@@ -1,7 +1,7 @@
 """`Backend`: one way of measuring (a mode), behind the interface `measure` runs a variant over.
 
 A backend answers everything that differs between cuda, cpu and sim, so that nothing outside
-`lab/measure/backends/`, `lab/measure/sim/backend.py` and the mode rule (lab.measure.modes)
+`lab/measure/backends/`, `lab/measure/backends/sim.py` and the mode rule (lab.measure.modes)
 decides by a mode's name:
 
 - the device experiments make tensors on, and what the result says it was (`device_info`);
@@ -11,8 +11,11 @@ decides by a mode's name:
   tracked pass is measured in (`measuring`: a GPU turn, the allocator's history);
 - what a phase boundary reads (`phase_begin` / `phase_end`: the CUDA allocator's counters);
 - the allocator's numbers (`finish`: measured on CUDA, predicted in sim, none on the CPU);
-- the timed pass (`timed_pass`), and a second attempt when the first one's failure was the
-  lab's own doing (`second_attempt`);
+- the timed pass's turn and clock (`timing_turn`, `before_timing`, `sync`; the pass itself is
+  lab.measure.measure's), and a second attempt when the first one's failure was the lab's own
+  doing (`second_attempt`);
+- torch.distributed's ranks where this process stands for all of them (`simulated_ranks`: sim's
+  fake process group, lab.measure.sim.ranks);
 - the caching allocator's API as experiments reach it (`run.empty_cache()` etc.).
 
 The defaults here are "nothing": a backend overrides what it has.
@@ -27,14 +30,13 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator
 import torch
 
 from ..modes import ModeInfo, mode_info
-from ..result import DeviceInfo, RunResult, Timing
+from ..result import DeviceInfo, RunResult
 from ..snapshot import trace_to_snapshot
-from ..timing import TIMED_STEPS, StepClock, timed_params
+from ..trace import PhaseRecord, Trace
 from ..tracker import TensorTracker
-from ..trace import Trace
 
 if TYPE_CHECKING:
-    from ..session import PhaseRecord, Session
+    from ..distributed import Ranks
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -83,44 +85,13 @@ class Backend:
         else (only when a file is asked for) the tracker's trace in that format."""
         return trace_to_snapshot(trace) if to_file else None
 
-    def finish(self, result: RunResult, session: Session, snapshot: dict | None) -> None:
+    def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
         """Add what this backend knows beyond the tracked tensors (allocator numbers, notes)."""
 
     # ---- timing -------------------------------------------------------------------------------
     def timing_turn(self, emit: Emit) -> ContextManager[None]:
         """Held while the timed pass runs (cuda under the runner service: alone on the GPU)."""
         return nullcontext()
-
-    def timed_pass(self, fn: Callable[[Session], Any], params: dict[str, Any],
-                   emit: Emit) -> tuple[Timing | None, dict[str, float]]:
-        """Run the variant again without the tracker: (its step times, the metrics it measured).
-
-        The metrics come from a pass of the experiment's own steps (they may depend on how many:
-        losses logged, the last loss); when that pass timed fewer than TIMED_STEPS steps and the
-        experiment takes a `steps` parameter, a second pass of more steps gives the times."""
-        with self.timing_turn(emit):
-            # no samples stream from the untracked pass: say what the silence is
-            emit({"type": "status", "stage": "timing", "text": "timing pass (untracked)"})
-            timing, metrics = self._untracked_pass(fn, params)
-            more = timed_params(params)
-            if (timing is not None and len(timing.steps_s) < TIMED_STEPS
-                    and more.get("steps") != params.get("steps")):
-                timing = self._untracked_pass(fn, more)[0] or timing
-        return timing, metrics
-
-    def _untracked_pass(self, fn, params: dict[str, Any]) -> tuple[Timing | None, dict[str, float]]:
-        from ..session import Session
-
-        self.before_timing()
-        torch.manual_seed(0)
-        clock = StepClock(self.sync)
-        session = Session(self, params, clock=clock)
-        try:
-            fn(session)
-            clock.stop()
-        except Exception:
-            return None, {}
-        return clock.timing(), dict(session.metrics)
 
     def before_timing(self) -> None:
         """Between the passes (cuda: give the tracked pass's cached segments back)."""
@@ -145,12 +116,20 @@ class Backend:
 
     @property
     def allocator_model(self):
-        """Sim's model of the caching allocator (lab.measure.sim.allocator_replay.Replay)."""
+        """Sim's model of the caching allocator (lab.measure.sim.allocator.replay.Replay)."""
         return None
 
     def stand_in_values(self) -> ContextManager[None]:
         """Inside: `.item()` of a fake tensor answers a stand-in (sim only)."""
         return nullcontext()
+
+    # ---- torch.distributed ----------------------------------------------------------------------
+    def simulated_ranks(self, run, world_size: int, device_type: str
+                        ) -> ContextManager[Ranks] | None:
+        """Where this process stands for every rank (sim: the fake process group), the context
+        `run` is one rank of `world_size` in; None where ranks are real processes
+        (lab.measure.distributed.join joins their group)."""
+        return None
 
 
 __all__ = ["Backend", "Emit"]

@@ -18,12 +18,9 @@ from .. import cuda as cuda_mod
 from ..device import gpu_info, set_virtual_gpu
 from ..result import AllocatorStats, DeviceInfo, RunResult
 from ..snapshot import device_trace_timelines
-from ..trace import Trace
+from ..trace import PhaseRecord, Trace
 from ..tracker import TensorTracker
 from .base import Backend, Emit
-
-if TYPE_CHECKING:
-    from ..session import PhaseRecord, Session
 
 # What PyTorch raises from backward when the allocator's history recorder (stacks="python")
 # meets some training loops on CUDA. Seen: Lightning's Trainer, torch 2.11 + lightning 2.6 on an
@@ -120,12 +117,12 @@ class CudaBackend(Backend):
         self.recorder.stop()
         return snap
 
-    def finish(self, result: RunResult, session: Session, snapshot: dict | None) -> None:
+    def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
         stats = cuda_mod.memory_stats(self.device)
         # peaks are reset at every phase start, so the run's peak is the max over phases
         stats.peak_allocated = max([p.allocated_peak_bytes or 0 for p in result.phases]
                                    + [stats.peak_allocated])
-        stats.peak_reserved = max([r.cuda.get("peak_reserved", 0) for r in session.phases]
+        stats.peak_reserved = max([r.cuda.get("peak_reserved", 0) for r in phases]
                                   + [stats.peak_reserved])
         a = result.allocator = AllocatorStats.from_counters(stats)
         a.nvml_used_bytes = cuda_mod.nvml_used_bytes(self.device.index or 0)

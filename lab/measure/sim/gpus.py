@@ -7,8 +7,8 @@ an H100 80GB HBM3 hold the H200's memory to the byte (same SMs, same workspaces;
 measured too). The others are read from published specs and the rules of PyTorch's code, and a
 result made with one says "unvalidated". What a row feeds:
 `sms` and `max_threads_per_sm` (CUDA reductions' launch configuration, lab.measure.sim.
-cuda_reduce), the cuBLAS / cuBLASLt workspaces each thread that runs a matmul takes
-(lab.measure.sim.policy), `total_bytes` (the allocator model's device), `capability` (what
+kernels.reduce), the cuBLAS / cuBLASLt workspaces each thread that runs a matmul takes
+(lab.measure.sim.dispatch.policy), `total_bytes` (the allocator model's device), `capability` (what
 `torch.cuda.get_device_capability` answers under the CUDA facade).
 
 Two ways to say how big the GPU is, and what each means for the allocator (torch-free):

@@ -15,59 +15,59 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Port:
-    module: str  # lab/measure/sim/<module>.py
+    module: str  # lab/measure/sim/<module>.py ("kernels/sdpa")
     upstream: str  # the file read (pytorch/pytorch unless it says otherwise)
     what: str  # the functions or rules taken from it
     read_in: str  # the version read
 
 
 PORTS: tuple[Port, ...] = (
-    Port("allocator", "c10/cuda/CUDACachingAllocator.cpp",
+    Port("allocator/model", "c10/cuda/CUDACachingAllocator.cpp",
          "round_size, get_pool, get_allocation_size, get_free_block, should_split, "
          "release_cached_blocks, alloc_block, set_per_process_memory_fraction", "torch 2.11"),
-    Port("allocator_expandable", "c10/cuda/CUDACachingAllocator.cpp",
+    Port("allocator/expandable", "c10/cuda/CUDACachingAllocator.cpp",
          "ExpandableSegment, find_expandable_block, map_block, try_allocate_expandable_block, "
          "unmap_block", "torch 2.11"),
-    Port("allocator_release", "c10/cuda/CUDACachingAllocator.cpp",
+    Port("allocator/release", "c10/cuda/CUDACachingAllocator.cpp",
          "garbage_collect_cached_blocks, release_available_cached_blocks",
          "torch 2.12-2.13 and an older 2.x (the rules agree)"),
-    Port("allocator_settings", "c10/core/AllocatorConfig.cpp",
+    Port("allocator/settings", "c10/core/AllocatorConfig.cpp",
          "PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF parsing: max_split_size_mb, "
          "max_non_split_rounding_mb, roundup_power2_divisions, garbage_collection_threshold",
          "torch 2.12-2.13 and an older 2.x (the rules agree)"),
-    Port("allocator_view", "c10/cuda/CUDACachingAllocator.cpp",
+    Port("allocator/view", "c10/cuda/CUDACachingAllocator.cpp",
          "DeviceStats: the memory_stats() keys, memory_snapshot()'s segments", "torch 2.11"),
-    Port("cuda_autocast", "aten/src/ATen/autocast_mode.h",
+    Port("kernels/autocast", "aten/src/ATen/autocast_mode.h",
          "CUDA autocast's op lists and policies, the weight-cast cache", "torch 2.11; the op set "
          "from the running torch's AutocastCUDA registrations"),
-    Port("cuda_dropout", "aten/src/ATen/native/Dropout.cpp",
+    Port("kernels/dropout", "aten/src/ATen/native/Dropout.cpp",
          "dropout's device choice: native_dropout's bool mask on CUDA", "torch 2.11"),
-    Port("cuda_offload", "aten/src/ATen/core/CachingHostAllocator.h",
+    Port("kernels/offload", "aten/src/ATen/core/CachingHostAllocator.h",
          "the pinned host allocator's power-of-two blocks and cache", "torch 2.x"),
-    Port("cuda_reduce", "aten/src/ATen/native/cuda/Reduce.cuh",
+    Port("kernels/reduce", "aten/src/ATen/native/cuda/Reduce.cuh",
          "setReduceConfig, global_memory_size, semaphore_size; TensorIterator's dimension order",
          "Reduce.cuh shipped with torch 2.13 (equal to 2.11's CUDA path), upstream main"),
-    Port("cuda_sdpa", "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp",
+    Port("kernels/sdpa", "aten/src/ATen/native/transformers/cuda/sdp_utils.cpp",
          "select_sdp_backend for sm90, check_prefer_cudnn_attention", "torch 2.11 + cuDNN 9.19"),
-    Port("cuda_sdpa_math", "aten/src/ATen/native/transformers/attention.cpp",
+    Port("kernels/sdpa_math", "aten/src/ATen/native/transformers/attention.cpp",
          "_scaled_dot_product_attention_math (CUDA's branches), convert_boolean_attn_mask, "
          "_safe_softmax", "torch 2.11"),
-    Port("fsdp_offload", "torch/distributed/fsdp/_fully_shard/_fsdp_param.py",
+    Port("kernels/fsdp_offload", "torch/distributed/fsdp/_fully_shard/_fsdp_param.py",
          "CPUOffloadPolicy: FSDPParam._init_sharded_param (.cpu(), .pin_memory()), "
          "all_gather_inputs (.to(device) before the all-gather), reset_sharded_param, "
          "FSDPParamGroup's lazy-init checks", "torch 2.13"),
-    Port("fsdp_offload", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
+    Port("kernels/fsdp_offload", "torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py",
          "foreach_reduce: the reduce-scattered gradient copied to the host "
          "(non_blocking with pin_memory)", "torch 2.13"),
-    Port("fsdp_offload", "aten/src/ATen/native/TensorConversions.cpp",
+    Port("kernels/fsdp_offload", "aten/src/ATen/native/TensorConversions.cpp",
          "_to_copy's pin_out: a non-blocking copy from the device to the host is pinned",
          "torch 2.13 (stored copies of torch 2.x agree)"),
     Port("gpus", "aten/src/ATen/cuda/CublasHandlePool.cpp",
          "getChosenWorkspaceSize (cuBLAS's default workspace by compute capability)",
          "torch 2.11"),
-    Port("grad_accumulate", "torch/csrc/autograd/input_buffer.cpp",
+    Port("kernels/grad_accumulate", "torch/csrc/autograd/input_buffer.cpp",
          "InputBuffer::accumulate, can_accumulate_inplace", "torch 2.11"),
-    Port("policy", "aten/src/ATen/cuda/CublasHandlePool.cpp",
+    Port("dispatch/policy", "aten/src/ATen/cuda/CublasHandlePool.cpp",
          "getCurrentCUDABlasHandle / getCUDABlasLtWorkspace: a workspace per thread",
          "torch 2.11"),
 )

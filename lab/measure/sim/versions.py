@@ -25,7 +25,7 @@ def version_notes() -> list[str]:
     if tv not in VALIDATED_TORCH:
         notes.append(f"torch {torch.__version__}: the simulation's CUDA paths are validated for "
                      f"torch {', '.join(VALIDATED_TORCH)}; other versions may choose differently.")
-    from .cuda_optim import CudaOptimDefaults
+    from .kernels.optim import CudaOptimDefaults
 
     if not CudaOptimDefaults.available():
         notes.append(f"torch {torch.__version__}: optimizers left at their default take the CPU's "

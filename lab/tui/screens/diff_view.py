@@ -158,11 +158,14 @@ def open_diff(app: App) -> None:
         app.call_from_thread(app.push_screen, DiffViewScreen(d))
 
     def chosen(text: str | None) -> None:
+        from lab.serve.policy import Refused, allowed_path
+
         if not text:
             return
         try:
-            a, b = parse_pair(text)
-        except ValueError as e:
+            # a served tab: only files in the learner's own folder (lab/serve/policy.py)
+            a, b = (str(allowed_path(p, f"Diff {tag}")) for p, tag in zip(parse_pair(text), "AB"))
+        except (ValueError, Refused) as e:
             app.notify(str(e), title="Cannot diff", severity="error")
             return
         app.run_worker(lambda: load(a, b), thread=True, group="diff", exclusive=True,

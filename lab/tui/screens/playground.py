@@ -28,6 +28,7 @@ from textual_plotext import PlotextPlot
 
 from lab.measure.modes import MODES as MODE_NAMES, ModeChoice, ModeError, choose, mode_info
 from lab.measure.result import RunResult
+from lab.serve.limits import refusal_of
 
 from lab.report import (DASH, FIRST, Row, delta_text, number, peak_text, step_text,
                         with_deltas)
@@ -242,6 +243,9 @@ class PlaygroundScreen(Screen):
             return
         try:
             plan = self.plan()
+            refusal = refusal_of(self.runner, plan.requests())  # a served tab's limits
+            if refusal:
+                raise ValueError(refusal)
         except (ValueError, KeyError) as e:  # ModeError is a ValueError
             self._set_status(f"[b]cannot run:[/b] {str(e.args[0] if e.args else e)}")
             return

@@ -1,0 +1,230 @@
+"""`SimBackend`: the experiment under FakeTensorMode, taking CUDA's code paths, on a GPU that is a
+row of data (lab.measure.sim.gpus), with a model of the caching allocator listening.
+
+Fake tensors carry shapes, dtypes and storages of the right size but no data, so a 2 GB
+`nn.Linear` or a 1.5B-parameter model "runs" in seconds on a laptop and the tracker counts exact
+bytes. The fake device is the CPU (fake CUDA tensors crash the process in SDPA's device guard);
+`CudaPaths` (lab.measure.sim.dispatch.policy) makes the ops take CUDA's paths where the CPU's
+differ, and the allocator model (lab.measure.sim.allocator.replay.Replay), a storage observer of
+the tracker, places every allocation in segments as it happens: predicted max_memory_allocated /
+max_memory_reserved, and out-of-memory where the GPU would under the same cap. This module puts
+the simulator (lab.measure.sim) together behind the `Backend` interface; the simulator never
+imports it.
+
+While a run executes, code that calls the CUDA allocator's API directly (Lightning's Trainer
+calls `torch.cuda.empty_cache()`, lesson 17 changes settings at run time) reaches the model:
+`ALLOCATOR_API`, a table of patches installed and restored as one unit.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any, ContextManager
+
+import torch
+
+from .. import torch_compat
+from ..result import AllocatorStats, DeviceInfo, RunResult
+from ..result_parts import series_timelines
+from ..sim.allocator.replay import Replay
+from ..sim.allocator.settings import AllocatorSettingsError, settings_from_env
+from ..sim.dispatch.fake_mode import fake_mode
+from ..sim.dispatch.policy import CudaPaths
+from ..sim.facade.memory_api import memory_api_patches
+from ..sim.gpus import H200, Gpu
+from ..sim.patches import Patch, Patches
+from ..sim.ranks import simulated_ranks
+from ..sim.versions import version_notes
+from ..trace import PhaseRecord
+from ..tracker import TensorTracker
+from .base import Backend
+
+if TYPE_CHECKING:
+    from ..distributed import Ranks
+
+SIM_NOTES = (
+    "Simulated with FakeTensorMode, taking CUDA's paths (CUDA autocast's op lists and weight "
+    "cache, the attention kernel CUDA picks, the optimizer implementation CUDA defaults to, "
+    "cuBLAS workspaces); tensor bytes are exact "
+    "numel x itemsize; allocated/reserved are predicted by a model of PyTorch's caching allocator "
+    "(512 B rounding, segments, caching); there is no timing.",
+)
+
+
+def new_allocator(cap: int | None, gpu: Gpu = H200) -> Replay:
+    """The allocator model of a run on `gpu` capped at `cap` (None: the whole card).
+
+    The real allocator reads PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) when CUDA starts; a
+    variant's env sets it before the worker imports torch (lessons 17 and 23). A setting the
+    allocator would refuse fails the run's first allocation with a one-line
+    AllocatorSettingsError, as CUDA's first allocation would (lab.measure.sim.allocator.settings).
+    """
+    try:
+        settings, refused = settings_from_env(os.environ), None
+    except AllocatorSettingsError as e:
+        settings, refused = None, e
+    allocator = Replay(cap=cap, series=True, total=gpu.total_bytes, settings=settings)
+    allocator.refused = refused
+    allocator.current_stream = SelectedStream()
+    return allocator
+
+
+class SelectedStream:
+    """The stream device-agnostic code selected, as a number (0: the default stream).
+
+    Sim runs on CPU fake tensors, so code written for any device (FSDP2's all-gather and
+    reduce-scatter streams) selects `torch.cpu` streams: `with device_handle.stream(s)` sets
+    torch.cpu's current stream, which CUDA code would have set on the GPU. Each stream object
+    gets a number for as long as the run lives (the dict keeps the object, hashed by identity)."""
+
+    def __init__(self):
+        self._numbers = {torch_compat.cpu_default_stream(): 0}
+
+    def __call__(self) -> int:
+        return self._numbers.setdefault(torch_compat.cpu_current_stream(), len(self._numbers))
+
+
+def _same_view(a, b) -> bool:
+    """The same bytes seen the same way (one storage, shape, strides, offset, dtype)."""
+    try:
+        return a is b or (torch_compat.storage_key(a.untyped_storage())
+                          == torch_compat.storage_key(b.untyped_storage())
+                          and a.dtype == b.dtype and a.shape == b.shape
+                          and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
+                          and a.requires_grad == b.requires_grad)
+    except Exception:  # no storage (a wrapper subclass): let swap_tensors decide
+        return False
+
+
+def _swap_unless_same(swap):
+    def swap_tensors(t1, t2):
+        if not _same_view(t1, t2):
+            swap(t1, t2)
+
+    return swap_tensors
+
+
+def allocator_api(backend: SimBackend) -> list[Patch]:
+    """The patches a sim run executes under (the checked-in list: tests/unit/test_sim_backend.py
+    checks that each is restored)."""
+    def empty_cache() -> None:
+        backend.empty_cache()
+
+    def set_allocator_settings(settings: str) -> None:
+        backend.set_allocator_settings(settings)
+
+    rows = [
+        Patch(torch.cuda, "empty_cache", lambda _: empty_cache,
+              "torch.cuda.empty_cache() reaches the allocator model"),
+        Patch(torch.cuda.memory, "empty_cache", lambda _: empty_cache,
+              "the same function, by its module"),
+    ]
+    rows += [Patch(owner, name, lambda _: set_allocator_settings,
+                   "allocator settings changed at run time reach the model")
+             for owner, name in torch_compat.allocator_settings_targets()]
+    # memory_stats / memory_snapshot / mem_get_info / set_per_process_memory_fraction (lesson 23)
+    rows += memory_api_patches(backend.allocator)
+    # module.to(device) where the module already is (Lightning's Trainer does): each fake
+    # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
+    # parameter with Parameter(result) - a view of the same storage - which swap_tensors refuses
+    # when a weak reference is on it (the tracker keeps one). Swapping a tensor with the same view
+    # of the same bytes changes nothing, as moving a module to its own device changes nothing.
+    rows.append(Patch(torch.utils, "swap_tensors", _swap_unless_same,
+                      "moving a module to the device it is on changes nothing"))
+    return rows
+
+
+class SimBackend(Backend):
+    name = "sim"
+
+    def __init__(self, gpu_memory: int | None = None, *, gpu: Gpu | None = None,
+                 tracked: bool = True, allocator: Replay | None = None):
+        """`tracked`: the CUDA run this stands for has memlab's tracker on (the lessons'
+        recordings); False: a plain run (`memlab fit`), whose ATen takes real tensors' in-place
+        branches (lab.measure.sim.dispatch.policy). `allocator`: a model made by the caller (fit's
+        recording one), else one for `gpu` (a row of lab.measure.sim.gpus, default the H200)
+        capped at `gpu_memory`."""
+        super().__init__(gpu_memory)
+        self.gpu = gpu = gpu or H200
+        self.allocator = allocator if allocator is not None else new_allocator(gpu_memory, gpu)
+        self.policy = CudaPaths(tracked=tracked, gpu=gpu)
+
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo("simulated (FakeTensorMode)", "sim", self.gpu_memory, self.gpu_memory)
+
+    def new_tracker(self) -> TensorTracker:
+        tracker = TensorTracker(policy=self.policy, observers=[self.allocator])
+        self.allocator.clock = lambda: len(tracker.trace.events)  # the timelines' x: event index
+        return tracker
+
+    def running(self) -> ContextManager[Any]:
+        stack = ExitStack()
+        stack.enter_context(fake_mode())
+        stack.enter_context(self.policy)
+        stack.enter_context(Patches(allocator_api(self)))
+        return stack
+
+    def collect_garbage(self) -> None:
+        """Fake tensors hold no memory; a full collection costs ~0.5 s here."""
+
+    def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
+        result.notes.extend(SIM_NOTES)
+        result.notes.extend(version_notes())
+        result.notes.extend(f"not modelled: {what}" for what in sorted(self.policy.unmodelled))
+        if not self.gpu.validated:
+            result.notes.append(f"GPU {self.gpu.name}: its row of data (SMs, workspaces, memory) "
+                                "is unvalidated; sim was validated on the H200 and the H100.")
+        r = self.allocator.finish()
+        a = result.allocator = AllocatorStats.from_counters(r, predicted=True)
+        a.untracked_peak_bytes = r.peak_allocated - result.peak.bytes
+        a.timeline, a.reserved_timeline = series_timelines(r.allocated_series, r.reserved_series)
+
+    # ---- the caching allocator's API: the model ----------------------------------------------------
+    def empty_cache(self) -> bool:
+        self.allocator.empty_cache()
+        return True
+
+    def set_allocator_settings(self, settings: str) -> bool:
+        """PYTORCH_CUDA_ALLOC_CONF-style "key:value,..." (lab.measure.sim.allocator.settings; a
+        refused one raises AllocatorSettingsError, one line)."""
+        self.allocator.set_settings(settings)
+        return True
+
+    def memory_counters(self) -> dict[str, int] | None:
+        stats = self.allocator.model.stats
+        return {"allocated": stats.allocated, "reserved": stats.reserved}
+
+    @property
+    def pinned_host(self):
+        """The model of the pinned host allocator (lab.measure.sim.kernels.offload.PinnedHostModel)
+        that offloading counts in and `torch.cuda.host_memory_stats()` answers from."""
+        return self.policy.offload.host
+
+    @property
+    def allocator_model(self) -> Replay:
+        return self.allocator
+
+    def stand_in_values(self) -> ContextManager[None]:
+        return self.policy.stand_in_values()
+
+    def simulated_ranks(self, run, world_size: int, device_type: str) -> ContextManager[Ranks]:
+        """Every rank in this process: the fake process group (lab.measure.sim.ranks)."""
+        return simulated_ranks(run, world_size, device_type, self.pinned_host)
+
+    # ---- someone else's CUDA script (memlab profile --mode sim) ----------------------------------
+    def cuda_facade(self, script_dir: str | None = None):
+        """The CUDA facade (lab.measure.sim.facade.cuda_facade) over this run's allocator model and
+        CUDA paths, on this backend's card: a script's `cuda` tensors, `torch.cuda` calls and
+        memory counters land here. Without a --gpu-memory cap the model has the whole card: its
+        memory minus the CUDA context (lab.measure.sim.gpus says why)."""
+        from ..sim.facade.cuda_facade import CudaFacade
+
+        model = self.allocator.model
+        if model.cap is None:
+            model.device_free = self.gpu.limit_bytes
+            model.total = self.gpu.total_bytes
+        return CudaFacade(self.allocator, self.gpu, policy=self.policy, script_dir=script_dir)
+
+
+__all__ = ["SIM_NOTES", "SelectedStream", "SimBackend", "allocator_api", "new_allocator"]
