@@ -49,13 +49,15 @@ provenance (lab.report.provenance):
                                         | "your GPU (<name>)" | "your CPU (small scale)"
                                         | "simulated (full scale, torch 2.13)"
     short_label(result, recorded=False) "H200 recording" | "your GPU" | "simulated (seed)": headers
+    card_name(device name)              "NVIDIA H100 80GB HBM3" -> "H100": a card as labels name it
+    recorded_on(results)                the card(s) recordings were made on: "H200", "H200/H100"
     provenance_of(results, recorded)    the shared label of several results
     allocator_line(allocator)           its peaks, saying whose (the GPU's or sim's model)
     code_path_note(mine, recording)     one line when the runs took other code paths, or None
 """
 
-from .provenance import (allocator_line, code_path_note, provenance, provenance_of,
-                         short_label, short_version)
+from .provenance import (allocator_line, card_name, code_path_note, provenance,
+                         provenance_of, recorded_on, short_label, short_version)
 from .rows import (FIRST, NAMED, Row, check_cells, checks_table, comparison_table, delta_text,
                    difference, peak_text, result_rows, row_of, status_text, step_text, vs_text,
                    with_deltas)
@@ -67,7 +69,7 @@ from .units import (DASH, SIZE_HELP, axis_unit, capacity, elapsed, exact_bytes, 
 __all__ = ["DASH", "allocator_line", "elapsed", "given_gb", "ratio", "FIRST", "NAMED", "Row", "SIZE_HELP", "axis_unit", "capacity", "check_cells",
            "checks_table", "comparison_table", "delta_text", "difference", "exact_bytes",
            "format_bytes", "key_values", "metric", "number", "parse_size", "peak_text", "percent",
-           "provenance", "provenance_of", "result_rows", "row_of", "seconds", "short_label",
+           "provenance", "provenance_of", "recorded_on", "card_name", "result_rows", "row_of", "seconds", "short_label",
            "short_version",
            "signed_bytes", "signed_exact_bytes", "status_text", "step_text", "table",
            "code_path_note", "vs_text", "with_deltas"]

@@ -30,7 +30,7 @@ from lab.playground.compare import Comparison
 from lab.playground.text import comparison_header, comparison_table
 from lab.report import (allocator_line, axis_unit, checks_table, format_bytes, metric, provenance_of,
                         result_rows, table)
-from lab.report.provenance import code_path_note
+from lab.report.provenance import code_path_note, recorded_on
 from lab.report.rows import comparison_table as results_table, delta_note, row_of, with_deltas
 
 Exportable = Union[RunResult, list, Comparison]
@@ -174,13 +174,15 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool,
         source += f", {results[0].scale} scale"
     out = [f"# {title or results[0].lesson}", "", f"Numbers: {source}."]
     if refs:
-        out.append(f"H200 columns: {provenance_of(refs.values(), recorded=True)}.")
+        card = recorded_on(refs.values())  # the card they ran on, read from them
+        out.append(f"{card} columns: {provenance_of(refs.values(), recorded=True)}.")
         note = code_path_note(results, refs.values())  # the one rule (lab.report.provenance)
         if note:
             out.append(note[0])
     ref_rows = {row.name: row for row in with_deltas([row_of(r) for r in refs.values()])}
     rows = result_rows(results)
-    out += ["", results_table(rows, ref_rows or None, markdown=True), ""]
+    out += ["", results_table(rows, ref_rows or None, markdown=True,
+                              reference_label=recorded_on(refs.values())), ""]
     if delta_note(rows):  # a baseline that stopped: what its Δ column means
         out += [f"*{delta_note(rows)}*", ""]
     for r in results:

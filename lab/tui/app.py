@@ -134,19 +134,20 @@ class MemLabApp(App):
             name = getattr(self.gpu, "name", "CUDA GPU")
             total = getattr(self.gpu, "total_bytes", 0)
             head = (("● ", "bold green"), (name, "bold"), f" · {capacity(total)}")
-            return Fit(Text.assemble(*head, " · real CUDA runs; the H200 recordings beside "
-                                     "them"), Text.assemble(*head, " · real CUDA runs"))
+            return Fit(Text.assemble(*head, " · real CUDA runs; the lessons' GPU recordings "
+                                     "beside them"), Text.assemble(*head, " · real CUDA runs"))
         head = (("○ ", "bold yellow"), ("No CUDA GPU", "bold"))
         refs = any(self.reference_root.glob("*/*.json")) if self.reference_root.is_dir() else False
         if not refs:
             return Fit(Text.assemble(*head, " · real CPU runs at small scale, simulation at full "
-                                     "scale (no H200 recordings in this install yet)"),
-                       Text.assemble(*head, " · sim (seed) and CPU (small) runs; no H200 "
+                                     "scale (no GPU recordings in this install yet)"),
+                       Text.assemble(*head, " · sim (seed) and CPU (small) runs; no GPU "
                                      "recordings installed"))
-        return Fit(Text.assemble(*head, " · each lesson's result is its run recorded on an "
-                                 "NVIDIA H200, played back; you can also run it yourself "
-                                 "(simulated at full scale, real on the CPU at small scale)"),
-                   Text.assemble(*head, " · r plays a lesson's H200 recording; y runs it "
+        return Fit(Text.assemble(*head, " · each lesson's result is its run recorded on a GPU "
+                                 "(the lesson names the card), played back; you can also run "
+                                 "it yourself (simulated at full scale, real on the CPU at small "
+                                 "scale)"),
+                   Text.assemble(*head, " · r plays a lesson's GPU recording; y runs it "
                                  "yourself"))
 
     def machine(self) -> Machine:
@@ -318,7 +319,7 @@ class MemLabApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         lesson = screen if isinstance(screen, LessonScreen) else None
         if lesson is not None:
-            yield SystemCommand("Run experiment", "Run every checked variant, or play the H200 "
+            yield SystemCommand("Run experiment", "Run every checked variant, or play the GPU "
                                 "recording without a GPU (r)", lesson.action_run)
             yield SystemCommand("Run it yourself", "Run on this machine (y)",
                                 lesson.action_run_yourself)

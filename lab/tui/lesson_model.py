@@ -48,7 +48,8 @@ class RunPlan:
     scale: str
     gpu_memory: int | None = None
     requested_mode: str = "auto"
-    recorded: bool = False  # the H200 recording played back, not a run on this machine
+    recorded: bool = False  # a recording played back, not a run on this machine
+    card: str = ""  # a playback: the card it was recorded on ("H200", "H100": lab.report.card_name)
     how: str = ""  # provenance of the results when not "recording"/"live": "class" (a workshop)
 
     @property
@@ -73,7 +74,7 @@ class Outcome:
     plan: RunPlan
     results: tuple[RunResult, ...]
     cancelled: bool
-    beside_recording: bool  # the learner's run now sits beside the H200 recording
+    beside_recording: bool  # the learner's run now sits beside the lesson's recording
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ class LessonRun:
     mode: str = "auto"  # as requested: auto | cuda | cpu | sim
     scale: str = "seed"
     resolved: str | None = None  # what `mode` runs as on this machine (None: it cannot)
-    main_recording: bool = False  # no CUDA here and the H200 recorded this lesson: r plays it
+    main_recording: bool = False  # no CUDA here and the lesson was recorded: r plays it
+    card: str = ""  # the card the lesson was recorded on, read from its recordings ("H200")
 
     @classmethod
     def empty(cls, variants: Iterable[str]) -> LessonRun:
@@ -148,6 +150,7 @@ class Settings:
     scale: str
     resolved: str | None
     main_recording: bool | None = None  # None: unchanged
+    card: str | None = None  # the card the lesson's recordings ran on; None: unchanged
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ class Finished:
     plan: RunPlan
     results: tuple[RunResult, ...]
     cancelled: bool
-    recording: ResultSet = field(default_factory=ResultSet)  # the lesson's H200 recordings
+    recording: ResultSet = field(default_factory=ResultSet)  # the lesson's GPU recordings
 
 
 def fold(state: LessonRun, ev: Any) -> LessonRun:
@@ -192,8 +195,9 @@ def fold(state: LessonRun, ev: Any) -> LessonRun:
                        beside=ev.beside.in_order(state.variants), restored=ev.label)
     if isinstance(ev, Settings):
         main = state.main_recording if ev.main_recording is None else ev.main_recording
+        card = state.card if ev.card is None else ev.card
         return replace(state, mode=ev.mode, scale=ev.scale, resolved=ev.resolved,
-                       main_recording=main)
+                       main_recording=main, card=card)
     if isinstance(ev, Begin):
         return replace(state, stage=RUNNING, plan=ev.plan, finished=(), live=(), current=None,
                        position=0, running_now=(), total=len(ev.plan.variants), phase=None,
@@ -267,7 +271,7 @@ def _finished(state: LessonRun, ev: Finished) -> LessonRun:
         new = ResultSet(ev.results, plan.origin).in_order(state.variants)
         if plan.recorded:  # r: the recording (or the instructor's run) leads; yours beside it
             lead, beside = new, state.mine
-        else:  # y, or a GPU's run: your run leads, the H200 recording beside it
+        else:  # y, or a GPU's run: your run leads, the GPU's recording beside it
             recording = ev.recording.in_order(state.variants)
             lead, beside = new, recording
             beside_recording = bool(recording)

@@ -2,9 +2,10 @@
 run of yours takes (and what to tell the learner about the others), the requests the runner
 gets, the GPU capacity a live plot draws, what the quiz and the prediction compare with.
 
-r plays the H200 recording where there is no CUDA GPU and the lesson was recorded (its
-playback is the main result), a served workshop's pushed run first; otherwise r, like y, runs
-the checked variants on this machine. The variant the learner looks at runs first.
+r plays the lesson's GPU recording where there is no CUDA GPU and the lesson was recorded (its
+playback is the main result; the card it ran on is read from the recording), a served
+workshop's pushed run first; otherwise r, like y, runs the checked variants on this machine.
+The variant the learner looks at runs first.
 
 Headless: no Textual, no Rich, no torch (tests/unit/test_lesson_model.py).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from lab.curriculum import Lesson
 from lab.measure.modes import ModeError, mode_info
 from lab.runner.protocol import RunRequest
+from lab.report import card_name, recorded_on
 from lab.report.units import capacity
 
 from .lesson_model import LessonRun, RunPlan
@@ -46,7 +48,7 @@ def resolved_mode(choose_mode, requested: str, scale: str, lesson: Lesson) -> st
 
 
 def recording_set(lesson: Lesson, recordings: dict) -> ResultSet:
-    """The lesson's H200 recordings, as the set a run of yours sits beside."""
+    """The lesson's GPU recordings, as the set a run of yours sits beside."""
     return ResultSet([recordings[v] for v in recorded_variants(lesson, recordings)], RECORDING)
 
 
@@ -55,21 +57,28 @@ def recorded_variants(lesson: Lesson, recordings: dict) -> list[str]:
 
 
 def main_is_recording(has_gpu: bool | None, lesson: Lesson, recordings: dict) -> bool:
-    """No CUDA here, and the H200 recorded this lesson: its playback is the main result."""
+    """No CUDA here, and a GPU recorded this lesson: its playback is the main result."""
     return not has_gpu and bool(recorded_variants(lesson, recordings))
 
 
+def recorded_card(lesson: Lesson, recordings: dict) -> str:
+    """The card this lesson's recordings ran on ("H200", "H100"), read from them; "" if none."""
+    ran = [recordings[v] for v in recorded_variants(lesson, recordings)]
+    return recorded_on(ran) if ran else ""
+
+
 def playback_choice(lesson: Lesson, selected: tuple[str, ...], recordings: dict) -> Choice:
-    """The selected variants the H200 recorded; the others are named (y runs them)."""
+    """The selected variants the GPU recorded; the others are named (y runs them)."""
     recorded = recorded_variants(lesson, recordings)
+    card = recorded_card(lesson, recordings) or "GPU"
     missing = [v for v in selected if v not in recorded and lesson.variant(v).recorded]
     simulated = [v for v in selected if not lesson.variant(v).recorded]
     notices = []
     if missing:
-        notices.append((f"No H200 recording of {', '.join(missing)}: y runs it yourself.",
+        notices.append((f"No {card} recording of {', '.join(missing)}: y runs it yourself.",
                         "warning"))
     if simulated:
-        notices.append((f"{', '.join(simulated)}: simulated, not recorded on the H200 (y runs "
+        notices.append((f"{', '.join(simulated)}: simulated, not recorded on the {card} (y runs "
                         "it in sim).", "information"))
     return Choice(tuple(v for v in selected if v in recorded), tuple(notices))
 
@@ -83,9 +92,9 @@ def live_choice(lesson: Lesson, selected: tuple[str, ...], mode: str) -> Choice:
 
 
 def playback_plan(variants: tuple[str, ...], first, how: str = "") -> RunPlan:
-    """A playback (the H200 recording, or the instructor's run: `how`), as it was recorded."""
+    """A playback (the GPU's recording, or the instructor's run: `how`), as it was recorded."""
     return RunPlan(variants, first.mode, first.scale, None, "class" if how else "recording",
-                   recorded=True, how=how)
+                   recorded=True, how=how, card=card_name(first.device.name))
 
 
 def requests(plan: RunPlan, lesson: Lesson, jobs: int) -> list[RunRequest]:
@@ -148,7 +157,7 @@ def measured_peaks(state: LessonRun) -> dict[tuple[str, str], tuple[int, str]]:
 
 
 def recorded_snapshot(root: Path | str, lesson_id: str, variant: str) -> Path | None:
-    """The H200's allocator snapshot of `variant`, else of any variant of the lesson."""
+    """The recorded allocator snapshot of `variant`, else of any variant of the lesson."""
     folder = Path(root) / lesson_id
     path = folder / f"{variant}.profile.pkl.gz"
     if path.is_file():
@@ -159,5 +168,6 @@ def recorded_snapshot(root: Path | str, lesson_id: str, variant: str) -> Path | 
 
 __all__ = ["Choice", "class_run_label", "live_capacity", "live_choice", "main_is_recording",
            "measured_peaks", "needs_prediction", "playback_choice", "playback_plan",
-           "predict_question", "prediction_truth", "recorded_snapshot", "recorded_variants",
+           "predict_question", "prediction_truth", "recorded_card", "recorded_snapshot",
+           "recorded_variants",
            "recording_set", "requests", "resolved_mode"]

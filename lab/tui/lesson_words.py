@@ -16,6 +16,7 @@ from typing import Iterable
 
 from lab.measure.result import RunResult
 from lab.report import format_bytes
+from lab.report.provenance import with_article
 from lab.report.rows import STATUS_LABEL
 from lab.report.units import given_gb
 
@@ -25,12 +26,22 @@ from .provenance import CLASS
 Words = tuple[tuple[str, str], ...]  # (text, style) pieces; the screen makes them Rich Text
 
 
+def recording(card: str) -> str:
+    """"H200 recording": a recording named by the card it ran on (lab.report.card_name)."""
+    return f"{card} recording" if card else "GPU recording"
+
+
+def on_card(card: str) -> str:
+    """"an H100", "an H200/H100"; "a GPU" when the recordings do not say."""
+    return with_article(card) if card else "a GPU"
+
+
 def live_heading(plan: RunPlan) -> str:
     if plan.how == CLASS:
         return "▶ Playing back your instructor's run…"
     if plan.recorded:
-        return ("▶ Playing back the H200 recording (recorded on an NVIDIA H200, not run on this "
-                "machine)…")
+        return (f"▶ Playing back the {recording(plan.card)} (recorded on {on_card(plan.card)}, "
+                "not run on this machine)…")
     return f"▶ Running on this machine: {plan.mode}, {plan.scale} scale…"
 
 
@@ -41,7 +52,7 @@ def progress_forms(state: LessonRun) -> tuple[Words, ...]:
     if plan is None or state.current is None:
         return ((("Starting…", "bold"),),)
     verb = ("▶ instructor's run: " if plan.how == CLASS else
-            "▶ H200 recording: " if plan.recorded else "▶ ")
+            f"▶ {recording(plan.card)}: " if plan.recorded else "▶ ")
     head: Words = ((verb, "bold"), (state.current, "variant"))
     others = [name for _, name in state.running_now if name != state.current]
     if others:  # side by side (sim: one per core)
@@ -95,17 +106,18 @@ def counts(results: Iterable[RunResult], names: bool = True) -> str:
     return ", ".join(parts)
 
 
-def outcome_words(outcome: Outcome, main_is_recording: bool) -> tuple[Words, ...]:
+def outcome_words(outcome: Outcome, main_is_recording: bool, card: str = "") -> tuple[Words, ...]:
     """After a run: what just happened, in one line, and what to do next; the longest first.
     The shortest says the counts without the variants' names, so it fits 80 columns whatever
-    the lesson calls its variants (the Results tab names them)."""
+    the lesson calls its variants (the Results tab names them). `card`: the lesson's recordings'."""
     plan = outcome.plan
     if outcome.cancelled:
         head, short = "■ Cancelled", "■ Cancelled"
     elif plan.how == CLASS:
         head, short = "▶ Played back your instructor's run", "▶ Instructor's run"
     elif plan.recorded:
-        head, short = "▶ Played back the H200 recording", "▶ H200 recording"
+        head = f"▶ Played back the {recording(plan.card)}"
+        short = f"▶ {recording(plan.card)}"
     else:
         done = all(r.ok for r in outcome.results)
         head = "✔ Your run is done" if done else "Your run ended"
@@ -116,7 +128,7 @@ def outcome_words(outcome: Outcome, main_is_recording: bool) -> tuple[Words, ...
     shortest = ((short, "bold"), (f": {counts(outcome.results, names=False)}", ""))
     then: Words = ()
     if outcome.beside_recording:
-        then = ((" · beside the H200 recording", "dim"),)
+        then = ((f" · beside the {recording(card)}", "dim"),)
     elif plan.recorded and main_is_recording:
         then = ((" · y runs it yourself", "dim"),)
     tail = ((" · Results below; 4 inspects the peak", "dim"),)
@@ -129,9 +141,10 @@ def idle_words(state: LessonRun) -> tuple[Words, ...]:
     if state.main_recording:
         mode = state.resolved or f"{state.mode}: not here"
         yours = f"y runs it yourself ({mode}, {state.scale})"
-        return ((("Ready. ", "bold"), (f"r plays the H200 recording · {yours} · ? help", "dim")),
-                (("Ready. ", "bold"), (f"r plays the H200 recording · {yours}", "dim")),
-                (("r: H200 recording · ", "dim"), (f"y: {mode}, {state.scale}", "dim")))
+        rec = recording(state.card)
+        return ((("Ready. ", "bold"), (f"r plays the {rec} · {yours} · ? help", "dim")),
+                (("Ready. ", "bold"), (f"r plays the {rec} · {yours}", "dim")),
+                ((f"r: {rec} · ", "dim"), (f"y: {mode}, {state.scale}", "dim")))
     mode = state.resolved or state.mode
     return ((("Ready. ", "bold"), (f"r runs every checked variant ({mode}, {state.scale}) · "
                                    "Esc cancels · ? help", "dim")),
@@ -170,11 +183,11 @@ def quiz_notice(score: tuple[int, int] | None) -> str | None:
     return f"Quiz done: {right}/{total} correct" + (" ✔" if right == total else "")
 
 
-def empty_hint(main_is_recording: bool) -> Words:
-    """The Results tab before any result."""
+def empty_hint(main_is_recording: bool, card: str = "") -> Words:
+    """The Results tab before any result; `card`: the one the lesson was recorded on."""
     if main_is_recording:
         return (("No result yet. ", "dim"), ("r", "bold"),
-                (" plays this lesson as recorded on an NVIDIA H200 (you have no CUDA GPU here: "
+                (f" plays this lesson as recorded on {on_card(card)} (you have no CUDA GPU here: "
                  "the recording is the real thing); ", "dim"), ("y", "bold"),
                 (" runs it yourself on this machine (simulated at full size, or for real on the "
                  "CPU at small scale). Predict first: r asks.", "dim"))
@@ -183,4 +196,4 @@ def empty_hint(main_is_recording: bool) -> Words:
 
 
 __all__ = ["Words", "counts", "empty_hint", "idle_words", "live_heading", "outcome_words",
-           "prediction_words", "progress_forms", "quiz_notice", "variant_notice"]
+           "prediction_words", "progress_forms", "quiz_notice", "recording", "variant_notice"]

@@ -28,7 +28,7 @@ def result(variant: str, mode: str = "sim", status: str = "ok", peak: int = 10**
 
 
 RECORDED = ResultSet([result(v, "cuda") for v in VARIANTS], RECORDING)
-PLAYBACK = RunPlan(VARIANTS, "cuda", "seed", recorded=True)
+PLAYBACK = RunPlan(VARIANTS, "cuda", "seed", recorded=True, card="H200")
 
 
 def run(state: LessonRun, plan: RunPlan, results, recording=RECORDED, cancelled=False):
@@ -101,7 +101,7 @@ def test_the_status_line_after_a_run_says_what_just_happened():
     plan = RunPlan(("baseline", "bf16"), "sim", "seed")
     state = run(LessonRun.empty(VARIANTS), plan,
                 [result("baseline"), result("bf16", status="oom")])
-    longest, *_, shortest = outcome_words(state.outcome, main_is_recording=True)
+    longest, *_, shortest = outcome_words(state.outcome, main_is_recording=True, card="H200")
     text = "".join(t for t, _ in longest)
     assert text.startswith("Your run ended (sim, seed scale): 1 ok, 1 OOM (bf16)")
     assert "beside the H200 recording" in text
@@ -109,8 +109,35 @@ def test_the_status_line_after_a_run_says_what_just_happened():
     played = run(LessonRun.empty(VARIANTS), PLAYBACK, RECORDED.results)
     text = "".join(t for t, _ in outcome_words(played.outcome, main_is_recording=True)[0])
     assert text.startswith("▶ Played back the H200 recording: 3 ok") and "y runs it yourself" in text
-    ready = fold(LessonRun.empty(VARIANTS), Settings("auto", "seed", "sim", main_recording=True))
+    ready = fold(LessonRun.empty(VARIANTS), Settings("auto", "seed", "sim", main_recording=True,
+                                                     card="H200"))
     assert "r plays the H200 recording" in "".join(t for t, _ in idle_words(ready)[0])
+
+
+def test_a_lesson_recorded_on_another_card_names_that_card_everywhere():
+    # given a lesson whose recordings ran on an H100 (lesson 27's did), not the course's H200
+    from types import SimpleNamespace as NS
+
+    from lab.tui import lesson_plans as plans
+    from lab.tui.lesson_words import empty_hint, live_heading
+
+    h100 = DeviceInfo("NVIDIA H100 80GB HBM3", "cuda")
+    recordings = {v: RunResult(lesson="l", variant=v, mode="cuda", scale="seed", device=h100,
+                               status="ok", peak=Peak(bytes=10**9)) for v in VARIANTS}
+    lesson = NS(variants=[NS(name=v) for v in VARIANTS])
+    card = plans.recorded_card(lesson, recordings)
+    plan = plans.playback_plan(VARIANTS, recordings["baseline"])
+    # when the screen says what r does, plays it back and says what happened
+    ready = fold(LessonRun.empty(VARIANTS), Settings("auto", "seed", "sim", True, card))
+    played = run(ready, plan, list(recordings.values()))
+    said = [*("".join(t for t, _ in w) for w in idle_words(ready)), live_heading(plan),
+            "".join(t for t, _ in empty_hint(True, card)),
+            *("".join(t for t, _ in w) for w in outcome_words(played.outcome, True, card))]
+    # then every line names the H100, none the H200
+    assert card == plan.card == "H100"
+    assert all("H100" in line for line in said[:5]), said
+    assert not any("H200" in line for line in said), said
+    assert "recorded on an H100" in said[3]
 
 
 def test_restored_results_come_back_in_the_lessons_order():

@@ -180,6 +180,17 @@ def test_provenance_labels():
         "simulated (full scale, torch 2.13)"
 
 
+def test_a_recording_is_named_by_the_card_it_ran_on():
+    from lab.report import card_name, recorded_on, short_label
+
+    assert [card_name(n) for n in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB",
+                                   "NVIDIA GeForce RTX 4090", "Tesla T4", "")] == \
+        ["H200", "H100", "A100", "GeForce RTX 4090", "T4", "GPU"]
+    h100 = _res("cuda", name="NVIDIA H100 80GB HBM3")
+    assert short_label(h100, recorded=True) == "H100 recording"
+    assert recorded_on([_res("cuda"), h100, _res("cuda")]) == "H200/H100"
+
+
 def test_version_note_once_when_versions_differ():
     # recordings that name no code paths: the versions that choose them stand in, said once
     recs = [_res("cuda", transformers_version="5.17.0", variant="baseline", code_paths=None)]

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from lab import challenges as chl
 from lab.reference import load_reference
+from lab.report import recorded_on
 from lab.serve.policy import Refused, served
 
 
@@ -75,7 +76,7 @@ class ChallengeScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title, self.sub_title = "Challenges", "graded in sim · answers recorded on the H200"
+        self.title, self.sub_title = "Challenges", "graded in sim · answers recorded on a GPU"
         if served():
             return
         try:
@@ -133,7 +134,7 @@ class ChallengeScreen(Screen):
         ch = self.current
         if ch is None:
             return
-        recorded = ch.solution_variant in load_reference(ch.lesson.id, self.app.reference_root)
+        recorded = load_reference(ch.lesson.id, self.app.reference_root).get(ch.solution_variant)
         path = chl.copy_path(ch)
         # the learner's own grade first, under the title: at 80x24 the brief fills the pane, and
         # a result below it would be out of sight
@@ -156,10 +157,10 @@ class ChallengeScreen(Screen):
         parts.append(Text(f"Your copy: {path}" if path.is_file() else
                           "Not started: s copies the starting code into your data folder.",
                           style="cyan" if path.is_file() else "dim"))
-        parts.append(Text("A reference solution ran on the H200 (lesson "
+        parts.append(Text(f"A reference solution ran on the {recorded_on([recorded])} (lesson "
                           f"{ch.lesson.key}, variant {ch.solution_variant})" if recorded else
                           f"Reference solution: lesson {ch.lesson.key}, variant "
-                          f"{ch.solution_variant} (H200 recording pending)", style="dim"))
+                          f"{ch.solution_variant} (GPU recording pending)", style="dim"))
         self.query_one("#ch-text", Static).update(Text("\n").join(parts))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -22,9 +22,9 @@ HELP = """\
 |-----|-------|------|
 | `Enter` / `c` | course map | open the lesson / continue where you left off |
 | `k` / `R` | course map | your predictions, lesson by lesson / reset progress (asks first) |
-| `r` | lesson | run every checked variant — without a CUDA GPU: play the lesson's run recorded on an NVIDIA H200 |
+| `r` | lesson | run every checked variant — without a CUDA GPU: play the lesson's run recorded on a GPU (the status line names the card) |
 | `y` | lesson | run it yourself on this machine (no GPU: simulated at seed scale, real CPU at small scale) |
-| `s` | lesson | open the H200's recorded allocator snapshot (when this install has it) |
+| `s` | lesson | open the GPU's recorded allocator snapshot (when this install has it) |
 | `Esc` | lesson | cancel the run; when nothing runs, back to the course map |
 | `n` / `p` | lesson | next / previous lesson |
 | `1`…`5` | lesson | Lesson · Experiment · Results · Inspector · Quiz (a number typed with a point, like `4.4`, goes to the prediction box instead) |
@@ -56,8 +56,8 @@ shown after you answer). The course map's *guess* column and `k` show how close 
   same code on fake tensors: exact bytes at full size, no timing.
 - **Scales**: `seed` is the full size of the tutorials ("seed documents") this course grew
   from — a GPU-sized run; `small` is the same code shrunk to run in seconds on a laptop CPU.
-- Every number says where it came from: *H200 recording* (real CUDA, played back), *your
-  GPU*, *your CPU*, or *simulated*.
+- Every number says where it came from: *H200 recording* (real CUDA on the card it names,
+  played back), *your GPU*, *your CPU*, or *simulated*.
 
 Press `Esc` to close.
 """

@@ -1,4 +1,4 @@
-"""`LessonScreen`: read, predict, run (or play the H200 recording), look, inspect, answer.
+"""`LessonScreen`: read, predict, run (or play the recording), look, inspect, answer.
 
 The screen over its model: it holds one immutable `LessonRun` state (lab/tui/lesson_model.py)
 and folds into it what happens — the controls change, a run starts, the runner streams, a
@@ -46,7 +46,7 @@ class LessonScreen(Screen):
         Binding("r", "run", "Run"), Binding("y", "run_yourself", "Run it yourself"),
         Binding("escape", "cancel_or_back", "Cancel/Back"), Binding("n", "goto(1)", "Next"),
         Binding("p", "goto(-1)", "Prev", show=False),
-        Binding("s", "recorded_snapshot", "H200 snapshot", show=False),
+        Binding("s", "recorded_snapshot", "Recorded snapshot", show=False),
         Binding("full_stop,comma", "typed_number", show=False),
         *[Binding(str(i + 1), f"tab('{t}')", t.capitalize(), show=False) for i, t in enumerate(TABS)],
     ]
@@ -107,7 +107,8 @@ class LessonScreen(Screen):
         auto = plans.resolved_mode(choose, "auto", controls.scale, self.lesson)
         resolved = plans.resolved_mode(choose, controls.mode, controls.scale, self.lesson)
         main = plans.main_is_recording(self.deps.machine().has_gpu, self.lesson, self.recordings)
-        state = self.dispatch(Settings(controls.mode, controls.scale, resolved, main))
+        card = plans.recorded_card(self.lesson, self.recordings)
+        state = self.dispatch(Settings(controls.mode, controls.scale, resolved, main, card))
         controls.set_auto_label(auto or "?")
         controls.set_idle_label("▶ Run yourself" if main else "▶ Run")
         self.refresh_bindings()
@@ -128,7 +129,7 @@ class LessonScreen(Screen):
             progress.reveal(self.lesson.id, *plans.prediction_truth(state, q))
         history = earlier_runs(progress, self.deps.session, self.lesson.id)
         self.query_one(ResultsView).show(ResultsData.of(self.lesson, state, self.lp, q, history),
-                                         self.words(empty_hint(state.main_recording)))
+                                         self.words(empty_hint(state.main_recording, state.card)))
         revealed = bool(state.lead) or bool(self.lp and self.lp.revealed_at)
         self.query_one(LessonText).set_markdown(lesson_markdown(self.lesson, revealed))
         self.refresh_prediction()
@@ -215,7 +216,7 @@ class LessonScreen(Screen):
             self.progress.record_playback(self.lesson.id)  # seen: the map says so
         self.show_results()
         self.query_one(RunStatus).stop(Fit(*(self.words(w) for w in outcome_words(
-            state.outcome, state.main_recording))))
+            state.outcome, state.main_recording, state.card))))
         self.deps.on_progress()
 
     def _draw_live(self, now: bool = False) -> None:
@@ -261,12 +262,12 @@ class LessonScreen(Screen):
             self.app.open_lesson_offset(self.lesson, step)
 
     def action_recorded_snapshot(self) -> None:
-        """Open the H200's allocator snapshot of the inspector's (or the first) variant."""
+        """Open the recorded allocator snapshot of the inspector's (or the first) variant."""
         variant = self.query_one(InspectorView).variant or self.lesson.variants[0].name
         path = plans.recorded_snapshot(self.deps.reference_root, self.lesson.id, variant)
         if path is None:
-            return self.notify("No recorded H200 allocator snapshot for this lesson in this "
-                               "install yet.", severity="warning")
+            return self.notify("No recorded allocator snapshot for this lesson in this install "
+                               "yet.", severity="warning")
         self.app.load_snapshot(str(path))
 
     def _choose(self, name: str, scroll: bool = True, keep: bool = False) -> None:
@@ -291,8 +292,7 @@ class LessonScreen(Screen):
         progress.record_answer(lesson.id, message.index, message.answer, message.correct,
                                len(lesson.quiz))
         done = progress.status(lesson.id) in (QUIZ_PASSED, QUIZ_DONE)
-        notice = quiz_notice(progress.lessons[lesson.id].quiz_score if done else None)
-        if notice:
+        if notice := quiz_notice(progress.lessons[lesson.id].quiz_score if done else None):
             self.notify(notice)
         self.deps.on_progress()
 

@@ -25,7 +25,7 @@ from lab.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.progress import RunRecord
 
-from lab.report import capacity, format_bytes, given_gb, percent, signed_bytes
+from lab.report import capacity, format_bytes, given_gb, percent, recorded_on, signed_bytes
 
 from ..look import variant_rgb
 from ..author_text import one_sentence_a_line
@@ -274,7 +274,8 @@ class ResultsView(VerticalScroll):
                                  "." if not b.recorded else " — not run on this machine.")
             unrecorded = [r.variant for r in lead.results if not recorded_variant(lesson, r.variant)]
             if beside.is_recording and unrecorded:  # a variant of sim only (lesson.toml: modes = ["sim"])
-                note.append(f" {', '.join(unrecorded)}: simulated, not recorded on the H200.",
+                note.append(f" {', '.join(unrecorded)}: simulated, not recorded on the "
+                            f"{recorded_on(beside.results)}.",
                             style="dim")
             self.query_one("#beside", TimelinePlot).set_series(
                 series_of(lesson, beside), plot_title(beside), capacity_of(beside.results))

@@ -1,9 +1,9 @@
 """`RunDriver`: starts a lesson's run the way r and y ask, follows it off the UI thread, and posts
 what happens up to the screen.
 
-r plays the H200 recording where there is no CUDA GPU and the lesson was recorded (its playback
-is the main result), a served workshop's pushed run first; otherwise r, like y, runs the checked
-variants on this machine (lab/tui/lesson_plans.py decides, headless). Before the first result of
+r plays the lesson's GPU recording where there is no CUDA GPU and the lesson was recorded (its
+playback is the main result), a served workshop's pushed run first; otherwise r, like y, runs
+the checked variants on this machine (lab/tui/lesson_plans.py decides, headless). Before the first result of
 a lesson with a predict-the-peak question it asks for the prediction (`PredictScreen`); a CPU run
 at seed scale is confirmed first. Then one path for every kind of run: a thread worker hands the
 requests to the one run loop (lab.runner.loop.run_all) and posts its events as messages
@@ -28,6 +28,7 @@ from lab.serve.policy import lesson_refusal
 
 from .. import lesson_plans as plans
 from ..lesson_model import LessonRun, RunPlan, run_order
+from ..lesson_words import recording
 from ..messages import RunFinished, RunProgress, RunStarted, VariantFinished
 from ..provenance import CLASS
 
@@ -50,13 +51,13 @@ class RunDriver(Widget):
 
     # ---- what r and y do (calls down from the screen) -------------------------------------------
     def run(self, state: LessonRun, chosen: str, controls) -> None:
-        """r: the instructor's run (a workshop), the H200 recording (no GPU here), or yours."""
+        """r: the instructor's run (a workshop), the GPU's recording (no GPU here), or yours."""
         if self._busy(state):
             return
         if self.class_variants() and not state.class_run_shown:
             self._ask(lambda: self.play_class_run(state))
         elif state.main_recording:
-            self._ask(lambda: self._play_recording(chosen, controls), "the H200 recording plays")
+            self._ask(lambda: self._play_recording(chosen, controls), self._plays(state))
         elif not self._refused():
             self._ask(lambda: self._run_live(chosen, controls))
 
@@ -68,10 +69,14 @@ class RunDriver(Widget):
     def typed(self, state: LessonRun, chosen: str, controls, prefill: str) -> None:
         """A prediction typed on the screen: what r would do, the box opened with it."""
         if state.main_recording:
-            self._ask(lambda: self._play_recording(chosen, controls), "the H200 recording plays",
-                      prefill)
+            self._ask(lambda: self._play_recording(chosen, controls), self._plays(state), prefill)
         else:
             self._ask(lambda: self._run_live(chosen, controls), prefill=prefill)
+
+    @staticmethod
+    def _plays(state: LessonRun) -> str:
+        """What the prediction box says happens next: "the H100 recording plays"."""
+        return f"the {recording(state.card)} plays"
 
     def cancel(self) -> None:
         self._cancel.set()
