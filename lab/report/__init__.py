@@ -63,12 +63,13 @@ from .rows import (FIRST, NAMED, Row, check_cells, checks_table, comparison_tabl
                    with_deltas)
 from .tables import key_values, table
 from .units import (DASH, SIZE_HELP, axis_unit, capacity, elapsed, exact_bytes, format_bytes,
-                    given_gb, metric, number, parse_size, percent, ratio, seconds, signed_bytes,
+                    given_gb, metric, number, parse_size, percent, ratio, rough_percent, seconds,
+                    signed_bytes,
                     signed_exact_bytes)
 
 __all__ = ["DASH", "allocator_line", "elapsed", "given_gb", "ratio", "FIRST", "NAMED", "Row", "SIZE_HELP", "axis_unit", "capacity", "check_cells",
            "checks_table", "comparison_table", "delta_text", "difference", "exact_bytes",
-           "format_bytes", "key_values", "metric", "number", "parse_size", "peak_text", "percent",
+           "format_bytes", "key_values", "metric", "number", "parse_size", "peak_text", "percent", "rough_percent",
            "provenance", "provenance_of", "recorded_on", "card_name", "result_rows", "row_of", "seconds", "short_label",
            "short_version",
            "signed_bytes", "signed_exact_bytes", "status_text", "step_text", "table",

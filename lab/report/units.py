@@ -117,6 +117,18 @@ def percent(frac: float | None, signed: bool = True) -> str:
     return f"{sign}{text}%"
 
 
+def rough_percent(frac: float | None) -> str:
+    """A guess's distance from the result, in whole percents for a narrow column: 0.25 -> '+25%',
+    -0.18 -> '−18%', 4.5e-5 -> '<1%' (a prediction that close is right: its digits say nothing),
+    0 -> '±0%', 12.5 -> '+1250%'."""
+    if frac is None or (isinstance(frac, float) and math.isnan(frac)):
+        return DASH
+    whole = round(abs(frac) * 100)
+    if whole == 0:
+        return "<1%" if frac else "±0%"
+    return f"{'+' if frac > 0 else MINUS}{whole:,}%"
+
+
 def capacity(n: int | None) -> str:
     """A GPU's size, said once in both units: GB (the lab's) with GiB beside it, the unit PyTorch's
     own messages use ("139.80 GiB total capacity" in an OOM), so the two can be matched.
@@ -213,4 +225,4 @@ def axis_unit(top: int | float) -> tuple[str, float]:
 
 __all__ = ["DASH", "MINUS", "SIZE_HELP", "as_given", "axis_unit", "capacity", "elapsed", "exact_bytes",
            "format_bytes", "given_gb", "is_bytes_metric", "metric", "number", "parse_size",
-           "percent", "ratio", "seconds", "signed_bytes", "signed_exact_bytes"]
+           "percent", "ratio", "rough_percent", "seconds", "signed_bytes", "signed_exact_bytes"]

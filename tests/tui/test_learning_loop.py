@@ -205,7 +205,7 @@ async def test_a_prediction_is_committed_once_and_quiz_answers_are_final(split_c
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, HomeScreen)
-        assert "−0.0045%" in str(app.screen.query_one("#lessons").get_row_at(0)[2])
+        assert "<1%" in str(app.screen.query_one("#lessons").get_row_at(0)[2])  # 5 cells: whole %
         await pilot.press("k")
         await pilot.pause()
         assert isinstance(app.screen, CalibrationScreen)

@@ -238,7 +238,7 @@ async def test_no_reference_without_cuda_is_said_plainly_and_none_with_cuda():
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause()
-        assert "no H200 recordings in this install" in text_of(app.screen, "#banner")
+        assert "no GPU recordings in this install" in text_of(app.screen, "#banner")
     app = make_app(references=REFERENCE)
     app.gpu = type("Gpu", (), {"name": "NVIDIA H200", "total_bytes": 150_117_679_104})()
     app._detect = False

@@ -21,7 +21,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Static
 from lab.curriculum import Course, Lesson
 from lab.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, QUIZ_PASSED, RUN, SEEN, Progress
 
-from lab.report import percent
+from lab.report import rough_percent
 from ..widgets.fit import Fit
 
 STATUS_TEXT = {
@@ -67,7 +67,7 @@ def guess_text(lp) -> Text:
     err = lp.calibration_error
     if err is None:
         return Text("made", style="dim")
-    return Text(percent(err), style="green" if abs(err) <= 0.1 else "yellow")
+    return Text(rough_percent(err), style="green" if abs(err) <= 0.1 else "yellow")
 
 
 def status_text(progress: Progress, lesson_id: str) -> Text:
@@ -206,6 +206,8 @@ class HomeScreen(Screen):
             head = f"▶ {verb}: {target.key} "
             room = self.app.size.width - 2 - 2 - len(self._summary()[-1]) - len(head)
             button.label = head + short_title(target, room)
+            button.refresh(layout=True)  # a label is no layout reactive: a shorter one kept the
+            # wider button of a wider terminal, and the counters beside it got no room
 
     def on_screen_resume(self) -> None:
         self.refresh_view()
