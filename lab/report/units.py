@@ -117,16 +117,17 @@ def percent(frac: float | None, signed: bool = True) -> str:
     return f"{sign}{text}%"
 
 
-def rough_percent(frac: float | None) -> str:
-    """A guess's distance from the result, in whole percents for a narrow column: 0.25 -> '+25%',
-    -0.18 -> '−18%', 4.5e-5 -> '<1%' (a prediction that close is right: its digits say nothing),
-    0 -> '±0%', 12.5 -> '+1250%'."""
+def rough_percent(frac: float | None, signed: bool = True) -> str:
+    """A guess's distance from the result, in whole percents (the course map's narrow column, the
+    predictions screen and the Results tab say it alike): 0.25 -> '+25%', -0.18 -> '−18%',
+    4.5e-5 -> '<1%' (a prediction that close is right: more digits say nothing), 0 -> '±0%',
+    12.5 -> '+1,250%'."""
     if frac is None or (isinstance(frac, float) and math.isnan(frac)):
         return DASH
     whole = round(abs(frac) * 100)
     if whole == 0:
-        return "<1%" if frac else "±0%"
-    return f"{'+' if frac > 0 else MINUS}{whole:,}%"
+        return "<1%" if frac else ("±0%" if signed else "0%")
+    return f"{('+' if frac > 0 else MINUS) if signed else ''}{whole:,}%"
 
 
 def capacity(n: int | None) -> str:

@@ -108,7 +108,7 @@ async def test_prediction_before_the_run_shows_the_gap_to_the_measurement():
         await run_and_wait(pilot, prediction="4")  # r asks first; 4 GB, Enter
         line = text_of(app.screen, "#prediction")
         assert "Your prediction: 4 GB" in line and "committed before the run" in line
-        assert "simulated (seed): 4.40 GB; your guess was off by −400.20 MB (−9.1%)" in line
+        assert "simulated (seed): 4.40 GB; your guess was off by −400.20 MB (−9%)" in line
         # the quiz's predict question holds the committed prediction and compares it too
         await pilot.press("5")
         assert app.screen.query_one(f"#q{PREDICT}-gb", Input).value == "4"

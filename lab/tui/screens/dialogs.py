@@ -11,7 +11,7 @@ from textual.widgets import Button, Label, Markdown, Static
 
 from lab.curriculum import predicted_answer_gb
 
-from lab.report import DASH, format_bytes, percent
+from lab.report import DASH, format_bytes, rough_percent
 from lab.report.units import given_gb
 from ..widgets.fit import Col, FitTable
 
@@ -173,12 +173,12 @@ def calibration_table(course, progress) -> FitTable | Text:
                         style="green" if ok else "yellow")
         table_rows.append([name, given_gb(lp.prediction_gb),
                            format_bytes(int(truth * 1e9)) if truth else DASH,
-                           source, percent(err) if err is not None else "—", mark])
+                           source, rough_percent(err), mark])
     caption = None
     if errors:
         errors.sort()
         caption = (f"{len(errors)} prediction(s) made before the result: median off by "
-                   f"{percent(errors[len(errors) // 2], signed=False)}")
+                   f"{rough_percent(errors[len(errors) // 2], signed=False)}")
     return FitTable("Your predictions of the peak, lesson by lesson", cols, table_rows,
                     caption=caption)
 

@@ -111,9 +111,10 @@ class SnapshotViewScreen(Screen):
         Binding("right", "move(1)", "→", show=False, priority=True),
         Binding("shift+left", "move(-20)", "← ×20", show=False, priority=True),
         Binding("shift+right", "move(20)", "→ ×20", show=False, priority=True),
+        # short labels: at 80 columns the footer keeps every key, q quit included
         Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
-        Binding("minus", "zoom(2)", "zoom out"),
-        Binding("0", "reset", "whole run"),
+        Binding("minus", "zoom(2)", "out"),
+        Binding("0", "reset", "all"),
         Binding("p", "peak", "peak"),
         Binding("o", "next_oom", "next OOM"),
         Binding("escape", "back", "back"),

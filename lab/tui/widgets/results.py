@@ -25,7 +25,7 @@ from lab.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.progress import RunRecord
 
-from lab.report import capacity, format_bytes, given_gb, percent, recorded_on, signed_bytes
+from lab.report import capacity, format_bytes, given_gb, recorded_on, rough_percent, signed_bytes
 
 from ..look import variant_rgb
 from ..author_text import one_sentence_a_line
@@ -151,7 +151,7 @@ def prediction_text(data: ResultsData) -> Text | None:
             text.append(f"{rs.source.short}: {format_bytes(r.peak.bytes)}; your guess was off by "
                         f"{signed_bytes(gap)}")
             if r.peak.bytes:
-                text.append(f" ({percent(gap / r.peak.bytes)})")
+                text.append(f" ({rough_percent(gap / r.peak.bytes)})")
             text.append(".")
             return text
     text.append(f"Run {variant} at {scale} scale to compare.", style="dim")
