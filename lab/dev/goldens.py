@@ -197,6 +197,34 @@ def run_probed(e: Entry | PlainEntry) -> tuple[dict[str, Any], list[str], bool]:
     return fields, probe.taken(fields), probe.used_transformers
 
 
+def run_probed_by_name(name: str) -> tuple[dict[str, Any], list[str], bool]:
+    """`run_probed` of the entry called `name`: a picklable call, for a process of its own."""
+    return run_probed(entry(name))
+
+
+def run_probed_apart(name: str) -> tuple[dict[str, Any], list[str], bool]:
+    """`run_probed` in a fresh child forked from a forkserver that imported only the lab: what
+    an earlier run in this process left behind (a global hook, a patch, a reference held) cannot
+    move a golden's numbers. The lab's own runs get the same from the runner's forked workers."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=_forkserver()) as pool:
+        return pool.submit(run_probed_by_name, name).result()
+
+
+_FORKSERVER = None
+
+
+def _forkserver():
+    global _FORKSERVER
+    if _FORKSERVER is None:
+        import multiprocessing
+
+        _FORKSERVER = multiprocessing.get_context("forkserver")
+        _FORKSERVER.set_forkserver_preload(["lab.dev.goldens", "lab.dev.sim_probe", "torch"])
+    return _FORKSERVER
+
+
 def _record_plain(e: PlainEntry):
     from lab.workloads import parse_combo
     from lab.workloads.fit_sim import sim_recorder

@@ -178,12 +178,23 @@ def test_05_the_formula_predicts_the_saved_bytes_in_cpu_mode(variant):
     res = measured("05", variant)
     assert res.status == "ok", res.error
     assert res.checks, "every variant has its formula check"
-    for c in res.checks:  # the CPU kernels are the ones the formula was derived from: exact
-        assert c.measured_bytes == c.expected_bytes, c
+    p = LESSONS["05"].params("small")
+    for c in res.checks:  # the CPU kernels save what the formula counts, but for LayerNorm's dtype
+        assert c.measured_bytes == c.expected_bytes - bf16_norm_stats_saving(variant, p), c
 
 
 SEQ_PARAM = {"baseline": "seq", "short": "short_seq", "long": "long_seq",
              "longest": "longest_seq", "math": "seq", "math_longest": "longest_seq", "gpt2": "seq"}
+
+
+def bf16_norm_stats_saving(variant: str, p: dict) -> int:
+    """What the CPU's LayerNorm saves less than CUDA's: on a bf16 input the CPU kernel keeps
+    mean and rstd in bf16 (2 + 2 B a token), CUDA's in fp32 (4 + 4 B), the formula's count.
+    Sim takes the CPU kernel's dtype here today. GPT-2 has two LayerNorms a layer; Qwen2's
+    RMSNorm computes its rsqrt in fp32 in Python on every device."""
+    if variant != "gpt2":
+        return 0
+    return p["gpt2_layers"] * p["batch"] * p[SEQ_PARAM[variant]] * 2 * 4
 
 
 def sim_mask_extra(variant: str, p: dict) -> int:
@@ -208,7 +219,8 @@ def test_05_sim_is_the_formula_plus_its_known_mask_detour(variant):
         if variant.startswith("math"):  # the math path adds a mask in place: nothing extra saved
             assert c.measured_bytes == c.expected_bytes, c
         else:  # exact once sim takes CUDA's attention path; until then, the detour and no more
-            assert c.measured_bytes in (c.expected_bytes, c.expected_bytes + sim_mask_extra(variant, p)), c
+            exact = c.expected_bytes - bf16_norm_stats_saving(variant, p)
+            assert c.measured_bytes in (exact, exact + sim_mask_extra(variant, p)), c
 
 
 ACTIVATION_RECORDED = sorted(load_reference("activation-memory").items())

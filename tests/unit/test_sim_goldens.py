@@ -287,7 +287,7 @@ def test_a_renamed_function_fails_the_probe_by_its_mechanism(monkeypatch):
 def test_sim_equals_its_golden_and_meets_the_h200_bars(name):
     e = G.entry(name)
     golden = _golden(e)
-    fields, mechanisms, used_tf = G.run_probed(e)
+    fields, mechanisms, used_tf = G.run_probed_apart(name)  # no earlier test's leftovers
 
     problems = H.h200_misses(e, fields, H.baseline_golden_peak(e))
     here, made = G.versions(), golden["made_with"]
