@@ -89,7 +89,7 @@ def main() -> None:
     if args.check:
         check([fixture_run(json.loads(line)) for line in gzip.open(whole, "rt")])
         return
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     lesson = load_course().find(LESSON)
     out.mkdir(parents=True, exist_ok=True)

@@ -40,8 +40,8 @@ def main(argv=None) -> int:
     os.environ["MEMLAB_HOME"] = tempfile.mkdtemp(prefix="memlab-course-")
     os.environ.pop("MEMLAB_RUNNER", None)
 
-    from lab.curriculum import load_course
-    from lab.reference import load_reference
+    from lab.course.curriculum import load_course
+    from lab.course.reference import load_reference
     from lab.runner import remote
     from lab.runner.client import SubprocessRunner
     from lab.runner.loop import run_all
@@ -50,8 +50,8 @@ def main(argv=None) -> int:
 
     course = load_course()
     lessons = [course.find(x) for x in args.lessons] if args.lessons else list(course.lessons)
-    tasks = [(lesson, RunRequest(str(lesson.path), v.name, mode=args.mode, scale=args.scale,
-                                 timing=not args.no_timing, timeout_s=lesson.timeout_s))
+    tasks = [(lesson, RunRequest.for_lesson(lesson, v.name, args.mode, args.scale,
+                                            timing=not args.no_timing))
              for lesson in lessons if args.mode in lesson.modes for v in lesson.variants]
     gpus = 0
     if args.direct and args.mode == "cuda":

@@ -44,7 +44,7 @@ record() {
   local id=$1 key=$2 log=$3; shift 3
   local want=("$@") missing=0 v
   if [ ${#want[@]} -eq 0 ]; then
-    mapfile -t want < <(python3 -c "from lab.curriculum import load_course
+    mapfile -t want < <(python3 -c "from lab.course.curriculum import load_course
 print('\n'.join('--variant\n' + v.name for v in load_course().find('$key').variants))")
   fi
   for v in "${want[@]}"; do

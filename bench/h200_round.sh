@@ -11,6 +11,7 @@
 #     NN           record lesson NN: every variant, cuda, seed scale, a GPU of its own
 #                  (--exclusive), into DIR/reference (04 also writes its memory snapshots)
 #     traces       lesson 23's allocator traces (bench/allocator_settings_traces.py)
+#     streams      side-stream allocator traces (bench/stream_traces.py, issue 42) into DIR/traces
 #     gputests     `pytest -m cuda tests/gpu` against assets/reference with DIR/reference over it
 #
 # Lessons record with the device's own transformers (5.17, as every recording); the ground truth
@@ -40,7 +41,7 @@ esac
 memlab() { PYTHONPATH=$LAB_PATH python3 -m lab.cli "$@"; }
 
 lesson_id() {
-  PYTHONPATH=$ROOT python3 -c "from lab.curriculum import load_course; print(load_course().find('$1').id)"
+  PYTHONPATH=$ROOT python3 -c "from lab.course.curriculum import load_course; print(load_course().find('$1').id)"
 }
 
 # every variant of lesson $1 saved with a status that measured something (ok, or its oom)?
@@ -48,7 +49,7 @@ lesson_done() {
   PYTHONPATH=$ROOT python3 - "$1" "$DIR/reference" <<'EOF'
 import json, sys
 from pathlib import Path
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 lesson = load_course().find(sys.argv[1])
 folder = Path(sys.argv[2]) / lesson.id
 ok = all((folder / f"{v.name}.json").is_file()
@@ -98,6 +99,15 @@ for step in "$@"; do
         rc=$?
         cp tests/fixtures/h200_allocator_settings_traces.json.gz "$DIR/traces/" 2>/dev/null
         say "traces: rc=$rc in $((SECONDS - t0)) s; $(tail -n 2 "$DIR/logs/traces.txt" | tr '\n' '|')"
+      fi ;;
+    streams)
+      if [ -f "$DIR/traces/stream_traces.json.gz" ]; then
+        say "streams: recorded already, skipped"
+      else
+        mkdir -p "$DIR/traces"; t0=$SECONDS
+        PYTHONPATH=$LAB_PATH timeout 150 python3 bench/stream_traces.py --out "$DIR/traces" \
+          > "$DIR/logs/streams.txt" 2>&1
+        say "streams: rc=$? in $((SECONDS - t0)) s; $(tail -n 5 "$DIR/logs/streams.txt" | tr '\n' '|')"
       fi ;;
     gputests)
       rm -rf "$DIR/merged"; cp -r assets/reference "$DIR/merged"; cp -r "$DIR/reference/." "$DIR/merged/"

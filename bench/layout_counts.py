@@ -41,10 +41,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("session", ["session"]),
     ("backends", ["backends", "backends.*", "sim.backend"]),
     ("sim", ["sim", "sim.*"]),
-    ("engine", ["tracker", "tracker_*", "result_parts", "snapshot", "timing", "cuda", "device",
-                "distributed", "ddp"]),
+    ("engine", ["tracker", "tracker_*", "result_parts", "snapshot", "timing", "cuda_allocator",
+                "cuda", "device", "distributed", "ddp"]),
     ("base", ["trace", "result", "result_schema", "schema", "modes", "counters",
-              "snapshot_format", "formula", "versions", "torch_compat"]),
+              "snapshot_format", "formula", "versions", "torch_compat", "spec"]),
 ]
 SIM_LAYERS: list[tuple[str, list[str]]] = [
     ("sim: what runs", ["facade", "facade.*", "dispatch", "dispatch.*", "ranks", "versions",
@@ -199,6 +199,15 @@ def private_torch(root: Path) -> dict[str, list[tuple[int, str]]]:
     return found
 
 
+def taught(root: Path) -> set[tuple[str, str]]:
+    """(lesson folder, use) a lesson shows by its torch name: the checkout's TAUGHT, if any."""
+    tree = ast.parse((root / "tests" / "unit" / "test_torch_compat.py").read_text())
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "TAUGHT" for t in n.targets):
+            return set(ast.literal_eval(n.value))
+    return set()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkout", nargs="?", default=str(HERE))
@@ -214,6 +223,9 @@ def main() -> None:
     torch_priv = private_torch(root)
     in_lab = sum(len(v) for k, v in torch_priv.items() if k.startswith("lab"))
     in_lessons = sum(len(v) for k, v in torch_priv.items() if k.startswith("lessons"))
+    named = taught(root)
+    as_taught = sum(1 for k, v in torch_priv.items() if k.startswith("lessons")
+                    for _, what in v if (Path(k).parts[1], what) in named)
     head = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%h %cs"],
                           capture_output=True, text=True).stdout.strip()
     print(f"# lab/measure's layout: {root} ({head or 'not a git checkout'})")
@@ -225,7 +237,8 @@ def main() -> None:
     print(f"engine -> sim imports                      {len(e2s):5}")
     print(f"sim -> engine private names                {len(priv):5}")
     print(f"private torch outside torch_compat, lab/   {in_lab:5}")
-    print(f"private torch outside torch_compat, lessons/ {in_lessons:3}")
+    print(f"private torch outside torch_compat, lessons/ {in_lessons:3}"
+          + (f"  ({as_taught} taught by name: test_torch_compat.TAUGHT)" if as_taught else ""))
     if unplaced:
         print(f"modules LAYERS does not place: {', '.join(unplaced)}")
     if args.edges:

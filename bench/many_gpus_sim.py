@@ -4,7 +4,7 @@
     python bench/many_gpus_sim.py --gpus 2,4,8,64,1024 --capacity 24GB,40GB,80GB --json out.json
     python bench/many_gpus_sim.py --gpus 1024 --variant fsdp --variant zero1
 
-Each (N, variant) is one `measure_variant(..., mode="sim")` in this process: the fake process
+Each (N, variant) is one sim run in this process (the worker's path: `measure_request`): the fake process
 group makes this process rank 0 of N (lab/measure/distributed.py), the model is Qwen2-1.5B at
 lesson 22's seed sizes (batch 2 × 1,024 tokens per rank, fp32, AdamW). The bar (issue 13): 8 and
 1,024 ranks in under a minute each on a 2-core machine — the `s` column, worker start-up not
@@ -35,11 +35,11 @@ def main() -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = ap.parse_args()
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.measure.distributed import extrapolation_note
-    from lab.measure.measure import measure_variant
+    from lab.runner.protocol import RunRequest
     from lab.report.units import format_bytes, parse_size
-    from lab.runner.worker import load_experiment
+    from lab.runner.worker import load_experiment, measure_request
 
     lesson = next(l for l in load_course().lessons if l.id == "many-gpus")
     module = load_experiment(str(lesson.experiment_path))
@@ -52,10 +52,10 @@ def main() -> int:
           + " ".join(f"{c:>6}" for c, _ in caps) + "  (fits?)")
     for n in ns:
         for v in variants:
-            params = {**lesson.params(args.scale), "world_size": n}
             t = time.perf_counter()
-            r = measure_variant(getattr(module, v), lesson=lesson.id, variant=v, mode="sim",
-                                scale=args.scale, params=params, timing=False)
+            r = measure_request(RunRequest.for_lesson(lesson, v, "sim", args.scale, timing=False,
+                                                      overrides={"world_size": n}),
+                                getattr(module, v))
             s = time.perf_counter() - t
             fits = ["yes" if r.ok and r.peak.bytes <= b else "no" for _, b in caps]
             rows.append({"gpus": n, "variant": v, "status": r.status, "seconds": round(s, 2),

@@ -286,7 +286,7 @@ def job_trace(cpu: bool, key: str, variant: str, overrides: dict) -> dict:
     """One lesson variant, tracked, with the allocator's own history (no stacks: fast)."""
     import torch
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.measure.measure import is_oom
     from lab.measure.session import Session
     from lab.measure.tracker import TensorTracker

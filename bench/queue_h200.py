@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     if args.mode == "cuda":
         os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner import remote
     from lab.runner.client import SubprocessRunner
     from lab.runner.peaks import need_for
@@ -96,8 +96,7 @@ def main(argv=None) -> int:
     from lab.runner.remote import ServiceRunner
 
     lesson = load_course().find(args.lesson)
-    req = RunRequest(str(lesson.path), args.variant, mode=args.mode, scale=args.scale,
-                     timeout_s=lesson.timeout_s)
+    req = RunRequest.for_lesson(lesson, args.variant, args.mode, args.scale)
     runner = ServiceRunner(fallback=SubprocessRunner())
     out = {"lesson": lesson.id, "variant": args.variant, "mode": args.mode, "scale": args.scale,
            "gpu": args.gpu, "need": repr(need_for(req)), "runs": args.runs}

@@ -85,15 +85,14 @@ def main(argv=None) -> int:
     os.environ["MEMLAB_HOME"] = tempfile.mkdtemp(prefix="memlab-bench-")
     os.environ.pop("MEMLAB_RUNNER", None)
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.runner import remote
     from lab.runner.client import SubprocessRunner
     from lab.runner.protocol import RunRequest
     from lab.runner.remote import ServiceRunner
 
     lesson = load_course().find(args.lesson)
-    reqs = [RunRequest(str(lesson.path), v.name, mode=args.mode, scale=args.scale,
-                       timeout_s=lesson.timeout_s) for v in lesson.variants]
+    reqs = [RunRequest.for_lesson(lesson, v.name, args.mode, args.scale) for v in lesson.variants]
     want = set(args.only or ["direct", "cold", "warm", "parallel"])
     out = {"machine": {"cores": os.cpu_count(), "load": os.getloadavg()}, "lesson": lesson.id,
            "mode": args.mode, "scale": args.scale, "bare_import_s": bare_import(args.repeat),

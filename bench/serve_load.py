@@ -221,7 +221,7 @@ class Learner:
 def progress_of(workshop: Path, name: str) -> dict:
     """What the learner's progress file says about lesson 01 (read only: the class view's
     parser, which never repairs)."""
-    from lab.progress import parse
+    from lab.course.progress import parse
 
     try:
         text = (workshop / "learners" / name / "progress.jsonl").read_text()

@@ -80,7 +80,7 @@ def _child(args: list[str]) -> dict:
 
 
 def lessons_of(keys: list[str] | None):
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     course = load_course()
     return [course.find(k) for k in (keys or DEFAULT_LESSONS)]
@@ -96,8 +96,8 @@ def child_main(argv: list[str]) -> None:
         steps["import torch"] = clock() - c
         c = clock()
         from lab.measure import measure
-        import lab.curriculum  # noqa: F401
-        steps["import lab.measure, lab.curriculum"] = clock() - c
+        import lab.course.curriculum  # noqa: F401
+        steps["import lab.measure, lab.course.curriculum"] = clock() - c
         c = clock()
         import transformers
         for name in ("GPT2LMHeadModel", "Qwen2ForCausalLM", "AutoModelForCausalLM"):
@@ -123,9 +123,9 @@ def child_main(argv: list[str]) -> None:
                           "calls": sum(split.calls.values()),
                           "wrapper_s": measure_wrapper_cost() * sum(split.calls.values())}))
         return
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner import worker
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     lesson = load_course().find(argv[1])
     out = []
@@ -133,19 +133,9 @@ def child_main(argv: list[str]) -> None:
     for v in argv[2:]:
         c = clock()
         with TimeSplit() as split:
-            env = dict(lesson.variant(v).env)
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            fn = getattr(worker.load_experiment(str(lesson.experiment_path)), v)
-            r = measure_variant(fn, lesson=lesson.id, variant=v, mode="sim", scale="seed",
-                                params=lesson.params("seed"), checks=list(lesson.checks),
+            r = measure_request(RunRequest.for_lesson(lesson, v, "sim", "seed"),
                                 emit=lambda msg: None)
             json.dumps(r.to_dict())
-            for k, old in saved.items():
-                if old is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = old
         calls = sum(split.calls.values())
         out.append({"variant": v, "status": r.status, "cpu_s": clock() - c,
                     "split": split.seconds(), "model_s": sum(s for p, s in split.phases.items()
@@ -212,7 +202,7 @@ def cmd_lessons(args) -> None:
           f"median of 3 fresh processes: {bare:.2f} s")
     service = ServiceRunner(fallback=SubprocessRunner())
     summary, digests = [], {}
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     chosen = load_course().lessons if args.all else lessons_of(args.lesson)
     try:
@@ -220,9 +210,7 @@ def cmd_lessons(args) -> None:
             remote.stop_service()
             _ready_service()
             side = {"background": True} if jobs > 1 and "background" in RunRequest.__dataclass_fields__ else {}
-            reqs = [RunRequest(str(lesson.path), v.name, mode="sim", scale="seed",
-                               timeout_s=lesson.timeout_s, ranks=lesson.ranks("seed", "sim"),
-                               **(side if i else {}))
+            reqs = [lesson_request(RunRequest, lesson, v.name, **(side if i else {}))
                     for i, v in enumerate(lesson.variants)]
             before, t0, done = load(), time.perf_counter(), []
             run_all(service, reqs, jobs=jobs, announce=True,
@@ -253,6 +241,15 @@ def cmd_lessons(args) -> None:
         first, total = firsts[len(firsts) // 2], totals[len(totals) // 2]
         print(f"{key:8} {first:8.2f} {total:8.2f} {total / bare:17.1f}x")
     print(load())
+
+
+def lesson_request(RunRequest, lesson, variant: str, **kw):
+    """A sim request at seed scale for `variant`, as this checkout's runner takes it (older
+    checkouts, which this file may be copied into, had no RunRequest.for_lesson)."""
+    if hasattr(RunRequest, "for_lesson"):
+        return RunRequest.for_lesson(lesson, variant, "sim", "seed", **kw)
+    return RunRequest(str(lesson.path), variant, mode="sim", scale="seed",
+                      timeout_s=lesson.timeout_s, ranks=lesson.ranks("seed", "sim"), **kw)
 
 
 def bare_import_s(n: int = 3) -> float:
@@ -334,9 +331,9 @@ def cmd_fingerprint(args) -> None:
         print(f"{len(old)} variants before, {len(new)} after, {len(set(old) & set(new))} in both; "
               f"moved: {moved or 'none'}")
         return
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment, warm_up
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request, warm_up
 
     warm_up()
     course = load_course()
@@ -344,17 +341,7 @@ def cmd_fingerprint(args) -> None:
     out = {}
     for lesson in chosen:
         for v in lesson.variants:
-            env = dict(v.env)
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            fn = getattr(load_experiment(str(lesson.experiment_path)), v.name)
-            r = measure_variant(fn, lesson=lesson.id, variant=v.name, mode="sim", scale="seed",
-                                params=lesson.params("seed"), checks=list(lesson.checks))
-            for k, o in saved.items():
-                if o is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = o
+            r = measure_request(RunRequest.for_lesson(lesson, v.name, "sim", "seed"))
             out[f"{lesson.key}:{v.name}"] = digest(r)
             print(f"{lesson.key}:{v.name} {r.status} {out[f'{lesson.key}:{v.name}'][:12]}",
                   flush=True)
@@ -375,15 +362,12 @@ def cmd_variants(args) -> None:
     timed("import transformers (GPT-2, Qwen2)", lambda: (
         __import__("transformers.models.gpt2.modeling_gpt2"),
         __import__("transformers.models.qwen2.modeling_qwen2")))
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     def run(lesson, variant):
-        fn = getattr(load_experiment(str(lesson.experiment_path)), variant)
-        return measure_variant(fn, lesson=lesson.id, variant=variant, mode="sim", scale="seed",
-                               params=lesson.params("seed"), checks=list(lesson.checks),
-                               timing=False)
+        return measure_request(RunRequest.for_lesson(lesson, variant, "sim", "seed", timing=False))
 
     course = load_course()
     if args.profile:

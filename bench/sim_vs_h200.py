@@ -7,7 +7,7 @@ its lesson's baseline, ok/oom status, and sim's predicted allocator numbers agai
 `max_memory_allocated` / `max_memory_reserved`. The bars (issue 10): peak within 1 % (3 % with a
 named reason), ratio within 2 %, status equal, allocated within 2 %, reserved within 5 %.
 
-Variants run in this process, one after another (measure_variant resets everything between
+Variants run in this process, one after another (measure_request resets everything between
 them); `--from` re-prints a table saved with `--json` without running anything. This script may
 read the recordings: it judges the simulator, it is not part of it.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -42,30 +41,19 @@ def known(lesson: str, variant: str) -> str:
 
 
 def run_sim(lesson_filter: list[str] | None) -> list[dict]:
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     out = []
     for lesson in load_course().lessons:
         if lesson_filter and not any(lesson.key == f or lesson.id == f for f in lesson_filter):
             continue
-        module = load_experiment(str(lesson.experiment_path))
-        params = lesson.params("seed")
         for v in lesson.variants:
             t0 = time.perf_counter()
-            # the variant's environment, as the worker sets it (sim's allocator model reads
-            # PYTORCH_CUDA_ALLOC_CONF when the run starts: lessons 17 and 23)
-            env = dict(v.env)  # (name, value) pairs
-            saved = {k: os.environ.get(k) for k in env}
-            os.environ.update(env)
-            try:
-                r = measure_variant(getattr(module, v.name), lesson=lesson.id, variant=v.name,
-                                    mode="sim", scale="seed", params=params,
-                                    checks=list(lesson.checks), timing=False)
-            finally:
-                for k, old in saved.items():
-                    os.environ.pop(k, None) if old is None else os.environ.__setitem__(k, old)
+            # the variant's environment is set as the worker sets it (sim's allocator model
+            # reads PYTORCH_CUDA_ALLOC_CONF when the run starts: lessons 17 and 23)
+            r = measure_request(RunRequest.for_lesson(lesson, v.name, "sim", "seed", timing=False))
             row = {"lesson": lesson.id, "key": lesson.key, "variant": v.name,
                    "status": r.status, "peak": r.peak.bytes, "error": r.error,
                    "seconds": round(time.perf_counter() - t0, 2), "notes": r.notes}

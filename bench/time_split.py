@@ -1,7 +1,7 @@
 """Where a sim run's CPU time goes, by component: a bench helper (bench/sim_speed.py).
 
     with TimeSplit() as split:        # wraps the functions of COMPONENTS while inside
-        measure_variant(...)
+        measure(fn, spec, backend)
     split.seconds()                   # {"fake tensors (FakeTensorMode)": 3.1, "tracker": 0.9, ...}
 
 Each wrapped function charges the CPU time of the main thread (time.thread_time) spent inside it,

@@ -55,15 +55,14 @@ def gpt2_step_times(device: str, steps: int, tracked: bool) -> list[float]:
 
 
 def lesson01_sim_seconds() -> tuple[float, int]:
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import load_experiment, measure_request
 
     lesson = load_course().find("01")
     fn = load_experiment(str(lesson.experiment_path)).baseline
     t0 = time.perf_counter()
-    res = measure_variant(fn, lesson=lesson.id, variant="baseline", mode="sim", scale="seed",
-                          params=lesson.params("seed"), checks=list(lesson.checks))
+    res = measure_request(RunRequest.for_lesson(lesson, "baseline", "sim", "seed"), fn)
     return time.perf_counter() - t0, res.peak.bytes
 
 

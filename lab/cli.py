@@ -13,7 +13,7 @@ import os
 import sys
 
 from lab.commands import COMMANDS, UsageError
-from lab.curriculum import CourseNotFound
+from lab.course.curriculum import CourseNotFound
 
 
 class _Parser(argparse.ArgumentParser):
@@ -80,7 +80,7 @@ def _check_versions() -> str | None:
 def _check_home() -> str | None:
     """MEMLAB_HOME (progress, runs, challenges, the runner service) must be able to be a
     folder: one line now, rather than a traceback wherever it is first written."""
-    from lab.progress import ENV_VAR
+    from lab.course.progress import ENV_VAR
     from lab.user_files import UserFileError, usable_folder
 
     home = os.environ.get(ENV_VAR)

@@ -3,7 +3,7 @@
 The repository keeps `lessons/` and `assets/` at its top level; building the wheel copies them
 to `lab/_course/` (setup.py's build_py), so `pip install .` carries the whole course. An
 editable install or a clone reads them from the checkout. Torch-free; nothing is checked at
-import: a missing course is reported loudly where it is loaded (`lab.curriculum.load_course`).
+import: a missing course is reported loudly where it is loaded (`lab.course.curriculum.load_course`).
 """
 
 from __future__ import annotations

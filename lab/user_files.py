@@ -83,7 +83,7 @@ def _refuse(path, e: OSError) -> UserFileError:
 
 def served_limit(limit: int) -> int:
     """`limit`, or less in a lab served to browsers: there the server's memory is the class's."""
-    from lab.serve.policy import served
+    from lab.served import served
 
     return min(limit, SERVED_LIMIT) if served() else limit
 

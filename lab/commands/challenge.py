@@ -31,8 +31,8 @@ def add_parser(sub) -> None:
 
 
 def main(args) -> int:
-    from lab import challenges as chl
-    from lab.curriculum import load_course
+    from lab.course import challenges as chl
+    from lab.course.curriculum import load_course
     from lab.serve.policy import Refused
 
     if args.action is None:
@@ -57,9 +57,9 @@ def main(args) -> int:
 
 
 def _list(course, as_json: bool) -> int:
-    from lab import challenges as chl
-    from lab.progress import Progress
-    from lab.reference import load_reference
+    from lab.course import challenges as chl
+    from lab.course.progress import Progress
+    from lab.course.reference import load_reference
 
     progress = Progress.load()
     rows = []
@@ -81,8 +81,8 @@ def _list(course, as_json: bool) -> int:
 
 
 def _check(ch, as_json: bool) -> int:
-    from lab import challenges as chl
-    from lab.progress import Progress
+    from lab.course import challenges as chl
+    from lab.course.progress import Progress
 
     def on_event(ev: dict) -> None:
         if ev.get("type") == "status" and not as_json:

@@ -60,7 +60,7 @@ def _lesson(course, ref: str):
 
 
 def main(args) -> int:
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.serve.classroom import Classroom
     from lab.serve.workshop import learners, workshop_dir
     from lab.user_files import UserFileError
@@ -177,8 +177,7 @@ def _run(args, lesson) -> list:
     variants = pick_variants(lesson, args.variant)
     choice, gpus = pick_mode(args, [lesson])
     print(f"memlab: {choice.line()}", file=sys.stderr)
-    tasks = [(lesson, RunRequest(lesson_path=str(lesson.path), variant=v, mode=choice.mode,
-                                 scale=choice.scale, timeout_s=lesson.timeout_s))
+    tasks = [(lesson, RunRequest.for_lesson(lesson, v, choice.mode, choice.scale))
              for v in variants]
     live = Live(enabled=True, in_place=False)
     try:

@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
 
 
 def _course(lessons: str | None):
-    from lab.curriculum import LESSONS_DIR, LESSONS_ENV, load_course
+    from lab.course.curriculum import LESSONS_DIR, LESSONS_ENV, load_course
 
     root = Path(lessons or os.environ.get(LESSONS_ENV) or LESSONS_DIR)
     if not (root / "course.toml").is_file():
@@ -72,7 +72,7 @@ def check_main(args) -> int:
 
 
 def new_main(args) -> int:
-    from lab.curriculum import LESSONS_DIR
+    from lab.course.curriculum import LESSONS_DIR
     from lab.dev.new import NewLessonError, new_lesson
 
     root = Path(args.lessons or LESSONS_DIR)
@@ -86,9 +86,9 @@ def new_main(args) -> int:
 
 
 def cite_main(args) -> int:
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.dev.cite import update
-    from lab.reference import REFERENCE_DIR
+    from lab.course.reference import REFERENCE_DIR
 
     root = Path(args.reference) if args.reference else REFERENCE_DIR
     stale = [l.slug for l in load_course().lessons if update(l, root, check=args.check)]

@@ -4,6 +4,7 @@
     memlab diff b16.pkl b2.pkl --json          two snapshots (anyone's _dump_snapshot, or --snapshot)
     memlab diff runs.json runs.json --variant baseline --variant no_grad   two results in one file
     memlab diff a.json b.pkl --app             the two side by side in the lab's diff screen
+    memlab diff rank0.pkl rank1.pkl rank2.pkl  several ranks side by side (lab.snapshots.ranks)
 
 Each side is a result (RunResult JSON) or a memory snapshot, compared at its own peak: the peak
 difference, by category, by phase and by the top allocation sites. --json prints
@@ -23,6 +24,9 @@ def add_parser(sub) -> None:
     p.add_argument("a", help="A: a result JSON (memlab run --json, --save, assets/reference) "
                              "or a memory snapshot (.pkl, .pickle, .pkl.gz)")
     p.add_argument("b", help="B: the same kinds; the difference is B − A")
+    p.add_argument("more", nargs="*", metavar="C",
+                   help="more files (one per rank): the ranks side by side, the spread between "
+                        "them, then the heaviest against the lightest")
     p.add_argument("--json", action="store_true", help="print the difference as JSON")
     p.add_argument("--app", action="store_true", help="open the two side by side in the lab")
     p.add_argument("--variant", action="append", metavar="V",
@@ -47,6 +51,8 @@ def main(args) -> int:
     if len(variants) > 2:
         raise UsageError("--variant: give it once (both sides) or twice (A's, then B's)")
     pair = (variants[0], variants[-1]) if variants else (None, None)
+    if args.more:
+        return _ranks(args, [args.a, args.b, *args.more])
     try:
         d = diff_files(args.a, args.b, variants=pair, device=args.device, top=args.top)
     except SnapshotError as e:
@@ -62,5 +68,24 @@ def main(args) -> int:
     from lab.snapshots.diff_text import render
 
     print(render(d, top=args.top))
+    sys.stdout.flush()
+    return 0
+
+
+def _ranks(args, paths: list[str]) -> int:
+    from lab.snapshots import SnapshotError
+    from lab.snapshots.ranks import dumps, rank_view, render
+
+    if args.variant:
+        raise UsageError("--variant picks A's and B's result; with more than two files give "
+                         "one result (or snapshot) per file")
+    if args.app:
+        raise UsageError("--app shows two files; with more than two, the rank view is text or "
+                         "--json")
+    try:
+        r = rank_view(paths, device=args.device, top=args.top)
+    except SnapshotError as e:
+        raise UsageError(str(e)) from None
+    print(dumps(r) if args.json else render(r, top=args.top))
     sys.stdout.flush()
     return 0

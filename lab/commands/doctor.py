@@ -24,7 +24,7 @@ def _version(name: str) -> str:
 def collect() -> dict:
     import torch
 
-    from lab.measure.cuda import nvml_used_bytes
+    from lab.measure.cuda_allocator import nvml_used_bytes
     from lab.measure.device import cuda_available, gpu_info
 
     info: dict = {

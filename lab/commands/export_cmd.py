@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
 
 def is_recording(path: str | Path) -> bool:
     """A file under assets/reference: numbers recorded on the H200, not the learner's."""
-    from lab.reference import REFERENCE_DIR
+    from lab.course.reference import REFERENCE_DIR
 
     try:
         Path(path).expanduser().resolve().relative_to(REFERENCE_DIR.resolve())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 
 
 def add_parser(sub) -> None:

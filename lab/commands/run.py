@@ -21,7 +21,7 @@ from pathlib import Path
 from lab.atomic import atomic_write
 from lab.commands import UsageError, gpu_memory_arg, seconds_arg
 from lab.commands.live import Live
-from lab.curriculum import Course, Lesson, load_course
+from lab.course.curriculum import Course, Lesson, load_course
 from lab.measure.modes import MODE_HELP, SCALE_HELP, ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
 from lab.report.units import SIZE_HELP
@@ -223,11 +223,10 @@ def main(args) -> int:
                 continue
             profile = (snapshot_path(snapshot, lesson.id, variant, len(variants) > 1, len(plan) > 1)
                        if snapshot else None)
-            tasks.append((lesson, RunRequest(
-                lesson_path=str(lesson.path), variant=variant, mode=mode, scale=scale,
-                gpu_memory=gpu_memory, profile_path=profile, timing=not args.no_timing,
+            tasks.append((lesson, RunRequest.for_lesson(
+                lesson, variant, mode, scale, overrides=overrides, gpu_memory=gpu_memory,
+                profile_path=profile, timing=not args.no_timing,
                 timeout_s=args.timeout or lesson.timeout_s, exclusive=args.exclusive,
-                overrides=overrides, ranks=lesson.ranks(scale, mode, overrides),
             )))
 
     started = time.perf_counter()
@@ -248,7 +247,7 @@ def main(args) -> int:
 
 def _print_report(plan, tasks, results: list[RunResult], args, gpu_memory: int | None,
                   total: float) -> None:
-    from lab.reference import load_reference
+    from lab.course.reference import load_reference
     from lab.report.provenance import code_path_note
     from lab.report.text import lesson_report, summary_table
 

@@ -3,6 +3,9 @@
     memlab view dump_snapshot.pickle            peak, what was live there, phases, the timeline
     memlab view dump_snapshot.pickle --json     the same summary for scripts
     memlab view results.json --variant no_grad  a result saved by `memlab run --json`
+    memlab view oom.pickle --cap 10GiB          an out-of-memory explained (fragmentation or
+                                                shortage) and replayed under other allocator
+                                                settings: would it have fit?
 
 Pickles are loaded with a restricted unpickler: plain containers, numbers and strings only;
 anything else is refused before it runs. The --json path imports neither plotext nor Textual.
@@ -32,6 +35,17 @@ def add_parser(sub) -> None:
                    help="rows in each table (and live allocations in --json; default 10)")
     p.add_argument("--no-timeline", action="store_true",
                    help="leave the downsampled timeline out of --json, the plot out of the text")
+    p.add_argument("--cap", metavar="SIZE",
+                   help="the memory cap the run had (set_per_process_memory_fraction), e.g. "
+                        "10GiB: a snapshot does not record it")
+    p.add_argument("--oom-message", metavar="TEXT",
+                   help="the out-of-memory message PyTorch printed: its '… allowed' gives the cap")
+    p.add_argument("--try", dest="tries", action="append", metavar="SETTING",
+                   help="replay the out-of-memory under this PYTORCH_ALLOC_CONF (over the recorded "
+                        "settings) instead of the usual candidates, e.g. max_split_size_mb:200 "
+                        "(repeatable)")
+    p.add_argument("--no-replay", action="store_true",
+                   help="explain an out-of-memory without replaying it under other settings")
     p.set_defaults(func=main)
 
 
@@ -42,6 +56,8 @@ def main(args) -> int:
         raise UsageError("--top must be at least 1")
     if args.device is not None and args.device < 0:
         raise UsageError("--device must be 0 or more")
+    cap = _cap(args.cap)
+    tries = _tries(args.tries)
     _hint_per_variant_files(args.file)
     try:
         summaries = open_summary(args.file, device=args.device, variant=args.variant,
@@ -53,24 +69,61 @@ def main(args) -> int:
 
         SnapshotViewApp(summaries[0]).run()
         return 0
+    from lab.snapshots.oom import diagnose
+
+    found = [diagnose(s, cap=cap, message=args.oom_message or "", replay=not args.no_replay,
+                      settings=tries) for s in summaries]
     if args.json:
         dicts = [s.to_dict(timeline=not args.no_timeline) for s in summaries]
-        for d in dicts:
+        for d, (x, r) in zip(dicts, found):
             d["live_at_peak"] = d["live_at_peak"][: args.top]
+            if x is not None:
+                d["oom_explained"] = x.to_dict()
+            if r is not None:
+                d["replay"] = r.to_dict()
         json.dump(dicts[0] if len(dicts) == 1 else dicts, sys.stdout, indent=1)
         print()  # `| head`: a closed pipe is handled once, in lab.cli
         return 0
+    from lab.snapshots.oom_text import render_oom
     from lab.snapshots.text import render
 
     width = min(140, shutil.get_terminal_size((110, 30)).columns)
-    for k, s in enumerate(summaries):
+    for k, (s, (x, r)) in enumerate(zip(summaries, found)):
         if k:
             print("\n" + "═" * width + "\n")
-        print(render(s, top=args.top))
+        print(render(s, top=args.top, ooms=x is None))
+        if x is not None:
+            print()
+            print(render_oom(s, x, r, top=args.top))
         if not args.no_timeline:
             print()
             print(timeline_text(s, width=width, color=sys.stdout.isatty()))
     return 0
+
+
+def _tries(given: list[str] | None) -> list[str] | None:
+    """--try's settings, each checked as the allocator model reads it."""
+    if not given:
+        return None
+    from lab.measure.sim.allocator.settings import AllocatorSettingsError, parse_alloc_conf
+
+    for conf in given:
+        try:
+            parse_alloc_conf(conf)
+        except AllocatorSettingsError as e:
+            raise UsageError(f"--try {conf!r}: {e}") from None
+    return given
+
+
+def _cap(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from lab.report.units import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise UsageError(f"--cap: {e}") from None
 
 
 def _hint_per_variant_files(path: str) -> None:

@@ -9,7 +9,7 @@ in its problems so an author knows what to fix:
   scales     seed and small, with the same parameters
   checks     each check's phase is a phase the experiment (or the workload layer) marks
   quiz       at least two questions, each explained; a predict-the-peak question
-  claims     every claim reads the same as the recording it names (lab/claims.py): the current
+  claims     every claim reads the same as the recording it names (lab/course/claims.py): the current
              H200 recording, a superseded one beside it (superseded/<date>/<lesson-id>/), or
              (source = "ground_truth") the H200 ground-truth case its variant names
   markup     no {{…}} markup survives rendering in any field a learner reads (title, summary,
@@ -19,7 +19,7 @@ in its problems so an author knows what to fix:
   reveals    nothing shown before the run (text_before, quiz questions) is within 5 % of a
              predict-the-peak answer
   reference  every variant has an H200 recording (cuda, seed), or names a ground-truth case of
-             the same loop that the ground truth holds (lab/ground_truth.py), or is marked
+             the same loop that the ground truth holds (lab/course/ground_truth.py), or is marked
              pending, or runs only in modes without a GPU (`modes = ["sim"]`: simulated, so
              no recording, and no claim, may name it); no stray recordings
   cite       the <!-- h200 --> block is what `memlab dev cite` renders from the recordings
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.measure.modes import mode_info
-from lab.claims import verify
-from lab.ground_truth import GroundTruthError, find, ground_truth_file, lesson_runs, load_cases
-from lab.curriculum import (PLACEHOLDER_RE, RESULTS_MARKER, Course, Lesson, leftover_markup,
+from lab.course.claims import verify
+from lab.course.ground_truth import GroundTruthError, find, ground_truth_file, lesson_runs, load_cases
+from lab.course.curriculum import (PLACEHOLDER_RE, RESULTS_MARKER, Course, Lesson, leftover_markup,
                             load_course, predict_answer, split_markdown)
 from lab.measure.result import RunResult
 from lab.paths import SUPERSEDED_DIR
-from lab.reference import REFERENCE_DIR
+from lab.course.reference import REFERENCE_DIR
 
 BEFORE_HEADINGS = ("## Why it matters", "## What to look for in the plot")
 AFTER_HEADINGS = ("## What the measurement showed", "## Take-away")
@@ -203,13 +203,7 @@ def _text(lesson: Lesson) -> list[Problem]:
     ids = {c.id for c in lesson.claims}
     sources = [(lesson.path / "lesson.md", lesson.markdown)]
     toml_path = lesson.path / "lesson.toml"
-    raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-    for i, q in enumerate(raw.get("quiz", [])):
-        parts = [q.get("question", ""), q.get("explain", "")] + list(q.get("choices", []))
-        sources.append((toml_path, "\n".join(str(p) for p in parts)))
-    for key in ("summary",):
-        sources.append((toml_path, str(raw.get(key, ""))))
-    sources += [(toml_path, str(o)) for o in raw.get("objectives", [])]
+    sources += [(toml_path, text) for text in lesson.source_texts]  # as written, unrendered
     out = []
     for path, text in sources:
         is_md = path.name == "lesson.md"
@@ -254,7 +248,7 @@ def _reveals(lesson: Lesson, root: Path) -> list[Problem]:
 
 
 def _as_gb(text: str) -> float | None:
-    from lab.claims import BYTE_UNITS, ClaimError, parse_value
+    from lab.course.claims import BYTE_UNITS, ClaimError, parse_value
 
     try:
         v = parse_value(text.replace(" ", " "))

@@ -6,7 +6,7 @@ renders the block between `<!-- h200 -->` and `<!-- /h200 -->` in every lesson.m
 --scale seed --save assets/reference`). `memlab dev check` fails when a block is stale, so text
 and recordings never drift apart.
 
-A lesson whose variants ran the same loop as cases of the H200 ground truth (lab.ground_truth:
+A lesson whose variants ran the same loop as cases of the H200 ground truth (lab.course.ground_truth:
 a variant's `ground_truth`) gets those cases in the block too: the numbers, the command the
 H200 ran, and its versions.
 """
@@ -17,7 +17,7 @@ import json
 import re
 from pathlib import Path
 
-from lab.curriculum import Lesson, load_course
+from lab.course.curriculum import Lesson, load_course
 from lab.measure.result import RunResult
 from lab.paths import REFERENCE_DIR
 from lab.report import exact_bytes, format_bytes, metric, provenance, seconds, table
@@ -50,7 +50,7 @@ def cited_metrics(lesson: Lesson) -> set[tuple[str, str]]:
 
 
 def render(lesson: Lesson, results: list[RunResult], truth: dict | None = None) -> str:
-    """The block; `truth`: variant -> lab.ground_truth.GroundTruthRun of the same loop."""
+    """The block; `truth`: variant -> lab.course.ground_truth.GroundTruthRun of the same loop."""
     if not results:
         return "\n".join(["<!-- h200 -->", "*No H200 run of this lesson is recorded yet.*",
                           *_ground_truth_lines(truth or {}), "<!-- /h200 -->"])
@@ -130,7 +130,7 @@ def _ground_truth_lines(truth: dict) -> list[str]:
     """The ground-truth cases the variants name: a table, then what the H200 ran for each."""
     if not truth:
         return []
-    from lab.ground_truth import FILE_NAME
+    from lab.course.ground_truth import FILE_NAME
 
     runs = list(truth.values())
     versions = {(r.gpu, r.torch, r.transformers) for r in runs}
@@ -160,7 +160,7 @@ def update(lesson: Lesson, root: Path = REFERENCE_DIR, check: bool = False) -> b
     text = md_path.read_text(encoding="utf-8")
     if not BLOCK_RE.search(text):
         return False
-    from lab.ground_truth import lesson_runs
+    from lab.course.ground_truth import lesson_runs
 
     block = render(lesson, load_results(lesson, root), lesson_runs(lesson, root))
     new = BLOCK_RE.sub(lambda m: block, text, count=1)

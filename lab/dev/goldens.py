@@ -14,8 +14,8 @@ the part that fits in the test suite's time.
     (lab.dev.goldens_h200: where the fields miss the H200 recording's bars)
 
 Lesson entries run as `memlab run LESSON --variant V --mode sim --scale seed` runs them: the
-worker's steps (lab.runner.worker: the lesson's parameters and checks, the variant's environment,
-`measure_variant`), here in one process so the imports are paid once. The files are written
+worker's steps (lab.runner.worker.measure_request: the lesson's parameters and checks, the
+variant's environment), here in one process so the imports are paid once. The files are written
 (lab.dev.goldens_regen) from the CLI's own path, a fresh worker per variant, and the same fields
 from this in-process path must agree before anything is written.
 
@@ -29,9 +29,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata as md
 import json
-import os
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,43 +146,22 @@ def sim_mode() -> str:
 
 
 def lesson_of(e: Entry):
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     return load_course().find(e.lesson)
-
-
-@contextmanager
-def environment(env: dict[str, str]):
-    """A variant's environment (lesson 17's PYTORCH_CUDA_ALLOC_CONF), set and then restored;
-    the worker sets it before torch is imported, and sim reads it when a run starts."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def run_entry(e: Entry | PlainEntry) -> dict[str, Any]:
     """The entry's golden fields, run in this process."""
     if isinstance(e, PlainEntry):
         return plain_fields(_record_plain(e))
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
-    lesson = lesson_of(e)
-    with environment(dict(lesson.variant(e.variant).env)):
-        module = load_experiment(str(lesson.experiment_path))
-        # what lab.runner.worker passes for `memlab run LESSON --variant V --mode sim`
-        result = measure_variant(getattr(module, e.variant), lesson=lesson.id, variant=e.variant,
-                                 mode=sim_mode(), scale=SCALE, params=dict(lesson.params(SCALE)),
-                                 checks=list(lesson.checks), gpu_memory=None, profile_path=None,
-                                 timing=True, emit=None, turns=None)
-    return result_fields(result)
+    # what `memlab run LESSON --variant V --mode sim` asks a worker for, measured here (the
+    # variant's environment set before the experiment is imported, as the worker sets it)
+    req = RunRequest.for_lesson(lesson_of(e), e.variant, sim_mode(), SCALE, timing=True)
+    return result_fields(measure_request(req))
 
 
 def run_probed(e: Entry | PlainEntry) -> tuple[dict[str, Any], list[str], bool]:

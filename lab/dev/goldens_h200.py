@@ -68,19 +68,19 @@ def h200_numbers(e: Entry | PlainEntry) -> dict | None:
     if r is None:
         return None
     base = _recording(e.lesson, "baseline") if e.variant != "baseline" else None
-    a = r.get("allocator") or {}
-    return {"status": r["status"], "peak": r["peak"]["bytes"],
-            "allocated": a.get("peak_allocated_bytes"), "reserved": a.get("peak_reserved_bytes"),
-            "baseline_peak": base["peak"]["bytes"] if base else None}
+    a = r.allocator
+    return {"status": r.status, "peak": r.peak.bytes,
+            "allocated": a.peak_allocated_bytes if a else None,
+            "reserved": a.peak_reserved_bytes if a else None,
+            "baseline_peak": base.peak.bytes if base else None}
 
 
 @functools.lru_cache(maxsize=64)
-def _recording(lesson: str, variant: str) -> dict | None:
-    """An H200 recording's JSON, or None."""
-    from lab.reference import REFERENCE_DIR
+def _recording(lesson: str, variant: str):
+    """An H200 recording (through the result schema), or None."""
+    from lab.course.reference import load_recording
 
-    path = REFERENCE_DIR / lesson / f"{variant}.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return load_recording(lesson, variant)
 
 
 def baseline_golden_peak(e: Entry | PlainEntry) -> int | None:

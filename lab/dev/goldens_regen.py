@@ -119,9 +119,7 @@ def run_in_workers(jobs: int, say: Callable[[str], None]) -> dict[str, tuple[dic
     requests = []
     for e in lessons:
         lesson = lesson_of(e)
-        requests.append(RunRequest(lesson_path=str(lesson.path), variant=e.variant, mode=mode,
-                                   scale=SCALE, timing=True, timeout_s=lesson.timeout_s,
-                                   ranks=lesson.ranks(SCALE, mode)))
+        requests.append(RunRequest.for_lesson(lesson, e.variant, mode, SCALE, timing=True))
 
     def on_result(i: int, r) -> None:
         say(f"  {lessons[i].name}: {r.status} ({r.wall_s or 0:.1f} s)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.curriculum import FOLDER_RE, LESSON_FILES
+from lab.course.curriculum import FOLDER_RE, LESSON_FILES
 
 TEMPLATE = Path(__file__).with_name("template")
 
@@ -34,7 +34,7 @@ def new_lesson(lessons_dir: Path, name: str, title: str | None = None) -> Path:
     for fname in LESSON_FILES:
         text = (TEMPLATE / fname).read_text(encoding="utf-8")
         (folder / fname).write_text(text.format(**fields), encoding="utf-8")
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
     from lab.dev.cite import update
 
     update(load_lesson(folder))  # the "not recorded yet" H200 block, exactly as cite renders it

@@ -1,6 +1,6 @@
 """`AllocatorCounters`: the caching allocator's counters, one type for every mode.
 
-Measured on CUDA (`torch.cuda.memory_stats()`, lab.measure.cuda.memory_stats), kept by sim's
+Measured on CUDA (`torch.cuda.memory_stats()`, lab.measure.cuda_allocator.memory_stats), kept by sim's
 model of the allocator as it runs (lab.measure.sim.allocator.model.Stats extends it with the model's
 own counts), and what a replay finishes with (lab.measure.sim.allocator.replay.ReplayResult).
 A result stores them as `AllocatorStats` (lab.measure.result: the JSON contract). Torch-free.

@@ -1,48 +1,33 @@
 """Measure one variant in this process, over a backend: the tracked pass, then (where the mode
 times steps) an untracked timed pass.
 
-Called by `lab.runner.worker` in a fresh process per variant, so the CUDA allocator starts
-clean. What differs between cuda, cpu and sim is the backend's (lab.measure.backends): this
-module runs the same steps for every mode.
+    result = measure(fn, spec, backend_for(mode, gpu_memory=...), emit)
+
+Called by `lab.runner.worker` in a fresh process per variant (the spec from its request,
+RunRequest.spec), so the CUDA allocator starts clean. What differs between cuda, cpu and sim
+is the backend's (lab.measure.backends): this module runs the same steps for every mode.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 import torch
 
-from .backends import Backend, backend_for
+from .backends import Backend
 from .backends.base import Emit
 from .backends.cuda import HISTORY_INCOMPATIBLE  # noqa: F401  (re-exported for older callers)
 from .result_parts import build_blocks, build_checks, build_peak, build_phases, build_timeline
 from .result import CodePaths, DeviceInfo, RunResult, Timing
 from .session import Session
+from .spec import VariantSpec
 from .snapshot import save_snapshot
 from .timing import TIMED_STEPS, StepClock, timed_params
 from .tracker import TensorTracker
 from .versions import installed, library_versions
-
-
-@dataclass
-class VariantSpec:
-    """What is measured, whatever the mode."""
-
-    lesson: str
-    variant: str
-    scale: str
-    params: dict[str, Any]
-    checks: list[dict] = field(default_factory=list)
-    profile_path: str | None = None  # a memory_viz snapshot of the run, written here
-    timing: bool = True  # run the timed pass (where the mode times steps)
-
-    @property
-    def checked_phases(self) -> set[str]:
-        return {c["phase"] for c in self.checks if c.get("measure", "delta") == "delta"}
 
 
 def error_line(exc: BaseException) -> str:
@@ -68,24 +53,6 @@ class _Sampler(threading.Thread):
             tr = self.tracker
             self.emit({"type": "sample", "t": round(tr.now(), 4), "live_bytes": tr.live_bytes,
                        "phase": tr.phase, "events": len(tr.trace.events)})
-
-
-def measure_variant(fn: Callable[[Session], Any], *, lesson: str, variant: str, mode: str,
-                    scale: str, params: dict[str, Any], checks: list[dict] | None = None,
-                    gpu_memory: int | None = None, profile_path: str | None = None,
-                    timing: bool = True, emit: Emit | None = None, record_history: bool = True,
-                    turns=None, gpu=None) -> RunResult:
-    """The keyword form (the worker, tests, benches): the backend of `mode`, then `measure`.
-    `gpu_memory`: a virtual GPU; a lesson can run on one of its own (scale parameter
-    `gpu_memory`, lesson 18), which --gpu-memory still overrides. `turns` (cuda, given by the
-    runner service) and `gpu` (sim: a row of lab.measure.sim.gpus) go to the backend."""
-    if gpu_memory is None and params.get("gpu_memory"):
-        gpu_memory = int(params["gpu_memory"])
-    backend = backend_for(mode, gpu_memory=gpu_memory, record_history=record_history,
-                          turns=turns, gpu=gpu)
-    spec = VariantSpec(lesson, variant, scale, dict(params), list(checks or []), profile_path,
-                       timing)
-    return measure(fn, spec, backend, emit)
 
 
 def measure(fn: Callable[[Session], Any], spec: VariantSpec, backend: Backend,
@@ -131,7 +98,8 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
         backend.collect_garbage()
         kept, session.kept_snapshot = session.kept_snapshot, None
         # the experiment's own recording (memory_history = "experiment") or the backend's
-        snap = kept if kept is not None else backend.snapshot(trace, bool(spec.profile_path))
+        snap = kept if kept is not None else backend.snapshot(trace, bool(spec.profile_path),
+                                                              at_oom=result.status == "oom")
         if snap is not None and spec.profile_path:
             save_snapshot(snap, spec.profile_path)
             result.profile_path = spec.profile_path
@@ -217,5 +185,4 @@ def warm_up_dispatch_mode() -> None:
     warm.close()
 
 
-__all__ = ["VariantSpec", "error_line", "is_oom", "measure", "measure_variant",
-           "warm_up_dispatch_mode"]
+__all__ = ["VariantSpec", "error_line", "is_oom", "measure", "warm_up_dispatch_mode"]

@@ -100,7 +100,7 @@ class Timing:
     """How `step_time_s` was measured: every timed step of the untracked pass, warm-up left out.
 
     `step_time_s` is their median; one run is faster than another only when every timed step
-    of it is below every timed step of the other (lab.claims enforces that for "faster"/"slower")."""
+    of it is below every timed step of the other (lab.course.claims enforces that for "faster"/"slower")."""
 
     steps_s: list[float] = field(default_factory=list)  # each timed step, in order
     warmup_steps: int = 0  # steps run before the timed ones and left out

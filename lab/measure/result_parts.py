@@ -147,7 +147,7 @@ def _cuda_delta_note(blocks: int, tensors: int, ph: PhaseStats) -> str:
 
 def build_checks(specs: list[dict], variant: str, params: dict, trace: Trace,
                  phases: list[PhaseStats], cuda: bool) -> list[Check]:
-    """Evaluate lesson.toml `[[checks]]` for this variant. See lab.curriculum for the fields."""
+    """Evaluate lesson.toml `[[checks]]` for this variant. See lab.course.curriculum for the fields."""
     out = []
     by_name = {p.name: p for p in phases}
     for spec in specs:

@@ -76,6 +76,13 @@ class Session:
         return self.device.type == "cuda"
 
     @property
+    def cuda_kernels(self) -> bool:
+        """CUDA's kernels' paths are taken (what they save, their workspaces, torch.cuda's
+        allocator API answered): on a GPU, and in sim, which stands for one. A check's formula
+        reads the same fact as `cuda_kernels` (lab.measure.modes)."""
+        return self.backend.info.cuda_kernels
+
+    @property
     def rank(self) -> int:
         """This process's rank when the runner started several (RunRequest.ranks), else 0."""
         import torch.distributed as dist
@@ -176,6 +183,12 @@ class Session:
                 self.note(note)
         with self.backend.stand_in_values():
             yield
+
+    def real_values(self):
+        """Code inside makes real tensors, with values: for a constant a library computes once
+        from values (torchao's 256-entry quantization map, with .tolist()) that sizes nothing
+        on the GPU. In sim it runs outside the fake mode; in cpu/cuda nothing changes."""
+        return self.backend.real_values()
 
     # ---- the caching allocator, in every mode --------------------------------------------------
     # Lessons about the allocator call these instead of torch.cuda.* so that sim takes the same

@@ -4,7 +4,7 @@
     rec.log                                        # [("alloc", key, nbytes) | ("free", key) ...]
     replay(rec.log, cap=16 * 2**30).oom            # out of memory under that cap? (replay.py)
 
-The run is `measure_variant`'s sim pass without what a result needs (phases, timeline,
+The run is `measure`'s sim pass without what a result needs (phases, timeline,
 categories, a sampler thread): only the tensor tracker feeding a recording allocator model. The
 log does not depend on the cap (the allocations are the program's; the cap only decides where
 the allocator fails), so one run answers every cap; and for a batch-independent program the

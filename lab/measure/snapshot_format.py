@@ -24,7 +24,8 @@ ACTIONS = (ALLOC, FREE_REQUESTED, FREE, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP
            OOM, SNAPSHOT)
 # a segment's blocks: handed out (memory_allocated() counts these), or cached
 ACTIVE_ALLOCATED, INACTIVE = "active_allocated", "inactive"
-ACTIVE_STATES = (ACTIVE_ALLOCATED, "active_pending_free", "active_awaiting_free")
+ACTIVE_PENDING_FREE = "active_pending_free"  # freed, waiting for another stream's events
+ACTIVE_STATES = (ACTIVE_ALLOCATED, ACTIVE_PENDING_FREE, "active_awaiting_free")
 
-__all__ = ["ACTIONS", "ACTIVE_ALLOCATED", "ACTIVE_STATES", "INACTIVE", "ALLOC", "FREE", "FREE_REQUESTED", "OOM", "SEGMENT_ALLOC",
+__all__ = ["ACTIONS", "ACTIVE_ALLOCATED", "ACTIVE_PENDING_FREE", "ACTIVE_STATES", "INACTIVE", "ALLOC", "FREE", "FREE_REQUESTED", "OOM", "SEGMENT_ALLOC",
            "SEGMENT_DOWN", "SEGMENT_FREE", "SEGMENT_MAP", "SEGMENT_UNMAP", "SEGMENT_UP", "SNAPSHOT"]

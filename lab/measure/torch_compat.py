@@ -28,7 +28,8 @@ import torch.utils._device as _device
 import torch.utils._pytree as _pytree
 from torch.utils._mode_utils import no_dispatch
 import torch._subclasses.fake_tensor as _fake_tensor
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorConfig, FakeTensorMode
+from torch._subclasses.fake_tensor import (FakeTensor, FakeTensorConfig, FakeTensorMode,
+                                           unset_fake_temporarily)
 
 # The versions every entry below runs on: the H200 runs torch 2.11 (cu130), this lab's CPU
 # machines torch 2.13 (cpu); each entry's `read_in` says whose source it was read from.
@@ -56,8 +57,9 @@ CHECKED: list[PrivateApi] = [
                "2.13"),
     PrivateApi("tree_flatten / tree_unflatten", "torch.utils._pytree",
                "an op's output tensors; sim's evaluation cap rebuilds a forward's outputs", "2.13"),
-    PrivateApi("FakeTensorMode / FakeTensor / FakeTensorConfig", "torch._subclasses.fake_tensor",
-               "sim: tensors with shapes and storages, no data", "2.13"),
+    PrivateApi("FakeTensorMode / FakeTensor / FakeTensorConfig / unset_fake_temporarily",
+               "torch._subclasses.fake_tensor", "sim: tensors with shapes and storages, no data; "
+               "real ones for a constant a library computes from values (Session.real_values)", "2.13"),
     PrivateApi("sim/dispatch: SimFakeTensorMode's key", "FakeTensorMode._prep_args_for_hash, "
                "_cache_key, FakeTensor._has_symbolic_sizes_strides",
                f"{SIM_DISPATCH}: the key built without TensorMetadata (self-checked)", "2.13"),
@@ -145,10 +147,11 @@ CHECKED: list[PrivateApi] = [
                "allocator settings at run time (lesson 17)", "2.13 and 2.8"),
     PrivateApi("clear_cublas_workspaces", "torch._C._cuda_clearCublasWorkspaces",
                "a second attempt in one process measures as a fresh one", "2.13"),
-    PrivateApi("record_memory_history / stop_memory_history / memory_snapshot",
-               "torch.cuda.memory._record_memory_history, torch.cuda.memory._snapshot",
-               "the caching allocator's own event history (stacks='python')",
-               "2.13 (the signature: 2.0 and >= 2.1)"),
+    PrivateApi("record_memory_history / stop_memory_history / memory_snapshot / "
+               "attach_oom_observer", "torch.cuda.memory._record_memory_history, "
+               "torch.cuda.memory._snapshot, torch._C._cuda_attach_out_of_memory_observer",
+               "the caching allocator's own event history (stacks='python'); a snapshot at the "
+               "failing allocation", "2.13 (the signature: 2.0 and >= 2.1; the observer: 2.11)"),
     # the CUDA facade: a user's CUDA script in sim (lab/measure/sim/facade)
     PrivateApi("fake_exceptions", "torch._subclasses.fake_tensor: "
                "DataDependentOutputException, DynamicOutputShapeException",
@@ -406,9 +409,7 @@ def set_allocator_settings(settings: str) -> bool:
 
 
 def clear_cublas_workspaces() -> None:
-    fn: Callable | None = getattr(_C, "_cuda_clearCublasWorkspaces", None)
-    if fn is not None:
-        fn()
+    getattr(_C, "_cuda_clearCublasWorkspaces", lambda: None)()
 
 
 def record_memory_history(max_entries: int) -> None:
@@ -427,15 +428,19 @@ def record_memory_history(max_entries: int) -> None:
 
 def stop_memory_history() -> None:
     fn = torch.cuda.memory._record_memory_history
-    if "stacks" in inspect.signature(fn).parameters:
-        fn(enabled=None)
-    else:
-        fn(False)
+    fn(enabled=None) if "stacks" in inspect.signature(fn).parameters else fn(False)
 
 
 def memory_snapshot() -> dict:
     """The allocator's segments and its event history (what `_dump_snapshot` pickles)."""
     return torch.cuda.memory._snapshot()
+
+
+def attach_oom_observer(fn: Callable[[int, int, int, int], None]) -> bool:
+    """fn(device, segment asked for, cap or the card's total, driver's free) runs when the caching
+    allocator fails, its lock released (>= 2.1), before it raises; never detached: once a process."""
+    attach = getattr(_C, "_cuda_attach_out_of_memory_observer", None)
+    return attach is not None and attach(fn) is None
 
 
 # ---- the CUDA facade (a user's CUDA script in sim) ------------------------------------------------
@@ -473,7 +478,6 @@ def single_process_dataloader_iter():
     return _SingleProcessDataLoaderIter
 
 
-
 __all__ = [
     "CHECKED", "CHECKED_ON", "PrivateApi", "FakeTensor", "FakeTensorConfig", "FakeTensorMode",
     "TorchDispatchMode", "is_traceable_wrapper_subclass", "is_traceable_wrapper_subclass_type",
@@ -485,9 +489,9 @@ __all__ = [
     "has_composite_implicit_kernel", "run_composite_implicit", "current_graph_task_id",
     "storage_key", "cpu_current_stream", "cpu_default_stream", "set_cpu_current_stream",
     "allocator_settings_targets", "set_allocator_settings", "clear_cublas_workspaces",
-    "record_memory_history", "stop_memory_history", "memory_snapshot", "fake_exceptions",
-    "default_device", "set_default_device_marker", "device_constructors", "generator_base",
-    "single_process_dataloader_iter",
+    "record_memory_history", "stop_memory_history", "memory_snapshot", "attach_oom_observer",
+    "fake_exceptions", "default_device", "set_default_device_marker", "device_constructors",
+    "generator_base", "single_process_dataloader_iter", "unset_fake_temporarily",
     # FakeTensorMode's dispatch cache (lab/measure/sim/dispatch)
     "CacheKeyState", "DispatchCacheKey", "BypassDispatchCache", "DispatchCacheValidEntry",
     "SingletonConstant", "extract_tensor_metadata", "fake_tensor_log", "fake_cache_available",

@@ -337,6 +337,10 @@ class TensorTracker(TorchDispatchMode):
             # a gradient or optimizer buffer never becomes a "parameter" again; first role wins
             self._roles.setdefault(sid, category)
 
+    def sid_of(self, t: torch.Tensor) -> int | None:
+        """The key this tracker gave `t`'s storage (its allocator model's key in sim), or None."""
+        return self._sid_of(t)
+
     def _sid_of(self, t: torch.Tensor) -> int | None:
         try:
             return self._sid_by_cdata.get(storage_key(t.untyped_storage()))

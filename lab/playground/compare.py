@@ -51,12 +51,12 @@ class ComparePlan:
             w.check(cfg, self.sizes)
             profile = (str(Path(self.profile_dir) / f"profile-{cfg.label}.pkl")
                        if self.profile_dir else None)
-            out.append(RunRequest(lesson_path=LABEL, variant=VARIANT, mode=self.mode,
-                                  scale=self.scale, gpu_memory=self.gpu_memory,
-                                  profile_path=profile, timing=self.timing and mode_info(self.mode).timed,
-                                  overrides=run_params(self.workload, self.sizes, cfg,
-                                                       self.gpus),
-                                  timeout_s=self.timeout_s, experiment=EXPERIMENT,
+            out.append(RunRequest(LABEL, VARIANT, self.mode, self.scale, kind="experiment",
+                                  experiment=EXPERIMENT,
+                                  params=run_params(self.workload, self.sizes, cfg, self.gpus),
+                                  gpu_memory=self.gpu_memory, profile_path=profile,
+                                  timing=self.timing and mode_info(self.mode).timed,
+                                  timeout_s=self.timeout_s,
                                   ranks=worker_ranks(cfg, self.mode, self.gpus)))
         return out
 
@@ -153,7 +153,7 @@ def run_compare(plan: ComparePlan, runner, on_event: Callable[[str, dict], None]
 
     def landed(i: int, res: RunResult) -> None:
         res.variant = labels[i]  # the worker ran variant "combo"; the row is the combination
-        for key, value in requests[i].overrides.items():  # a failed worker's result has no params
+        for key, value in requests[i].params.items():  # a failed worker's result has no params
             res.params.setdefault(key, value)
         if on_result:
             on_result(res)

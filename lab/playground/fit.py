@@ -22,10 +22,9 @@ def runner_probe(runner, workload: str, sizes: dict[str, Any], cfg: TrainConfig,
     `gpus` ranks, one GPU each, every one capped: the fullest decides)."""
 
     def probe(batch: int) -> Probe:
-        req = RunRequest(lesson_path=LABEL, variant=VARIANT, mode=mode, scale=scale,
-                         gpu_memory=capacity, timing=False,
-                         overrides=run_params(workload, {**sizes, "batch": batch}, cfg, gpus),
-                         timeout_s=timeout_s, experiment=EXPERIMENT,
+        req = RunRequest(LABEL, VARIANT, mode, scale, kind="experiment", experiment=EXPERIMENT,
+                         params=run_params(workload, {**sizes, "batch": batch}, cfg, gpus),
+                         gpu_memory=capacity, timing=False, timeout_s=timeout_s,
                          ranks=worker_ranks(cfg, mode, gpus))
         r = runner.run(req)
         every = r.ranks or [r]

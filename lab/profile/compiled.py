@@ -155,8 +155,8 @@ def wants_compiled_pass(r) -> bool:
 
 
 def compiled_request(req, snapshot: str):
-    params = {**req.overrides, COMPILED_PASS: True}
-    return replace(req, overrides=params, profile_path=snapshot)
+    params = {**req.params, COMPILED_PASS: True}
+    return replace(req, params=params, profile_path=snapshot)
 
 
 def measure_compiled(eager, req, run_again, user_snapshot: str | None):

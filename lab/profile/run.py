@@ -92,9 +92,9 @@ def profile_request(cmd: ScriptCommand, mode: str, *, timeout_s: float = DEFAULT
     `gpu`: the card a sim run predicts for (a key of lab.measure.sim.gpus; None: the H200)."""
     params = {"target": cmd.target, "module": cmd.module, "args": list(cmd.args),
               "timeout_s": timeout_s, "output_path": output_path, "steps": steps, "gpu": gpu}
-    return RunRequest(lesson_path=LABEL, variant="script", mode=mode, scale="",
-                      gpu_memory=gpu_memory, gpu=gpu, profile_path=snapshot, timing=False,
-                      overrides=params, timeout_s=timeout_s + STARTUP_GRACE_S, experiment=SCRIPT)
+    return RunRequest(LABEL, "script", mode, "", kind="profile", experiment=SCRIPT,
+                      params=params, gpu_memory=gpu_memory, gpu=gpu, profile_path=snapshot,
+                      timing=False, timeout_s=timeout_s + STARTUP_GRACE_S)
 
 
 def run_profile(cmd: ScriptCommand, runner, mode: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,

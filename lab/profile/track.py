@@ -119,7 +119,7 @@ class track:
             r.status = "oom" if isinstance(exc, torch.OutOfMemoryError) else "error"
             r.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if self.device == "cuda":
-            from lab.measure.cuda import memory_stats
+            from lab.measure.cuda_allocator import memory_stats
 
             r.allocator = AllocatorStats.from_counters(memory_stats(torch.cuda.current_device()))
             r.allocator.untracked_peak_bytes = r.allocator.peak_allocated_bytes - r.peak.bytes

@@ -155,7 +155,7 @@ def _comparison_md(c: Comparison, title: str | None, plots: bool) -> str:
 
 def _references(results: list[RunResult]) -> dict[str, RunResult]:
     """The recordings of the lesson these results belong to (none for the playground)."""
-    from lab.reference import load_reference
+    from lab.course.reference import load_reference
 
     lessons = {r.lesson for r in results}
     if len(lessons) != 1:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shutil
 from typing import Iterable, Mapping
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.report import (allocator_line, DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
                         format_bytes, metric, peak_text, provenance, provenance_of, result_rows,

@@ -20,16 +20,18 @@ GPUS_ENV = "MEMLAB_RUNNER_GPUS"
 
 
 @dataclass(frozen=True)
-class Gpu:
+class VisibleGpu:
+    """A GPU this machine shows the runner (not lab.measure.sim.gpus.Gpu, a card sim stands for)."""
+
     visible: str  # what CUDA_VISIBLE_DEVICES should say for a worker on this GPU
     total_bytes: int
 
 
-def _from_env(text: str) -> list[Gpu]:
+def _from_env(text: str) -> list[VisibleGpu]:
     from lab.report.units import parse_size
 
     sizes = [s.strip() for s in text.split(",") if s.strip()]
-    return [Gpu(str(i), parse_size(s)) for i, s in enumerate(sizes)]
+    return [VisibleGpu(str(i), parse_size(s)) for i, s in enumerate(sizes)]
 
 
 def _nvidia_smi() -> list[tuple[str, str, int]] | None:
@@ -51,7 +53,7 @@ def _nvidia_smi() -> list[tuple[str, str, int]] | None:
     return rows
 
 
-def _torch_probe() -> list[Gpu]:
+def _torch_probe() -> list[VisibleGpu]:
     code = ("import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0;"
             "print(json.dumps([torch.cuda.get_device_properties(i).total_memory for i in range(n)]))")
     try:
@@ -61,10 +63,10 @@ def _torch_probe() -> list[Gpu]:
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return []
     visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    return [Gpu(visible[i] if i < len(visible) else str(i), int(b)) for i, b in enumerate(sizes)]
+    return [VisibleGpu(visible[i] if i < len(visible) else str(i), int(b)) for i, b in enumerate(sizes)]
 
 
-def visible_gpus() -> list[Gpu]:
+def visible_gpus() -> list[VisibleGpu]:
     if GPUS_ENV in os.environ:
         return _from_env(os.environ[GPUS_ENV])
     rows = _nvidia_smi()
@@ -73,14 +75,14 @@ def visible_gpus() -> list[Gpu]:
         return _torch_probe() if driver else []
     wanted = os.environ.get("CUDA_VISIBLE_DEVICES")
     if wanted is None:
-        return [Gpu(index, total) for index, _, total in rows]
+        return [VisibleGpu(index, total) for index, _, total in rows]
     out = []
     for v in (v.strip() for v in wanted.split(",")):
         if not v:
             continue
         for index, uuid, total in rows:
             if v == index or (v.startswith("GPU-") and uuid.startswith(v)):
-                out.append(Gpu(v, total))
+                out.append(VisibleGpu(v, total))
                 break
         else:
             break  # CUDA stops at the first entry it cannot resolve

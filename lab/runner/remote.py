@@ -189,8 +189,7 @@ def absolute(req: RunRequest) -> RunRequest:
     def a(p: str | None) -> str | None:
         return os.path.abspath(p) if p else p
 
-    return dataclasses.replace(req, lesson_path=req.lesson_path if req.experiment else a(req.lesson_path),
-                               experiment=a(req.experiment), profile_path=a(req.profile_path))
+    return dataclasses.replace(req, experiment=a(req.experiment), profile_path=a(req.profile_path))
 
 
 class ServiceRunner:

@@ -34,10 +34,6 @@ from .stream import WorkerStream
 FRAMES = 24  # samples a recorded result is played back in
 
 
-def lesson_id_of(req: RunRequest) -> str:
-    return Path(req.lesson_path).name.split("-", 1)[-1]
-
-
 def result_lines(result: RunResult, lesson_id: str, frames: int = FRAMES) -> list[dict]:
     """The lines a worker would have written for `result`: started, each phase as the timeline
     reaches it, `frames` samples of the timeline, then the result itself."""
@@ -86,21 +82,20 @@ class ReplayRunner:
     @classmethod
     def of_results(cls, root: Path | str | None = None, seconds: float = 0.6) -> ReplayRunner:
         """Recorded results played back (None: the install's H200 recordings)."""
-        from lab.reference import load_reference
+        from lab.course.reference import load_reference
 
         def lines(req: RunRequest) -> list[dict]:
-            lesson_id = lesson_id_of(req)
-            result = load_reference(lesson_id, root).get(req.variant)
+            result = load_reference(req.lesson, root).get(req.variant)
             if result is None:
                 raise LookupError(f"no H200 recording of {req.variant!r} in this install")
-            return result_lines(result, lesson_id)
+            return result_lines(result, req.lesson)
 
         return cls(root, delay_s=seconds / FRAMES, lines=lines)
 
     def path_for(self, req: RunRequest) -> Path:
         if req.variant in self.overrides:
             return self.root / self.overrides[req.variant]
-        return self.root / lesson_id_of(req) / f"{req.variant}.{req.mode}-{req.scale}.jsonl"
+        return self.root / req.lesson / f"{req.variant}.{req.mode}-{req.scale}.jsonl"
 
     def file_lines(self, req: RunRequest) -> list[dict]:
         text = self.path_for(req).read_text(encoding="utf-8")
@@ -139,4 +134,4 @@ class ReplayRunner:
                               exit_info.get("stderr", []))
 
 
-__all__ = ["FRAMES", "ReplayRunner", "lesson_id_of", "result_lines"]
+__all__ = ["FRAMES", "ReplayRunner", "result_lines"]

@@ -176,7 +176,10 @@ class Service:
             result = self._admit_and_run(req, msg, out, cancel)
         except Exception as e:  # a bug here must not take the service (and every run) down
             log.exception("run failed")
-            req = RunRequest.from_json_dict(msg.get("request") or {"lesson_path": "?", "variant": "?"})
+            try:
+                req = RunRequest.from_json_dict(msg.get("request"))
+            except ValueError:  # the request itself was the problem
+                req = RunRequest("?", "?")
             result = WorkerStream(req).failed("error", f"the runner service failed: {type(e).__name__}: {e}")
         finally:
             with self._lock:

@@ -9,7 +9,6 @@ code and the tail of its stderr; what it streamed before (samples) becomes the t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Iterable
 
 from lab.measure.result import DeviceInfo, RunResult, Timeline
@@ -42,10 +41,7 @@ class WorkerStream:
 
     def __init__(self, req: RunRequest):
         self.req = req
-        # the lesson id until the worker says otherwise (folder 05-mixed-precision -> mixed-precision;
-        # a playground run's lesson_path is its label)
-        name = Path(req.lesson_path).name
-        self.lesson_id = name if req.experiment else name.split("-", 1)[-1]
+        self.lesson_id = req.lesson  # until the worker says otherwise
         self.samples: list[dict] = []
         self.result: RunResult | None = None
         self.error: str | None = None

@@ -59,7 +59,7 @@ def warm_up(sim: bool = False) -> None:
     import torch  # noqa: F401
     import transformers
 
-    import lab.curriculum  # noqa: F401
+    import lab.course.curriculum  # noqa: F401
     from lab.measure import measure
 
     measure.warm_up_dispatch_mode()
@@ -100,19 +100,12 @@ def restart_cold_if_env(raw: str, emit) -> None:
     worker: torch is imported already and may have read that environment, so this process
     becomes a cold worker (exec: same pid, same pipes, same process group) that sets it first."""
     try:
-        d = json.loads(raw)
-        if d.get("experiment"):
-            return
-        from pathlib import Path
-
-        from lab.curriculum import load_lesson
-
-        env = dict(load_lesson(Path(d["lesson_path"])).variant(d["variant"]).env)
-    except Exception:  # a bad request is reported by the normal path
+        env = json.loads(raw).get("env") or {}
+    except (ValueError, AttributeError):  # a bad request is reported by the normal path
         return
-    if not env:
+    if not env or not isinstance(env, dict):
         return
-    os.environ.update(env)
+    os.environ.update({str(k): str(v) for k, v in env.items()})
     sys.stdout.flush()
     os.dup2(emit.fd, 1)  # the protocol stream is stdout again for the new program
     os.execv(sys.executable, [sys.executable, "-m", "lab.runner.worker", raw])
@@ -130,6 +123,33 @@ def _init_distributed(mode: str):
     return dist
 
 
+def measure_request(req, fn=None, emit=None, turns=None):
+    """What a worker measures for `req`, in this process: its spec (RunRequest.spec) over its
+    mode's backend. `fn`: the variant's function (default: `req.variant` of `req.experiment`);
+    `turns`: the runner service's GPU turns (a GPU run takes them). The variant's environment is
+    set for the run and put back after. Tests, benches and `memlab dev goldens` run the worker's
+    path in their own process with this."""
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import measure
+    from lab.measure.sim.gpus import gpu
+
+    saved = {k: os.environ.get(k) for k in req.env}
+    os.environ.update(req.env)  # before the experiment is imported, as in a worker
+    try:
+        if fn is None:
+            fn = getattr(load_experiment(req.experiment), req.variant)
+        # gpu: the card a sim run stands for (RunRequest.gpu, checked by the client)
+        backend = backend_for(req.mode, gpu_memory=req.gpu_memory, turns=turns,
+                              gpu=gpu(req.gpu) if req.gpu else None)
+        return measure(fn, req.spec(), backend, emit)
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     emit = _open_protocol_stream()
@@ -139,40 +159,34 @@ def main(argv: list[str] | None = None) -> int:
         restart_cold_if_env(raw, emit)
     else:
         raw = argv[0] if argv else ""
-    from lab.curriculum import LessonError, load_lesson
     from lab.runner.protocol import RunRequest
 
     try:
         req = RunRequest.from_json_dict(json.loads(raw))
-        from pathlib import Path
-
-        if req.experiment:  # not a lesson (the playground): the file and parameters are given
-            lesson_id, experiment_path = Path(req.lesson_path).name, Path(req.experiment)
-            params, checks = dict(req.overrides), []
-            if not experiment_path.is_file():
-                raise ValueError(f"no experiment file {req.experiment}")
-        else:
-            lesson = load_lesson(Path(req.lesson_path))
-            # a variant's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is set before anything in
-            # this process imports torch, which reads some of it once (lesson 17, the caching allocator)
-            os.environ.update(dict(lesson.variant(req.variant).env))
-            lesson_id, experiment_path = lesson.id, lesson.experiment_path
-            params, checks = {**lesson.params(req.scale), **req.overrides}, list(lesson.checks)
-    except (LessonError, KeyError, IndexError, ValueError, TypeError) as e:
+        if not os.path.isfile(req.experiment):
+            raise ValueError(f"no experiment file {req.experiment or '(none named)'}")
+    except ValueError as e:  # not JSON, not a request of this install (SchemaError), no file
         emit({"type": "error", "error": f"bad request: {e}"})
         return 2
+    # a variant's environment (e.g. PYTORCH_CUDA_ALLOC_CONF) is set before anything in this
+    # process imports torch, which reads some of it once (lesson 17, the caching allocator)
+    os.environ.update(req.env)
 
     if req.background and not req.mode_info.timed and hasattr(os, "nice"):
         os.nice(BACKGROUND_NICE)
-    emit({"type": "started", "pid": os.getpid(), "lesson": lesson_id, "variant": req.variant,
+    emit({"type": "started", "pid": os.getpid(), "lesson": req.lesson, "variant": req.variant,
           "mode": req.mode, "scale": req.scale,
           **({"rank": int(os.environ["RANK"])} if "RANK" in os.environ else {})})
+    name = os.path.basename(req.experiment)
     try:
-        module = load_experiment(str(experiment_path))
-        fn = getattr(module, req.variant)
+        module = load_experiment(req.experiment)
     except Exception as e:  # the lesson's code failed to import: report, don't crash
-        emit({"type": "error", "error": f"{experiment_path.name}: {type(e).__name__}: {e}"})
+        emit({"type": "error", "error": f"{name}: {type(e).__name__}: {e}"})
         return 3
+    fn = getattr(module, req.variant, None)
+    if not callable(fn):
+        emit({"type": "error", "error": f"bad request: {name} has no function {req.variant!r}"})
+        return 2
 
     try:
         dist = _init_distributed(req.mode)
@@ -180,18 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         emit({"type": "error", "error": f"torch.distributed: {type(e).__name__}: {e}"})
         return 4
 
-    from lab.measure.measure import measure_variant
     from lab.runner.gpu_turns import GpuTurns
 
-    from lab.measure.sim.gpus import gpu
-
-    # turns: the runner service's GPU turns, if it named any (only a GPU run takes them);
-    # gpu: the card a sim run stands for (RunRequest.gpu, checked by the client)
-    result = measure_variant(fn, lesson=lesson_id, variant=req.variant, mode=req.mode,
-                             scale=req.scale, params=params, checks=checks,
-                             gpu_memory=req.gpu_memory, profile_path=req.profile_path,
-                             timing=req.timing, emit=emit, turns=GpuTurns.from_env(),
-                             gpu=gpu(req.gpu) if req.gpu else None)
+    result = measure_request(req, fn, emit, turns=GpuTurns.from_env())
     emit({"type": "result", "result": result.to_dict()})
     if dist is not None:
         dist.destroy_process_group()

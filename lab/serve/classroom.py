@@ -24,8 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from lab.progress import atomic_write
-from lab.reference import load_reference
+from lab.course.progress import atomic_write
+from lab.course.reference import load_reference
 from lab.serve.workshop import checked_name
 from lab.user_files import PROGRESS_LIMIT, read_user_file
 

@@ -16,9 +16,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.curriculum import Lesson, Question
-from lab.progress import FILE_NAME, LessonProgress, decoded, parse
-from lab.reference import load_reference
+from lab.course.curriculum import Lesson, Question
+from lab.course.progress import FILE_NAME, LessonProgress, decoded, parse
+from lab.course.reference import load_reference
 from lab.report.tables import table
 from lab.report.units import DASH, format_bytes, percent
 from lab.serve.classroom import Classroom, instructor_label

@@ -91,7 +91,7 @@ class TabLimits:
         return self._sizes_refusal(req)
 
     def _sizes_refusal(self, req) -> str | None:
-        workload = (req.overrides or {}).get("workload") if req.experiment else None
+        workload = req.params.get("workload") if req.kind == "experiment" else None
         if workload is None:
             return None  # a lesson: its own parameters, from lesson.toml
         from lab.workloads import get_workload
@@ -100,7 +100,7 @@ class TabLimits:
             defaults = get_workload(str(workload)).default_sizes(req.scale)
         except (KeyError, ValueError):
             return f"Not in this workshop: no workload {workload!r} at {req.scale} scale."
-        for key, value in req.overrides.items():
+        for key, value in req.params.items():
             base = defaults.get(key)
             if isinstance(base, bool) or not isinstance(base, int):
                 continue  # not a size (a layout's name, the combination)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-SERVED_ENV = "MEMLAB_SERVED"  # "1" in a process started by `memlab serve`
+from lab.served import SERVED_ENV, served  # noqa: F401  (the fact, beside what it forbids)
+
 CLASS_ENV = "MEMLAB_CLASS"  # the workshop folder whose class state a served app follows
 LEARNER_ENV = "MEMLAB_LEARNER"  # the learner's (sanitised) name
 TEST_STATE_ENV = "MEMLAB_TEST_STATE"  # "1": the app writes test-state.json (browser test)
@@ -24,10 +25,6 @@ CODE_ENV = "MEMLAB_LEARNER_CODE"  # the code another browser needs to take this 
 
 class Refused(Exception):
     """What a served lab does not do; the message is one line for the learner."""
-
-
-def served() -> bool:
-    return os.environ.get(SERVED_ENV) == "1"
 
 
 def refuse_if_served(what: str) -> None:
@@ -55,7 +52,7 @@ def allowed_path(path: str | os.PathLike, what: str = "that file") -> Path:
     is then read through lab.user_files (a regular file, bounded)."""
     if not served():
         return Path(path).expanduser()
-    from lab.progress import data_dir
+    from lab.course.progress import data_dir
 
     home = data_dir().resolve()
     try:

@@ -48,7 +48,7 @@ def workshop_dir(explicit: str | os.PathLike | None = None) -> Path:
 
     if explicit:
         return usable_folder(explicit, "--data")
-    from lab.progress import data_dir
+    from lab.course.progress import data_dir
 
     return usable_folder(data_dir() / "workshop", "the workshop folder")
 

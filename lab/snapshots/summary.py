@@ -36,6 +36,7 @@ from typing import Any
 from lab.report.downsample import peak_indices
 
 from . import frames as fr
+from .extras import read_extras
 from .lifetimes import Lifetimes
 from .series import downsample
 
@@ -103,6 +104,19 @@ class Series:
 
 
 @dataclass
+class LiveAt:
+    """What was live just after one trace entry (an out-of-memory): by category, by stack."""
+
+    index: int
+    bytes: int = 0
+    count: int = 0
+    by_category: dict[str, int] = field(default_factory=dict)
+    by_phase: dict[str, int] = field(default_factory=dict)
+    groups: list[dict] = field(default_factory=list)  # {where, bytes, count}
+    top: list[Allocation] = field(default_factory=list)
+
+
+@dataclass
 class SnapshotSummary:
     source: str  # "pytorch-snapshot" | "memlab-result"
     file: str = ""
@@ -137,12 +151,15 @@ class SnapshotSummary:
     reserved: Series = field(default_factory=Series)
     notes: list[str] = field(default_factory=list)
     title: str = ""
+    at_oom: LiveAt | None = None  # what was live at the (last) out-of-memory
+    extras: Any = None  # lab.snapshots.extras.Extras: what newer snapshots record (None: a result)
     # full resolution, for the viewer (zoom, inspector); never serialized
     _t: Any = field(default=None, repr=False)  # array('q'): x of every entry
     _alloc: Any = field(default=None, repr=False)  # array('q'): allocated after every entry
     _entries: Any = field(default=None, repr=False)  # the raw trace entries
     _base: int = field(default=0, repr=False)  # allocated before the trace; add to _alloc
     _points: int = field(default=0, repr=False)  # timeline size for to_dict, built lazily
+    _raw: Any = field(default=None, repr=False)  # the snapshot dict (segments, settings, ...)
 
     # ---- for viewers ---------------------------------------------------------------------------
     def xs(self):
@@ -299,6 +316,7 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
     s = SnapshotSummary(source="pytorch-snapshot", file=file, device=dev,
                         devices={i: len(t or ()) for i, t in enumerate(traces)},
                         events=len(entries))
+    s._raw = snapshot
     has_stacks_kind = _stacks_kind(entries, segments)
     s.stacks = has_stacks_kind
     has_stacks = has_stacks_kind != "none"
@@ -342,6 +360,7 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
         elif a == OOM:
             oom_idx.append(i)
     s.actions = counts
+    s.extras = read_extras(snapshot, entries, dev, counts)
     s.x_unit = "us" if has_time else "event"
     if not has_time and entries:
         s.notes.append("the trace has no time_us (torch < 2.1?): the x axis is the entry number")
@@ -360,7 +379,9 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
     if entries:
         s.start_us, s.end_us = t_arr[0], t_arr[-1]
     s._t, s._alloc, s._entries, s._base = t_arr, a_arr, entries, base
-    s.guessed = not (bool(snapshot.get("memlab")) or any("phase" in e for e in entries[:64]))
+    # a snapshot memlab synthesized from a cpu/sim run carries the tracker's own categories
+    synthesized = bool((snapshot.get("memlab") or {}).get("synthesized"))
+    s.guessed = not (synthesized or any("phase" in e for e in entries[:64]))
 
     # reserved: the same trick with segments (a segment never freed in the trace was reserved
     # before recording began)
@@ -389,6 +410,9 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
         # phase bands first: the lifetimes of live blocks refine their guessed category
         s.bands = _bands(entries, t_arr, has_stacks)
         lifetimes = Lifetimes(entries, acts, pi, t_arr, s.bands, has_stacks)
+        if oom_idx:  # the state that failed matters more than the peak before it
+            s.at_oom = _live_described(entries, acts, oom_idx[-1], active,
+                                       a_arr[oom_idx[-1]] + base, t_arr, s.bands, has_stacks, top)
         del acts
         pe = entries[pi]
         s.peak_frames = _frames_out(pe.get("frames") or [])
@@ -458,6 +482,17 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
             pre.append((b.get("size", 0), None, _block_frames(b),
                         "allocated before recording began; still live at the end"))
     return items + pre
+
+
+def _live_described(entries, acts, i, active, allocated, t_arr, bands, has_stacks, top) -> LiveAt:
+    """`LiveAt` entry `i`: the blocks live there, described as the peak's are."""
+    items = _live_at(entries, acts, i, active, allocated)
+    tmp = SnapshotSummary(source="pytorch-snapshot")
+    tmp._entries = entries
+    _describe_live(tmp, items, has_stacks, top, Lifetimes(entries, acts, i, t_arr, bands,
+                                                          has_stacks))
+    return LiveAt(i, tmp.live_bytes, tmp.live_count, tmp.by_category, tmp.by_phase, tmp.groups,
+                  tmp.live_at_peak)
 
 
 def _describe_live(s: SnapshotSummary, items: list, has_stacks: bool, top: int,
@@ -543,4 +578,4 @@ def _bands(entries: list, t_arr: array, has_stacks: bool) -> list[Band]:
     return bands
 
 
-__all__ = ["Allocation", "Band", "Oom", "SCHEMA", "Series", "SnapshotSummary", "summarize"]
+__all__ = ["Allocation", "Band", "LiveAt", "Oom", "SCHEMA", "Series", "SnapshotSummary", "summarize"]

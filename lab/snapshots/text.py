@@ -28,7 +28,8 @@ def _frame_line(f: dict) -> str:
     return label(f)
 
 
-def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
+def render(s: SnapshotSummary, top: int = 10, frames: int = 6, ooms: bool = True) -> str:
+    """The summary; `ooms=False` when the out-of-memory is explained apart (lab.snapshots.oom_text)."""
     out: list[str] = []
     what = {"pytorch-snapshot": "PyTorch memory snapshot", "memlab-result": "memlab result"}
     head = f"{s.file or '(snapshot)'} — {what.get(s.source, s.source)}"
@@ -47,6 +48,8 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
         out.append(f"recorded span {span} · allocated at the start {format_bytes(s.start_bytes)}, at the "
                    f"end {format_bytes(s.end_bytes)} · reserved: peak {format_bytes(s.reserved_peak_bytes)}, end "
                    f"{format_bytes(s.reserved_end_bytes)}")
+    if s.extras is not None:  # what newer snapshots record: settings, compile contexts, ...
+        out.extend(s.extras.lines())
     guess = " (guess from the stack)" if s.guessed else ""
     out.append("")
     out.append(f"peak {format_bytes(s.peak_bytes)} allocated ({s.peak_bytes:,} B) at "
@@ -77,7 +80,7 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6) -> str:
                 for a in s.live_at_peak[:top]]
         out.append(table(["bytes", "allocated", "phase", "category", "where"], rows,
                          right={0, 1}))
-    if s.ooms:
+    if s.ooms and ooms:
         out.append("")
         out.append(f"out-of-memory events: {len(s.ooms)}")
         for o in s.ooms[:top]:

@@ -18,16 +18,16 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 
-from lab.curriculum import Course, Lesson, load_course
+from lab.course.curriculum import Course, Lesson, load_course
 from lab.measure.modes import ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
-from lab.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress, data_dir
-from lab.reference import REFERENCE_DIR, load_reference
+from lab.course.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress, data_dir
+from lab.course.reference import REFERENCE_DIR, load_reference
 from lab.report.units import capacity
 from lab.serve.policy import served
 
 from .commands import LessonCommands
-from .session import LessonDeps, Machine, Session
+from .session import KeptRuns, LessonDeps, Machine
 from .widgets.fit import Fit
 from .screens import (CalibrationScreen, ConfirmScreen, HelpScreen, HomeScreen, LessonScreen,
                       PathPromptScreen, TooSmallScreen)
@@ -74,7 +74,7 @@ class MemLabApp(App):
         self.gpu = None if gpu is DETECT else gpu
         self._detect = gpu is DETECT
         self.playback_seconds = playback_seconds  # per variant, for the H200 recordings
-        self.session = Session()  # the results on screen per lesson, this session's runs
+        self.kept = KeptRuns()  # the results on screen per lesson, this session's runs
         self._references: dict[str, dict[str, RunResult]] = {}
         self.class_follower = None  # a served workshop's class (classroom.install sets it)
         self._home = HomeScreen(self.course, self.progress, self.device_banner,
@@ -173,7 +173,7 @@ class MemLabApp(App):
         return LessonDeps(
             progress=self.progress, runner=self.runner, recordings=self.references,
             reference_root=self.reference_root, choose_mode=self.choose_mode,
-            machine=self.machine, session=self.session, playback_seconds=self.playback_seconds,
+            machine=self.machine, kept=self.kept, playback_seconds=self.playback_seconds,
             classroom=lambda: self.class_follower.room if self.class_follower else None,
             on_progress=self.refresh_home)
 
@@ -242,7 +242,7 @@ class MemLabApp(App):
             self.push_screen(PlaygroundScreen(runner=self.runner, choose_mode=self.choose_mode))
 
     def action_challenges(self) -> None:
-        """The graded challenges (lab/challenges.py): start, edit, check in sim."""
+        """The graded challenges (lab/course/challenges.py): start, edit, check in sim."""
         from .screens.challenges import ChallengeScreen
 
         if not isinstance(self.screen, ChallengeScreen):
@@ -310,7 +310,7 @@ class MemLabApp(App):
         def done(yes: bool | None) -> None:
             if yes:
                 self.progress.reset()
-                self.session.clear()
+                self.kept.clear()
                 self.refresh_home()
                 self.notify("Progress and run history reset.")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.text import Text
 
-from lab.progress import atomic_write, data_dir
+from lab.course.progress import atomic_write, data_dir
 from lab.serve import policy
 from lab.serve.classroom import Classroom, instructor_label
 

@@ -11,7 +11,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from lab.curriculum import lesson_number
+from lab.course.curriculum import lesson_number
 
 
 class LessonCommands(Provider):

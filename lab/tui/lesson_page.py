@@ -11,7 +11,7 @@ Headless: no Textual, no Rich, no torch.
 
 from __future__ import annotations
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 
 from .author_text import described, learner_text
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.modes import ModeError, mode_info
 from lab.runner.protocol import RunRequest
 from lab.report import card_name, recorded_on
@@ -100,9 +100,8 @@ def playback_plan(variants: tuple[str, ...], first, how: str = "") -> RunPlan:
 def requests(plan: RunPlan, lesson: Lesson, jobs: int) -> list[RunRequest]:
     """One request per variant, in the plan's order; side by side (`jobs` > 1) the first (the
     one the learner looks at) keeps the CPU first."""
-    return [RunRequest(lesson_path=str(lesson.path), variant=variant, mode=plan.mode,
-                       scale=plan.scale, gpu_memory=plan.gpu_memory, timeout_s=lesson.timeout_s,
-                       ranks=lesson.ranks(plan.scale, plan.mode), background=jobs > 1 and i > 0)
+    return [RunRequest.for_lesson(lesson, variant, plan.mode, plan.scale,
+                                  gpu_memory=plan.gpu_memory, background=jobs > 1 and i > 0)
             for i, variant in enumerate(plan.variants)]
 
 

@@ -2,8 +2,9 @@
 
 `LessonDeps` is built once by the app and handed to every `LessonScreen`: the progress store,
 the runner, the recordings, how to choose a mode, what this machine has, the class a served
-workshop follows, and `Session`: what this app process keeps across lesson screens (the results
-on screen per lesson, this session's run records) — not on disk, unlike `Progress`.
+workshop follows, and `KeptRuns`: what this app process keeps across lesson screens (the results
+on screen per lesson, this session's run records) — not on disk, unlike `Progress`. (Not
+lab.measure.session.Session, the `run` an experiment receives.)
 
 Headless: no Textual (tests build one by hand).
 """
@@ -16,13 +17,13 @@ from typing import Any, Callable
 
 from lab.measure.modes import ModeChoice
 from lab.measure.result import RunResult
-from lab.progress import Progress, RunRecord
+from lab.course.progress import Progress, RunRecord
 
 from .result_set import ResultSet
 
 
 @dataclass
-class Session:
+class KeptRuns:
     sets: dict[str, tuple[ResultSet, ResultSet]] = field(default_factory=dict)  # lead, beside
     records: dict[str, list[RunRecord]] = field(default_factory=dict)  # this session's runs
 
@@ -51,10 +52,10 @@ class LessonDeps:
     reference_root: Path
     choose_mode: Callable[[str, str | None, tuple[str, ...]], ModeChoice]  # may raise ModeError
     machine: Callable[[], Machine]
-    session: Session = field(default_factory=Session)
+    kept: KeptRuns = field(default_factory=KeptRuns)
     playback_seconds: float = 0.6  # per variant, for the H200 recordings
     classroom: Callable[[], Any] = lambda: None  # the followed class (served workshops) or None
     on_progress: Callable[[], None] = lambda: None  # the course map re-reads progress
 
 
-__all__ = ["LessonDeps", "Machine", "Session"]
+__all__ = ["KeptRuns", "LessonDeps", "Machine"]

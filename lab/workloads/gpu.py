@@ -26,7 +26,7 @@ class BusySampler:
         self._thread = None
 
     def _loop(self):
-        from lab.measure.cuda import nvml_utilization
+        from lab.measure.cuda_allocator import nvml_utilization
 
         while not self._stop.wait(self.interval):
             u = nvml_utilization(self.device.index or 0)

@@ -69,7 +69,7 @@ def wrap(run, model, cfg: TrainConfig, ranks: distributed.Ranks):
     mesh = distributed.device_mesh(ranks)
     mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
           if cfg.precision == "bf16" else MixedPrecisionPolicy())
-    if cfg.offload == "cpu" and not (run.simulated or run.is_cuda):
+    if cfg.offload == "cpu" and not run.cuda_kernels:
         raise ValueError("fsdp+offload moves the shards from the GPU to the host; on cpu the host "
                          "is the device: run it in sim (--mode sim)")
     # offload: PyTorch's default CPUOffloadPolicy (pin_memory=True)

@@ -19,6 +19,7 @@ Besides the timeline, the experiment counts the bytes autograd saves for backwar
 
 import torch
 
+from lab.measure.torch_compat import storage_key
 from lab.workloads import TrainConfig
 from lab.workloads.models import build_model, lm_loss
 from lab.workloads.registry import layout
@@ -39,13 +40,14 @@ class SavedBytes:
     """
 
     def __init__(self, model):
-        self.params = {p.untyped_storage()._cdata for p in model.parameters()}
+        self.params = {storage_key(p.untyped_storage()) for p in model.parameters()}
         self.seen: dict[int, int] = {}
 
     def pack(self, t):
         s = t.untyped_storage()
-        if s._cdata not in self.params and t.device.type != "meta":
-            self.seen[s._cdata] = s.nbytes()
+        key = storage_key(s)
+        if key not in self.params and t.device.type != "meta":
+            self.seen[key] = s.nbytes()
         return t.detach()  # same storage, no grad_fn: no reference cycle
 
     def __enter__(self):

@@ -24,6 +24,7 @@ from dataclasses import replace
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from lab.measure.torch_compat import storage_key
 from lab.workloads.data import lm_batch
 from lab.workloads.models import blocks as transformer_blocks
 from lab.workloads.models import build_model
@@ -35,7 +36,7 @@ class SavedPerLayer:
 
     def __init__(self, model):
         # ids, not tensors: nothing here keeps memory alive
-        self.params = {p.untyped_storage()._cdata for p in model.parameters()}
+        self.params = {storage_key(p.untyped_storage()) for p in model.parameters()}
         self.seen: set[int] = set()
         self.where = "before the layers"
         self.bytes: dict[str, int] = {}
@@ -45,8 +46,9 @@ class SavedPerLayer:
 
     def pack(self, t: torch.Tensor):
         s = t.untyped_storage()
-        if s._cdata not in self.params and s._cdata not in self.seen:
-            self.seen.add(s._cdata)  # first saved here: the block that made it keep it
+        key = storage_key(s)
+        if key not in self.params and key not in self.seen:
+            self.seen.add(key)  # first saved here: the block that made it keep it
             self.bytes[self.where] = self.bytes.get(self.where, 0) + s.nbytes()
         return t.detach()  # same storage, no grad_fn: no reference cycle
 

@@ -31,6 +31,7 @@ from dataclasses import replace
 
 import torch
 
+from lab.measure.torch_compat import is_traceable_wrapper_subclass, storage_key
 from lab.workloads.data import lm_batch
 from lab.workloads.models import build_model, lm_loss
 from lab.workloads.registry import layout
@@ -126,9 +127,7 @@ def adamw_8bit_optimizer(run, params, as_shipped: bool = False):
     if run.simulated:
         # The quantization map (256 values) is computed once, with .tolist(): it needs values,
         # which fake tensors do not have. Compute it for real; it is a constant.
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-        with unset_fake_temporarily():
+        with run.real_values():
             subclass_8bit.get_qmap_signed(), subclass_8bit.get_qmap_unsigned()
     compiled = as_shipped and run.is_cuda and run.tracker is None
     return StepWithin(AdamW8bit(params, lr=1e-3, weight_decay=0.1),
@@ -139,8 +138,6 @@ def adamw_8bit_optimizer(run, params, as_shipped: bool = False):
 def state_bytes(optimizers) -> int:
     """Bytes held by the optimizers' state, each storage once. A tensor subclass (torchao's
     8-bit state) is counted by the plain tensors it wraps (codes, scales, lookup table)."""
-    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
-
     def plain(t):
         if is_traceable_wrapper_subclass(t):
             return [x for name in t.__tensor_flatten__()[0] for x in plain(getattr(t, name))]
@@ -154,7 +151,7 @@ def state_bytes(optimizers) -> int:
                 if isinstance(v, torch.Tensor):
                     for t in plain(v):
                         s = t.untyped_storage()
-                        seen[s._cdata] = s.nbytes()
+                        seen[storage_key(s)] = s.nbytes()
     return sum(seen.values())
 
 
@@ -163,7 +160,7 @@ def warm_up_cublas(run):
     product of each thread (the main one, and autograd's for backward). Make both now, so the
     allocator's deltas below count the optimizer's state and nothing else. sim: the allocator
     model takes the same workspaces at the same point (first in the segments, as on the GPU)."""
-    if run.is_cuda or run.simulated:
+    if run.cuda_kernels:
         a = torch.ones(8, 8, device=run.device, requires_grad=True)
         (a @ a).sum().backward()
 

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 import torch
 
+from lab.measure.torch_compat import parse_to
 from lab.workloads import TrainConfig
 from lab.workloads.data import lm_batch
 from lab.workloads.models import build_model
@@ -49,7 +50,7 @@ def no_op_moves_for_fake_parameters():
     plain = torch.nn.Module.to
 
     def to(self, *args, **kwargs):
-        device, dtype, *_ = torch._C._nn._parse_to(*args, **kwargs)
+        device, dtype, _ = parse_to(*args, **kwargs)
         tensors = list(self.parameters()) + list(self.buffers())
         if all((device is None or t.device == device)
                and (dtype is None or not t.is_floating_point() or t.dtype == dtype)

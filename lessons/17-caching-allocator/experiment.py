@@ -121,9 +121,9 @@ def empty_cache(run):
 
 def expandable_segments(run):
     conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
-    if "expandable_segments:True" in conf and (run.is_cuda or run.simulated):
+    if "expandable_segments:True" in conf and run.cuda_kernels:
         run.note(f"PYTORCH_CUDA_ALLOC_CONF={conf} was set before torch was imported")
-    elif run.is_cuda or run.simulated:  # a process without the variant's env: switch it on now
+    elif run.cuda_kernels:  # a process without the variant's env: switch it on now
         ok = run.set_allocator_settings("expandable_segments:True")
         run.note("expandable_segments:True set at run time" if ok else
                  "expandable_segments:True could not be set by this PyTorch")

@@ -39,7 +39,7 @@ from lab.snapshots.segments import LEGEND, segment_view
 
 def has_allocator(run) -> bool:
     """CUDA, or sim (where torch.cuda.* reaches the allocator model)."""
-    return run.is_cuda or run.simulated
+    return run.cuda_kernels
 
 
 def stats(run) -> dict:

@@ -39,13 +39,13 @@ from lab.workloads.train import autocast, enable_checkpointing, get_batch, setup
 
 def pinned_stats(run) -> dict:
     """The pinned-host allocator's counters: CUDA's, or the model's in sim; {} on the CPU."""
-    if not (run.is_cuda or run.simulated) or not hasattr(torch.cuda, "host_memory_stats"):
+    if not run.cuda_kernels or not hasattr(torch.cuda, "host_memory_stats"):
         return {}
     return torch.cuda.host_memory_stats()
 
 
 def enable_offloaded_checkpointing(run, model) -> None:
-    if not (run.is_cuda or run.simulated):
+    if not run.cuda_kernels:
         # transformers' offload asks for pinned memory, which needs an accelerator
         run.note("On the CPU there is no device to offload from: plain checkpointing runs.")
         enable_checkpointing(model, "hf")
@@ -75,7 +75,7 @@ def train(run, *, save_on_cpu=False, checkpointing=None):
         enable_checkpointing(model, "hf")
     elif checkpointing == "offload":
         enable_offloaded_checkpointing(run, model)
-    if save_on_cpu and not (run.is_cuda or run.simulated):
+    if save_on_cpu and not run.cuda_kernels:
         run.note("On the CPU, save_on_cpu copies CPU tensors to the CPU: nothing leaves a device.")
     offload = (lambda: torch.autograd.graph.save_on_cpu(pin_memory=True)) if save_on_cpu else nullcontext
     for i in range(run.p.steps):

@@ -48,7 +48,7 @@ def starter(name: str):
 
 def cap_gpu(run, nbytes: int) -> None:
     """Run as on a GPU of `nbytes` (set_per_process_memory_fraction; in sim the model's cap)."""
-    if run.is_cuda or run.simulated:
+    if run.cuda_kernels:
         total = torch.cuda.get_device_properties(run.device).total_memory if run.is_cuda else 150_109_880_320
         torch.cuda.set_per_process_memory_fraction(min(1.0, nbytes / total), run.device if run.is_cuda else None)
         run.metric("gpu_cap", nbytes)
@@ -177,7 +177,7 @@ def fragmentation_start(run):
 
 def fragmentation_solution(run):
     cap_gpu(run, run.p.fragment_gpu)
-    if run.is_cuda or run.simulated:
+    if run.cuda_kernels:
         # lesson 23: a segment of mapped pages, whose free pages can move to the big request
         torch.cuda.memory._set_allocator_settings("expandable_segments:True")
     starter("fragmentation")(run)

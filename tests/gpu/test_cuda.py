@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from lab.course.curriculum import load_lesson
 from lab.measure.tracker import TensorTracker
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
@@ -14,7 +15,7 @@ from lab.runner.protocol import RunRequest
 from ..conftest import ROOT
 
 pytestmark = pytest.mark.cuda
-LESSON_01 = str(ROOT / "lessons" / "01-linear-baseline")
+LESSON_01 = load_lesson(ROOT / "lessons" / "01-linear-baseline")
 
 
 def test_tracker_sees_what_the_autograd_engine_allocates_on_its_own_threads():
@@ -36,8 +37,8 @@ def test_tracker_sees_what_the_autograd_engine_allocates_on_its_own_threads():
 
 def test_lesson_01_seed_numbers_on_the_real_allocator(tmp_path):
     profile = tmp_path / "profile.pkl"
-    res = SubprocessRunner().run(RunRequest(LESSON_01, "baseline", mode="cuda", scale="seed",
-                                            profile_path=str(profile)))
+    res = SubprocessRunner().run(RunRequest.for_lesson(LESSON_01, "baseline", "cuda", "seed",
+                                                       profile_path=str(profile)))
     assert res.status == "ok", res.error
     expected = {"weights": 2_000_200_000, "input": 200_000_000, "output": 1_000_000_000}
     for name, nbytes in expected.items():
@@ -55,8 +56,8 @@ def test_lesson_01_seed_numbers_on_the_real_allocator(tmp_path):
 
 
 def test_virtual_gpu_gives_the_real_cuda_out_of_memory():
-    res = SubprocessRunner().run(RunRequest(LESSON_01, "baseline", mode="cuda", scale="seed",
-                                            gpu_memory=3 * 10**9))
+    res = SubprocessRunner().run(RunRequest.for_lesson(LESSON_01, "baseline", "cuda", "seed",
+                                                       gpu_memory=3 * 10**9))
     assert res.status == "oom"
     assert "CUDA out of memory" in res.error and "Tried to allocate" in res.error
     assert "virtual GPU" not in res.error  # the real allocator's message, not the tracker's

@@ -23,7 +23,7 @@ import re
 import pytest
 import torch
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -37,9 +37,8 @@ def run(variant: str):
     from lab.runner.client import SubprocessRunner
     from lab.runner.protocol import RunRequest
 
-    res = SubprocessRunner().run(RunRequest(lesson_path=str(LESSON.path), variant=variant,
-                                            mode="cuda", scale="seed", timing=False,
-                                            timeout_s=LESSON.timeout_s))
+    res = SubprocessRunner().run(RunRequest.for_lesson(LESSON, variant, "cuda", "seed",
+                                                       timing=False))
     print(f"\n[10 {variant}] {res.status}; metrics {res.metrics}; error {res.error}")
     return res
 

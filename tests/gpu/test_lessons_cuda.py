@@ -1,7 +1,7 @@
 """Every lesson's claims, checked on a real CUDA GPU (the H200 reference machine).
 
 Skipped without CUDA. What is checked is exactly what `memlab dev check` checks against the
-recordings in assets/reference, with the same function (lab.claims.verify), but on FRESH runs:
+recordings in assets/reference, with the same function (lab.course.claims.verify), but on FRESH runs:
 each variant at seed scale in its own worker process (a fresh CUDA context and a clean caching
 allocator), with the timing pass on, as `memlab run` does. No number is written here: the
 lessons' claims (lesson.toml) are the expectations, pending ones included, so a re-recording is
@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.claims import verify
-from lab.curriculum import load_course
+from lab.course.claims import verify
+from lab.course.curriculum import load_course
 from lab.measure.result import RunResult
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow,
@@ -57,9 +57,8 @@ def run(key: str, variant: str) -> RunResult:
         if ranks > torch.cuda.device_count():
             pytest.skip(f"lesson {key} trains on {ranks} GPUs; this machine has "
                         f"{torch.cuda.device_count()}")
-        res = SubprocessRunner(gpus=ranks if ranks > 1 else 0).run(RunRequest(
-            lesson_path=str(lesson.path), variant=variant, mode="cuda", scale="seed",
-            timeout_s=lesson.timeout_s, ranks=ranks))
+        res = SubprocessRunner(gpus=ranks if ranks > 1 else 0).run(
+            RunRequest.for_lesson(lesson, variant, "cuda", "seed"))
     a = res.allocator
     print(f"\n[{key} {variant}] {res.status} tracked peak {res.peak.bytes / 1e9:.3f} GB in "
           f"{res.peak.phase!r}; allocated {a.peak_allocated_bytes / 1e9 if a else float('nan'):.3f}"

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.result import RunResult
 
 N = int(os.environ.get("MEMLAB_GPUS", "2"))
@@ -50,10 +50,8 @@ def run(variant: str) -> RunResult:
         from lab.runner.client import SubprocessRunner
         from lab.runner.protocol import RunRequest
 
-        over = {"world_size": N}
-        res = SubprocessRunner(gpus=N).run(RunRequest(
-            lesson_path=str(LESSON.path), variant=variant, mode="cuda", scale="seed",
-            overrides=over, ranks=LESSON.ranks("seed", "cuda", over), timeout_s=LESSON.timeout_s))
+        res = SubprocessRunner(gpus=N).run(RunRequest.for_lesson(
+            LESSON, variant, "cuda", "seed", overrides={"world_size": N}))
     for r in res.ranks or [res]:
         a = r.allocator
         check = r.checks[0] if r.checks else None
@@ -95,7 +93,8 @@ def test_fsdp_peaks_below_ddp_on_every_rank():
 @pytest.mark.skipif(os.environ.get("MEMLAB_SIM") != "1", reason="MEMLAB_SIM=1 runs the sim here")
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_sim_at_the_same_n_is_within_3_percent_of_each_rank(variant):
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.runner.worker import load_experiment
 
     fn = getattr(load_experiment(str(LESSON.experiment_path)), variant)
@@ -103,8 +102,9 @@ def test_sim_at_the_same_n_is_within_3_percent_of_each_rank(variant):
     @functools.lru_cache(maxsize=None)
     def sim(rank: int) -> int:
         params = {**LESSON.params("seed"), "world_size": N, "sim_rank": rank}
-        return measure_variant(fn, lesson=LESSON.id, variant=variant, mode="sim", scale="seed",
-                               params=params, timing=False).peak.bytes
+        return measure(fn,
+                       VariantSpec(LESSON.id, variant, "seed", params, timing=False),
+                       backend_for("sim")).peak.bytes
 
     for r in run(variant).ranks:
         # ZeRO-1's ranks hold different parts of the optimizer state: simulate that rank

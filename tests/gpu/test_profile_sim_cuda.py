@@ -31,7 +31,8 @@ def _logged(text: str) -> dict[int, tuple[int, int]]:
 
 @pytest.mark.parametrize("script", ["mlp_autocast.py", "gpt2_tiny.py"])
 def test_sim_prints_what_the_gpu_prints(script, tmp_path):
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.profile import script as experiment
 
     gpu = subprocess.run([sys.executable, str(SIM / script), "2"], capture_output=True,
@@ -41,8 +42,9 @@ def test_sim_prints_what_the_gpu_prints(script, tmp_path):
     out = tmp_path / "out.txt"
     params = {"target": str(SIM / script), "module": False, "args": [], "timeout_s": 0,
               "output_path": str(out), "steps": 3, "gpu": "h200"}
-    r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                        scale="", params=params, timing=False)
+    r = measure(experiment.script,
+                VariantSpec("profile", "script", "", params, timing=False),
+                backend_for("sim"))
     assert r.status == "ok", r.error
     predicted = _logged(out.read_text())
     for step in (0, 1):

@@ -23,7 +23,7 @@ OUT = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
 
 async def main(size=(120, 36)) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    from lab.reference import REFERENCE_DIR
+    from lab.course.reference import REFERENCE_DIR
 
     app = make_app(references=Path(REFERENCE_DIR))
     async with app.run_test(size=size) as pilot:

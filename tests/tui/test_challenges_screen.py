@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable
 
-from lab import challenges as chl
+from lab.course import challenges as chl
 from lab.measure.result import AllocatorStats, Block, DeviceInfo, Peak, RunResult
 from lab.tui.screens.challenges import ChallengeScreen
 

@@ -8,8 +8,8 @@ import pytest
 
 import json
 
-from lab.progress import Progress
-from lab.reference import load_reference
+from lab.course.progress import Progress
+from lab.course.reference import load_reference
 from lab.runner.replay import ReplayRunner
 from lab.serve.classroom import Classroom
 from lab.tui.app import MemLabApp

@@ -84,7 +84,7 @@ def test_checks_never_show_nan_or_unreached_zeros():
 async def test_the_status_line_follows_the_mode_and_the_scale_at_once():
     """Issue 36: after switching to cpu the status line said `(sim, seed)` until the scale
     changed; the controls fold into the lesson's model and the line follows each change."""
-    from lab.reference import REFERENCE_DIR
+    from lab.course.reference import REFERENCE_DIR
 
     app = make_app(references=REFERENCE_DIR)
     async with app.run_test(size=(80, 24)) as pilot:

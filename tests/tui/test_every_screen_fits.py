@@ -39,7 +39,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import DataTable, Static
 
-from lab.reference import REFERENCE_DIR, load_reference
+from lab.course.reference import REFERENCE_DIR, load_reference
 from lab.tui.widgets.code_view import CodeView
 from lab.tui.widgets.cut_marks import MARK
 from lab.tui.widgets.fit import Fit, FitTable, natural_width

@@ -10,8 +10,8 @@ import random
 import pytest
 from textual.widgets import Input
 
-from lab.progress import Progress
-from lab.reference import REFERENCE_DIR
+from lab.course.progress import Progress
+from lab.course.reference import REFERENCE_DIR
 from lab.tui.screens.predict import PredictScreen
 from lab.tui.widgets.quiz import QuizView
 

@@ -16,9 +16,9 @@ import shutil
 import pytest
 from textual.widgets import Input, RadioSet, Static, TabbedContent
 
-from lab.curriculum import RESULTS_MARKER, load_course, predicted_answer_gb
-from lab.progress import Progress
-from lab.reference import REFERENCE_DIR, load_reference
+from lab.course.curriculum import RESULTS_MARKER, load_course, predicted_answer_gb
+from lab.course.progress import Progress
+from lab.course.reference import REFERENCE_DIR, load_reference
 from lab.runner.replay import ReplayRunner
 from lab.tui.screens import CalibrationScreen, HomeScreen
 from lab.tui.screens.predict import PredictScreen
@@ -135,7 +135,7 @@ async def test_after_predicting_the_h200_recording_is_the_result_and_run_it_your
         assert "not run on this machine" in source
         summary = text_of(screen, "#summary")
         assert "Peak per variant — H200 recording" in summary and "4.40 GB" in summary
-        from lab.reference import load_reference
+        from lab.course.reference import load_reference
         from lab.report.units import seconds
 
         recorded = load_reference("linear-baseline", REFERENCE_DIR)["baseline"]

@@ -18,7 +18,7 @@ class PlaygroundReplay(ReplayRunner):
     """Every playground request is variant "combo": pick the recording by combination."""
 
     def path_for(self, req):
-        label = TrainConfig.from_dict(req.overrides["config"]).label
+        label = TrainConfig.from_dict(req.params["config"]).label
         return self.root / "playground" / f"{label}.{req.mode}-{req.scale}.jsonl"
 
 
@@ -76,7 +76,7 @@ async def test_r_runs_every_combination_and_a_new_workload_clears_the_old_result
         await wait_until(pilot, lambda: screen.comparison is not None, tries=1500)
         await app.workers.wait_for_complete()
         await pilot.pause()
-        assert [TrainConfig.from_dict(r.overrides["config"]).label for r in runner.requests] == [
+        assert [TrainConfig.from_dict(r.params["config"]).label for r in runner.requests] == [
             "baseline", "ckpt"]
         table = screen.query_one("#results", DataTable)
         rows = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]

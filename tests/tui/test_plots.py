@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.reference import REFERENCE_DIR, load_reference
+from lab.course.reference import REFERENCE_DIR, load_reference
 from lab.tui.align import align, merge_orders
 from lab.tui.widgets.timeline import TimelinePlot, phase_label, tried_bytes
 

@@ -8,9 +8,9 @@ import os
 import pytest
 from textual.widgets import Input, RadioSet
 
-from lab.curriculum import predicted_answer_gb
-from lab.progress import Progress, atomic_write, progress_path
-from lab.reference import load_reference
+from lab.course.curriculum import predicted_answer_gb
+from lab.course.progress import Progress, atomic_write, progress_path
+from lab.course.reference import load_reference
 from lab.runner.protocol import RunRequest
 from lab.runner.replay import ReplayRunner
 from lab.tui.screens import ConfirmScreen, HomeScreen
@@ -223,7 +223,7 @@ def test_replay_runner_streams_events_and_honours_cancel():
 
     events = []
     runner = ReplayRunner(RUNS)
-    req = RunRequest("lessons/01-linear-baseline", "baseline", "cpu", "small")
+    req = RunRequest("linear-baseline", "baseline", "cpu", "small")
     result = runner.run(req, on_event=events.append)
     assert result.status == "ok" and result.peak.bytes == 44020000
     kinds = [e["type"] for e in events]
@@ -231,5 +231,5 @@ def test_replay_runner_streams_events_and_honours_cancel():
     cancel = threading.Event()
     cancel.set()
     assert runner.run(req, cancel=cancel).status == "cancelled"
-    missing = runner.run(RunRequest("lessons/01-linear-baseline", "nope", "cpu", "small"))
+    missing = runner.run(RunRequest("linear-baseline", "nope", "cpu", "small"))
     assert missing.status == "error" and "no recording" in missing.error

@@ -22,7 +22,7 @@ def test_each_rank_gets_its_own_bar_and_single_runs_one():
 def test_a_simulated_only_variant_reads_not_recorded_beside_the_h200():
     # Given lesson 22's fsdp_offload (modes = ["sim"]: no H200 recording can exist), when the
     # learner's sim run sits beside the H200 recording, then its row says so instead of a dash
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.tui.provenance import LIVE, RECORDING
     from lab.tui.result_set import ResultSet
     from lab.tui.widgets.tables import versus_table

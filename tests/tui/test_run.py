@@ -6,7 +6,7 @@ import pytest
 
 from textual.widgets import TabbedContent
 
-from lab.progress import Progress
+from lab.course.progress import Progress
 from lab.runner.loop import side_by_side
 from lab.runner.replay import ReplayRunner
 from lab.tui.app import GPU

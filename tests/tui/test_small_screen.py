@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from textual.widgets import TabbedContent
 
-from lab.reference import REFERENCE_DIR
+from lab.course.reference import REFERENCE_DIR
 from lab.tui.widgets import CodeView
 from lab.tui.widgets.lesson_text import CodeBlock, LessonText
 

@@ -36,8 +36,8 @@ import pytest
 
 from pathlib import Path
 
-from lab.progress import Progress
-from lab.reference import REFERENCE_DIR
+from lab.course.progress import Progress
+from lab.course.reference import REFERENCE_DIR
 from lab.snapshots import open_summary
 from lab.snapshots.diff import diff_files
 from lab.tui.screens.diff_view import DiffViewApp

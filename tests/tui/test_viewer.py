@@ -60,7 +60,7 @@ async def test_viewer_in_the_app_shows_the_peak_moves_and_goes_back(tmp_path):
 
 
 async def test_a_lessons_recorded_snapshot_opens_with_s(tmp_path):
-    from lab.reference import REFERENCE_DIR
+    from lab.course.reference import REFERENCE_DIR
 
     # Given an install whose lesson 01 has a recorded allocator snapshot beside its runs
     root = tmp_path / "reference"

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab.curriculum import load_course
-from lab.progress import Progress
+from lab.course.curriculum import load_course
+from lab.course.progress import Progress
 from lab.runner.replay import ReplayRunner
 from lab.tui.app import MemLabApp
 

@@ -17,7 +17,7 @@ import pytest
 
 from lab.measure.sim.allocator.replay import replay_cuda_trace
 from lab.measure.sim.allocator.settings import parse_alloc_conf
-from lab.reference import REFERENCE_DIR
+from lab.course.reference import REFERENCE_DIR
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "h200_allocator_settings_traces.json.gz"
 RUNS = json.load(gzip.open(FIXTURE, "rt")) if FIXTURE.is_file() else []

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.tui.author_text import described, learner_text
 from lab.tui.lesson_page import lesson_markdown
 

@@ -1,4 +1,4 @@
-"""Graded challenges (lab/challenges.py): what ships loads and points at real variants; grading
+"""Graded challenges (lab/course/challenges.py): what ships loads and points at real variants; grading
 says pass or fail for the right reason; a learner's copy is never overwritten; a served lab
 refuses; progress keeps the grade; the CLI's exit codes."""
 
@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from lab import challenges as chl
+from lab.course import challenges as chl
 from lab.cli import main as cli
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.result import (AllocatorStats, Block, DeviceInfo, Peak, PhaseStats, RunResult,
                                Timeline)
-from lab.progress import LessonProgress, Progress
+from lab.course.progress import LessonProgress, Progress
 
 COURSE = load_course()
 CHALLENGES = chl.all_challenges(COURSE)
@@ -182,7 +182,7 @@ def test_the_recorded_reference_solution_passes_and_the_starting_code_does_not(c
     # A goal a reference solution cannot meet is a challenge nobody can pass (fit-16gib once
     # asked for 2 x the token ids, where x and y are one tensor): grade the H200 recordings of
     # both variants with the challenge's own goal.
-    from lab.reference import REFERENCE_DIR, load_reference
+    from lab.course.reference import REFERENCE_DIR, load_reference
 
     recorded = load_reference(ch.lesson.id, REFERENCE_DIR)
     if ch.solution_variant not in recorded or ch.start_variant not in recorded:
@@ -253,7 +253,7 @@ at_most = { "peak" = "0.5 * start" }
     ((GOOD, 'challenges = 5\n'), "a list of tables"),
 ])
 def test_a_broken_challenges_toml_is_one_line_and_writes_nothing(lesson25, capsys, change, says):
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     (lesson25 / "challenges.toml").write_text(GOOD.replace(*change))
     lesson = load_course().find("memory-budget")
@@ -271,7 +271,7 @@ def test_a_broken_challenges_toml_is_one_line_and_writes_nothing(lesson25, capsy
 
 
 def test_the_good_one_loads(lesson25):
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     (lesson25 / "challenges.toml").write_text(GOOD)
     (ch,) = chl.load_challenges(load_course().find("memory-budget"))

@@ -1,8 +1,8 @@
-"""Claims read like a reader reads them: by rounding, with the stated unit (lab/claims.py)."""
+"""Claims read like a reader reads them: by rounding, with the stated unit (lab/course/claims.py)."""
 
 import pytest
 
-from lab.claims import Claim, ClaimError, claim_from_toml, parse_value, verify
+from lab.course.claims import Claim, ClaimError, claim_from_toml, parse_value, verify
 from lab.measure.result import AllocatorStats, DeviceInfo, Peak, RunResult, Timing
 
 
@@ -170,7 +170,7 @@ def test_a_ground_truth_claim_states_what_the_ground_truth_records():
 
 
 def test_a_ground_truth_claim_reads_the_case_as_recorded():
-    from lab.ground_truth import GroundTruthRun
+    from lab.course.ground_truth import GroundTruthRun
 
     def case(alloc):
         return GroundTruthRun("hf/x/fp32", "hf_loop.py", (), "ok", alloc, alloc + 10**9,

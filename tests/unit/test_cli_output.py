@@ -18,7 +18,7 @@ import pytest
 from lab.cli import main
 from lab.commands.live import Live
 from lab.measure.result import Peak, DeviceInfo, RunResult
-from lab.reference import REFERENCE_DIR
+from lab.course.reference import REFERENCE_DIR
 
 from ..conftest import ROOT
 
@@ -30,7 +30,7 @@ class FakeRunner:
         pass
 
     def run(self, req, on_event=None, cancel=None) -> RunResult:
-        lesson_id = Path(req.lesson_path).name.split("-", 1)[1]
+        lesson_id = req.lesson
         path = REFERENCE_DIR / lesson_id / f"{req.variant}.json"
         if path.is_file():
             res = RunResult.from_dict(json.loads(path.read_text()))
@@ -89,7 +89,7 @@ def test_run_and_compare_share_the_auto_rule(no_gpu):
     from argparse import Namespace
 
     from lab.commands import compare, run
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     lesson = load_course().find("01")
     for scale, mode in ((None, "sim"), ("small", "cpu")):
@@ -217,7 +217,7 @@ def test_a_note_every_variant_carries_is_said_once_above_them():
     import json
     from pathlib import Path
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
     from lab.measure.result import RunResult
     from lab.report.text import lesson_report
 

@@ -3,7 +3,7 @@
 Quick tests: the lab's hand-over of an experiment's own snapshot, the saved-tensor hook's
 bookkeeping, and the issue's bar for the shipped H200 snapshot (skipped while it is pending).
 Slow tests run the lessons at small scale in cpu mode (and lesson 05 in sim) through
-`measure_variant`, in-process.
+`measure_request` (the worker's path), in-process.
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ import weakref
 import pytest
 import torch
 
-from lab.curriculum import load_course
-from lab.measure.measure import measure_variant
-from lab.reference import REFERENCE_DIR, load_reference
-from lab.runner.worker import load_experiment
+from lab.course.curriculum import load_course
+from lab.measure.backends import backend_for
+from lab.measure.measure import VariantSpec, measure
+from lab.course.reference import REFERENCE_DIR, load_reference
+from lab.runner.protocol import RunRequest
+from lab.runner.worker import load_experiment, measure_request
 from lab.snapshots import open_summary
 
 COURSE = load_course()
@@ -34,9 +36,8 @@ def _module(key):
 @functools.lru_cache(maxsize=None)
 def measured(key: str, variant: str, mode: str = "cpu", scale: str = "small"):
     lesson = LESSONS[key]
-    return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
-                           mode=mode, scale=scale, params=lesson.params(scale),
-                           checks=list(lesson.checks), timing=False)
+    return measure_request(RunRequest.for_lesson(lesson, variant, mode, scale, timing=False),
+                           getattr(_module(key), variant))
 
 
 # ---- the lab: an experiment that records the allocator history itself ------------------------
@@ -52,9 +53,10 @@ def test_a_kept_snapshot_is_what_snapshot_saves(tmp_path):
         run.keep_snapshot(mine)
 
     out = tmp_path / "p.pkl"
-    res = measure_variant(fn, lesson="t", variant="v", mode="cpu", scale="small",
-                          params={"memory_history": "experiment"}, profile_path=str(out),
-                          timing=False)
+    res = measure(fn,
+                  VariantSpec("t", "v", "small", {"memory_history": "experiment"},
+                              profile_path=str(out), timing=False),
+                  backend_for("cpu"))
     assert res.status == "ok" and res.profile_path == str(out)
     s = open_summary(out)[0]
     assert s.events == 1 and s.peak_bytes == 1024
@@ -62,8 +64,9 @@ def test_a_kept_snapshot_is_what_snapshot_saves(tmp_path):
 
 def test_without_a_kept_snapshot_the_tracker_snapshot_is_saved(tmp_path):
     out = tmp_path / "p.pkl"
-    res = measure_variant(lambda run: torch.ones(256), lesson="t", variant="v", mode="cpu",
-                          scale="small", params={}, profile_path=str(out), timing=False)
+    res = measure(lambda run: torch.ones(256),
+                  VariantSpec("t", "v", "small", {}, profile_path=str(out), timing=False),
+                  backend_for("cpu"))
     assert res.status == "ok" and open_summary(out)[0].peak_bytes == 1024
 
 

@@ -3,7 +3,7 @@
 Quick tests: the tracker's view of a wrapper tensor subclass (torchao's 8-bit optimizer state),
 the lesson's hand-written optimizers and cache against the library ones. Slow tests run the
 lessons at small scale in cpu mode (and in sim where the mode runs them) through
-`measure_variant`, in-process. Tests that need an optional extra (peft, torchao) skip without it.
+`measure_request` (the worker's path), in-process. Tests that need an optional extra (peft, torchao) skip without it.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import importlib.util
 import pytest
 import torch
 
-from lab.curriculum import load_course
-from lab.measure.measure import measure_variant
+from lab.course.curriculum import load_course
 from lab.measure.tracker import TensorTracker
-from lab.runner.worker import load_experiment
+from lab.runner.protocol import RunRequest
+from lab.runner.worker import load_experiment, measure_request
 
 COURSE = load_course()
 LESSONS = {f"{l.number:02d}": l for l in COURSE.lessons}  # by folder number, as written here
@@ -33,9 +33,8 @@ def _module(key):
 @functools.lru_cache(maxsize=None)
 def measured(key: str, variant: str, mode: str = "cpu", scale: str = "small"):
     lesson = LESSONS[key]
-    return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
-                           mode=mode, scale=scale, params=lesson.params(scale),
-                           checks=list(lesson.checks), timing=False)
+    return measure_request(RunRequest.for_lesson(lesson, variant, mode, scale, timing=False),
+                           getattr(_module(key), variant))
 
 
 def checks(res) -> dict[str, tuple[int, int]]:
@@ -256,6 +255,22 @@ def test_outside_stand_in_values_item_of_a_fake_tensor_still_fails():
             assert real.item() == 3.0
         with pytest.raises(Exception):
             t.item()
+
+
+def test_real_values_makes_a_constant_with_values_in_sim_and_changes_nothing_elsewhere():
+    # torchao's quantization map is computed with .tolist() (lesson 14): inside run.real_values()
+    # sim makes real tensors; cuda_kernels is the mode's fact (a GPU, or sim standing for one)
+    from lab.measure.session import Session
+
+    for mode, kernels in (("sim", True), ("cpu", False)):
+        run = Session.for_mode(mode)
+        assert run.cuda_kernels is kernels
+        with run.backend.running():
+            if mode == "sim":  # outside, a tensor has no values
+                with pytest.raises(Exception):
+                    torch.arange(4.0).tolist()
+            with run.real_values():
+                assert torch.arange(4.0).tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
 # ---- lesson 16: the KV cache ---------------------------------------------------------------------

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.curriculum import LessonError, load_course, load_lesson
+from lab.course.curriculum import LessonError, load_course, load_lesson
 from lab.measure.formula import FormulaError, evaluate
 
 from ..conftest import ROOT
@@ -88,7 +88,7 @@ def test_formulas_are_arithmetic_only():
 def test_a_scale_value_beside_the_lesson_becomes_its_path_wherever_the_run_starts(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     monkeypatch.chdir(tmp_path)  # the worker runs in the client's folder
     lesson = next(l for l in load_course().lessons if l.id == "memory-budget")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.curriculum import LESSONS_DIR, load_course
+from lab.course.curriculum import LESSONS_DIR, load_course
 from lab.dev.check import check
-from lab.reference import REFERENCE_DIR
+from lab.course.reference import REFERENCE_DIR
 
 LESSON = "01-linear-baseline"
 
@@ -115,7 +115,7 @@ def test_a_missing_recording_fails_unless_pending(course_copy):
     found = problems(lessons, ref)
     assert any("no_grad.json" in p and "reference:" in p for p in found), found
     edit(lessons / LESSON / "lesson.toml", 'timeout_s = 300', 'timeout_s = 300\npending = ["no_grad"]')
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
     from lab.dev.cite import update
 
     update(load_lesson(lessons / LESSON), ref)  # the H200 block now lists one run
@@ -171,7 +171,7 @@ def test_the_h200_block_lists_the_metrics_a_claim_cites_and_no_others(course_cop
     # shows that one, for the variant the claim names, and not the other (lesson 17 printed ~80)
     import json
 
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
     from lab.dev.cite import load_results, render
 
     lessons, ref = course_copy
@@ -194,7 +194,7 @@ def test_the_h200_block_says_what_a_step_time_is_where_it_is_not_a_timed_median(
     # the table, naming each, and shows rank 1's step time
     import json
 
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
     from lab.dev.cite import load_results, render
 
     lessons, ref = course_copy
@@ -265,7 +265,7 @@ GT_CASE = {"script": "bench/ground_truth/hf_loop.py", "args": ["--batch", "1"], 
 def test_a_ground_truth_claim_is_checked_against_the_case_its_variant_names(course_copy):
     # Given lesson 01's variants naming ground-truth cases of the same loop (a case, and a fit
     # case's probe), without recordings of their own, and claims on those cases' numbers
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
     from lab.dev.cite import update
 
     lessons, ref = course_copy
@@ -301,7 +301,7 @@ def test_a_ground_truth_claim_is_checked_against_the_case_its_variant_names(cour
 
 
 def test_a_fit_probe_the_cap_touched_is_not_a_ground_truth(course_copy):
-    from lab.ground_truth import GroundTruthError, find
+    from lab.course.ground_truth import GroundTruthError, find
 
     retried = {**GT_CASE, "probes": [{**GT_CASE["probes"][0], "num_alloc_retries": 2}]}
     assert find("hf/x/fp32@2", {"hf/x/fp32": GT_CASE}).max_allocated == 8_808_038_400
@@ -318,7 +318,7 @@ def test_a_simulated_only_variant_has_no_recording_and_no_claims(course_copy):
     lessons, ref = course_copy
     toml = lessons / LESSON / "lesson.toml"
     edit(toml, 'as soon as nothing names it."', 'as soon as nothing names it."\nmodes = ["sim"]')
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
 
     v = load_lesson(lessons / LESSON).variant("no_grad")
     assert (v.modes, v.recorded, v.runs_in("cpu")) == (("sim",), False, False)

@@ -109,19 +109,19 @@ def test_result_against_snapshot_meets_at_short_sites(tmp_path):
 def test_batch_16_vs_2_snapshots_bar(tmp_path, capsys):
     """Lesson 03's seed loop at batch 16 and 2 (cpu, small: the tiny model, 2 steps), each
     saved as a snapshot; `memlab diff --json` on the two snapshots vs the results' own peaks."""
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import load_experiment, measure_request
 
     lesson = load_course().find("03")
     module = load_experiment(str(lesson.experiment_path))
     peaks, paths = {}, {}
     for variant in ("seed_loop_b16", "seed_loop_b2"):
-        params = {**lesson.params("small"), "seed_small_batch": 2, "steps": 2}
         paths[variant] = tmp_path / f"{variant}.pkl"
-        r = measure_variant(getattr(module, variant), lesson=lesson.id, variant=variant,
-                            mode="cpu", scale="small", params=params, timing=False,
-                            profile_path=str(paths[variant]))
+        req = RunRequest.for_lesson(lesson, variant, "cpu", "small", timing=False,
+                                    overrides={"seed_small_batch": 2, "steps": 2},
+                                    profile_path=str(paths[variant]))
+        r = measure_request(req, getattr(module, variant))
         assert r.ok, r.error
         peaks[variant] = r.peak.bytes
     code, out, err = _cli(capsys, "diff", str(paths["seed_loop_b16"]),

@@ -353,7 +353,7 @@ def mutated_toml(data, text: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def lesson_copy(tmp_path_factory):
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
 
     folder = tmp_path_factory.mktemp("lessons") / LESSON_DIR.name
     folder.mkdir()
@@ -367,7 +367,7 @@ def lesson_copy(tmp_path_factory):
 @settings(max_examples=40 * SCALE, **FUZZ)
 @given(st.data())
 def test_a_lesson_toml_is_a_lesson_or_one_line(lesson_copy, data):
-    from lab.curriculum import LessonError, load_lesson
+    from lab.course.curriculum import LessonError, load_lesson
 
     (lesson_copy / "lesson.toml").write_bytes(
         mutated_toml(data, (LESSON_DIR / "lesson.toml").read_text()))
@@ -382,8 +382,8 @@ def test_a_lesson_toml_is_a_lesson_or_one_line(lesson_copy, data):
 @pytest.fixture(scope="module")
 def progress_seed(tmp_path_factory) -> bytes:
     """A progress file as the app writes it: a prediction, two answers, a run, a reveal."""
-    from lab.progress import Progress
-    from lab.reference import load_reference
+    from lab.course.progress import Progress
+    from lab.course.reference import load_reference
 
     p = Progress.load(tmp_path_factory.mktemp("seed") / "progress.jsonl")
     p.commit_prediction("linear-baseline", 4.4)
@@ -400,7 +400,7 @@ def progress_seed(tmp_path_factory) -> bytes:
 @example(data="huge-int")
 def test_a_progress_file_always_loads_keeping_what_is_readable(tmp_path_factory, progress_seed,
                                                                data):
-    from lab.progress import Progress, parse
+    from lab.course.progress import Progress, parse
 
     folder = tmp_path_factory.mktemp("progress")
     seed = progress_seed
@@ -540,7 +540,7 @@ CHALLENGE_VALUES = TOML_VALUES + ['"../../../../etc/passwd"', '"/etc/hostname"',
 def challenge_lesson(tmp_path_factory):
     import shutil
 
-    from lab.curriculum import load_lesson
+    from lab.course.curriculum import load_lesson
 
     folder = tmp_path_factory.mktemp("challenge-lessons") / CHALLENGES_DIR.name
     shutil.copytree(CHALLENGES_DIR, folder)
@@ -550,7 +550,7 @@ def challenge_lesson(tmp_path_factory):
 @settings(max_examples=40 * SCALE, **FUZZ)
 @given(st.data())
 def test_a_challenges_toml_is_challenges_inside_their_lesson_or_one_line(challenge_lesson, data):
-    from lab.challenges import ID_RE, ChallengeError, load_challenges
+    from lab.course.challenges import ID_RE, ChallengeError, load_challenges
 
     text = (CHALLENGES_DIR / "challenges.toml").read_text()
     if data.draw(st.booleans(), label="value"):
@@ -609,7 +609,7 @@ def test_a_learner_name_is_one_safe_folder_in_any_alphabet(raw):
 @given(ref=st.one_of(st.text(max_size=12), st.sampled_from(["¹", "٣", "３", "03", "3", " 3 ",
                                                             "0" * 20 + "3", "1e1", "-1"])))
 def test_a_lesson_reference_is_a_lesson_or_one_line(ref):
-    from lab.curriculum import lesson_number
+    from lab.course.curriculum import lesson_number
 
     course = _course()
     try:
@@ -625,7 +625,7 @@ _COURSE: list = []
 
 
 def _course():
-    from lab.curriculum import load_course
+    from lab.course.curriculum import load_course
 
     if not _COURSE:
         _COURSE.append(load_course())

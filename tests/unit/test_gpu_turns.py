@@ -150,11 +150,11 @@ def test_the_service_gives_rank_0_of_a_cuda_run_every_gpu_of_the_run(tmp_path, m
     class Ticket:
         gpus = [1, 0]
 
-    req = RunRequest("lessons/22-many-gpus", "ddp", mode="cuda", ranks=2)
+    req = RunRequest("many-gpus", "ddp", mode="cuda", ranks=2)
     env0 = service._turns_env(req, Ticket, 0)[TURNS_ENV].split(os.pathsep)
     assert sorted(os.path.basename(p) for p in env0) == ["gpu-GPU-a.turns", "gpu-GPU-b.turns"]
     assert service._turns_env(req, Ticket, 1) == {TURNS_ENV: ""}
-    sim = RunRequest("lessons/22-many-gpus", "ddp", mode="sim")
+    sim = RunRequest("many-gpus", "ddp", mode="sim")
     assert service._turns_env(sim, Ticket, 0) == {TURNS_ENV: ""}
 
 
@@ -192,7 +192,7 @@ class _ScriptedWorker:
 def test_waiting_for_a_turn_does_not_count_against_the_timeout():
     from lab.measure.result import DeviceInfo, RunResult
 
-    req = RunRequest("lessons/01-linear-baseline", "baseline", mode="cuda", timeout_s=1.0)
+    req = RunRequest("linear-baseline", "baseline", mode="cuda", timeout_s=1.0)
     result = RunResult(lesson="linear-baseline", variant="baseline", mode="cuda", scale="seed",
                        device=DeviceInfo("GPU", "cuda", None, None))
     worker = _ScriptedWorker([

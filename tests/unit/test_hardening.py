@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from lab.cli import main
-from lab.curriculum import load_course
-from lab.progress import Progress
-from lab.reference import load_reference
+from lab.course.curriculum import load_course
+from lab.course.progress import Progress
+from lab.course.reference import load_reference
 from lab.serve.workshop import is_loopback
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -108,7 +108,7 @@ def test_memlab_class_skips_a_progress_file_that_is_a_fifo(tmp_path, capsys, hom
 
 
 def test_a_progress_file_that_is_a_fifo_opens_fresh_and_is_set_aside(home):
-    from lab.progress import Progress
+    from lab.course.progress import Progress
 
     home.mkdir(parents=True)
     os.mkfifo(home / "progress.jsonl")
@@ -164,7 +164,7 @@ def test_memlab_home_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
 
 # ---- 6: leftovers of killed saves -----------------------------------------------------------------
 def test_the_next_save_removes_the_temp_files_of_killed_saves(home):
-    from lab.progress import Progress
+    from lab.course.progress import Progress
 
     p = Progress.load()
     p.commit_prediction("linear-baseline", 1.0)

@@ -27,14 +27,16 @@ def test_every_shipped_config_is_a_workload_of_the_hf_family():
 
 
 def _sim(workload: str, combo: str, batch: int, seq: int, **extra):
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.workloads import experiment
 
     cfg = parse_combo(combo)
     params = {"model": workload, "batch": batch, "seq": seq, "steps": 2, "workload": workload,
               "config": cfg.to_dict(), **extra}
-    return measure_variant(experiment.combo, lesson="t", variant=cfg.label, mode="sim",
-                           scale="seed", params=params, timing=False)
+    return measure(experiment.combo,
+                   VariantSpec("t", cfg.label, "seed", params, timing=False),
+                   backend_for("sim"))
 
 
 def _n_params(name: str) -> int:

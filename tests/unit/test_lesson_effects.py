@@ -5,7 +5,7 @@ file adds is that the simulation and the CPU, which are what a learner without a
 show what each lesson teaches:
 
 - every claim with `also = ["sim", "cpu"]` keeps its direction on a fresh run in those modes
-  (lab.claims.direction_problem, the same rule dev check applies to the recordings);
+  (lab.course.claims.direction_problem, the same rule dev check applies to the recordings);
 - every `[[checks]]` formula (numel × itemsize) equals the tracked bytes exactly, as it must off
   CUDA, where nothing rounds;
 - a variant either finishes, or runs out of memory on the virtual GPU its lesson sets up, or
@@ -13,7 +13,7 @@ show what each lesson teaches:
   CUDA).
 
 Lessons and claims are read from disk: nothing here names a lesson. Each variant runs in-process
-through `measure_variant` (the worker's code path without the subprocess), once per session, and
+through `measure_request` (the worker's code path without the subprocess), once per session, and
 without the timing pass: tests assert bytes and directions of bytes, never times.
 """
 
@@ -28,12 +28,11 @@ import textwrap
 
 import pytest
 
-from lab.claims import direction_problem, quantity
-from lab.curriculum import load_course
-from lab.dev.goldens import environment
-from lab.measure.measure import measure_variant
-from lab.reference import REFERENCE_DIR
-from lab.runner.worker import load_experiment
+from lab.course.claims import direction_problem, quantity
+from lab.course.curriculum import load_course, load_lesson
+from lab.course.reference import REFERENCE_DIR
+from lab.runner.protocol import RunRequest
+from lab.runner.worker import load_experiment, measure_request
 
 from ..shared_runs import shared
 
@@ -76,17 +75,13 @@ def _measure(key: str, variant: str, mode: str):
     ranks = lesson.ranks(scale, mode)
     if ranks > 1:  # a lesson on several ranks (gloo on cpu): one worker per rank, as memlab runs it
         from lab.runner.client import SubprocessRunner
-        from lab.runner.protocol import RunRequest
 
-        return SubprocessRunner().run(RunRequest(lesson_path=str(lesson.path), variant=variant,
-                                                 mode=mode, scale=scale, timing=False,
-                                                 ranks=ranks, timeout_s=lesson.timeout_s))
-    # the variant's environment, as the worker sets it (sim's allocator model reads
+        return SubprocessRunner().run(RunRequest.for_lesson(lesson, variant, mode, scale,
+                                                            timing=False, ranks=ranks))
+    # the variant's environment is set as the worker sets it (sim's allocator model reads
     # PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF when the run starts: lessons 17 and 23)
-    with environment(dict(lesson.variant(variant).env)):
-        return measure_variant(getattr(_module(key), variant), lesson=lesson.id, variant=variant,
-                               mode=mode, scale=scale, params=lesson.params(scale),
-                               checks=list(lesson.checks), timing=False)
+    return measure_request(RunRequest.for_lesson(lesson, variant, mode, scale, timing=False),
+                           getattr(_module(key), variant))
 
 
 def _skip_if_unavailable(lesson, variant: str, mode: str) -> None:
@@ -239,7 +234,6 @@ def test_a_variant_env_reaches_its_process_before_torch(tmp_path, monkeypatch):
     # PYTORCH_CUDA_ALLOC_CONF this way), when the worker runs it, then the experiment sees the
     # variable at import time, before torch is imported, and the other variant does not
     from lab.runner.client import SubprocessRunner
-    from lab.runner.protocol import RunRequest
 
     folder = tmp_path / "01-env-probe"
     folder.mkdir()
@@ -250,8 +244,8 @@ def test_a_variant_env_reaches_its_process_before_torch(tmp_path, monkeypatch):
     runner = SubprocessRunner()
     got = {}
     for variant in ("baseline", "with_env"):
-        res = runner.run(RunRequest(lesson_path=str(folder), variant=variant, mode="cpu",
-                                    scale="small", timing=False, timeout_s=120))
+        res = runner.run(RunRequest.for_lesson(load_lesson(folder), variant, "cpu", "small",
+                                               timing=False, timeout_s=120))
         assert res.status == "ok", res.error
         got[variant] = res.metrics
     assert got["with_env"] == {"probe_on": 1.0, "torch_before": 0.0}

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from lab.curriculum import load_course, renumber_references
+from lab.course.curriculum import load_course, renumber_references
 
 COURSE = load_course()
 FOLDER_TO_SEQ = {l.number: int(l.key) for l in COURSE.lessons}

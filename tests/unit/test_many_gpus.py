@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab.curriculum import load_course
+from lab.course.curriculum import load_course
 from lab.measure.distributed import VALIDATED_RANKS, extrapolation_note
-from lab.measure.measure import measure_variant
 from lab.measure.sim.ranks import _dtensor_in_sim, _LazyChunks
-from lab.runner.worker import load_experiment
+from lab.runner.protocol import RunRequest
+from lab.runner.worker import load_experiment, measure_request
 from lab.workloads import TrainConfig, parse_combo
 from lab.workloads.config import ComboError
 
@@ -45,10 +45,9 @@ def sim(variant: str, world_size: int, scale: str = "small", sim_rank: int = 0):
 
 
 def _sim(variant: str, world_size: int, scale: str, sim_rank: int):
-    params = {**LESSON.params(scale), "world_size": world_size, "sim_rank": sim_rank}
-    return measure_variant(getattr(EXPERIMENT, variant), lesson=LESSON.id, variant=variant,
-                           mode="sim", scale=scale, params=params, checks=list(LESSON.checks),
-                           timing=False)
+    req = RunRequest.for_lesson(LESSON, variant, "sim", scale, timing=False,
+                                overrides={"world_size": world_size, "sim_rank": sim_rank})
+    return measure_request(req, getattr(EXPERIMENT, variant))
 
 
 def live_at_end(result, phase: str, category: str) -> int:
@@ -195,10 +194,10 @@ def test_compare_requests_one_worker_per_rank_except_in_sim():
     combos = [parse_combo(c) for c in ("baseline", "ddp", "fsdp+ckpt")]
     cpu = ComparePlan("gpt2-tiny", sizes, combos, "cpu", "small", gpus=4).requests()
     assert [r.ranks for r in cpu] == [1, 4, 4]
-    assert [r.overrides.get("world_size") for r in cpu] == [None, 4, 4]
+    assert [r.params.get("world_size") for r in cpu] == [None, 4, 4]
     simulated = ComparePlan("gpt2-tiny", sizes, combos, "sim", "small", gpus=1024).requests()
     assert [r.ranks for r in simulated] == [1, 1, 1]
-    assert simulated[2].overrides["world_size"] == 1024
+    assert simulated[2].params["world_size"] == 1024
 
 
 # ---- slow --------------------------------------------------------------------------------------

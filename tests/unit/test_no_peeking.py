@@ -4,7 +4,7 @@ The recordings (assets/reference, and the superseded ones in assets/superseded) 
 simulator; if the simulator or the code it runs could
 read them, it could copy the answer. Two checks that can fail:
 1. static: no module of lab.measure / lab.workloads and no lesson experiment
-   names the reference folder or imports a module that reads it (lab.reference, lab.cite);
+   names the reference folder or imports a module that reads it (lab.course.reference, lab.cite);
 2. dynamic: simulating lesson variants (and importing everything that takes) opens no file under
    assets/reference, seen by a Python audit hook on every `open`.
 """
@@ -21,7 +21,7 @@ SUPERSEDED = (ROOT / "assets" / "superseded").resolve()
 SIMULATOR = ["lab/measure", "lab/workloads"]
 FORBIDDEN = re.compile(r"assets[\\/\"', ]+(?:reference|superseded)|\breference_dir\b|"
                        r"\bREFERENCE_DIR\b|\bSUPERSEDED_DIR\b|"
-                       r"(?:from|import)\s+lab(?:\.|\s+import\s+)(?:reference|cite)\b")
+                       r"(?:from|import)\s+lab(?:\.course)?(?:\.|\s+import\s+)(?:reference|cite)\b")
 
 
 def _sources() -> list[Path]:
@@ -39,8 +39,9 @@ def test_simulator_sources_do_not_name_the_recordings():
 
 def test_the_static_check_can_fail():
     assert FORBIDDEN.search('REF = ROOT / "assets" / "reference"')
-    assert FORBIDDEN.search("from lab.reference import load_reference")
+    assert FORBIDDEN.search("from lab.course.reference import load_reference")
     assert FORBIDDEN.search("from lab import cite")
+    assert FORBIDDEN.search("from lab.course import reference")
     assert FORBIDDEN.search("from lab.paths import SUPERSEDED_DIR")
 
 
@@ -78,17 +79,15 @@ _installed: list = []
                                          pytest.param("18", "bf16", marks=pytest.mark.slow),
                                          ("17", "expandable_segments")])
 def test_simulating_a_lesson_opens_no_recording(watch_opens, key, variant):
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     lesson = next(l for l in load_course().lessons if l.number == int(key))  # a folder number
-    params = dict(lesson.params("seed"))
-    if key == "18":
-        params.update(batch=1, seq=128)  # the same code paths, a fraction of the work
-    fn = getattr(load_experiment(str(lesson.experiment_path)), variant)
-    r = measure_variant(fn, lesson=lesson.id, variant=variant, mode="sim", scale="seed",
-                        params=params, timing=False)
+    # 18: the same code paths, a fraction of the work
+    smaller = {"batch": 1, "seq": 128} if key == "18" else {}
+    r = measure_request(RunRequest.for_lesson(lesson, variant, "sim", "seed", timing=False,
+                                              overrides=smaller))
     assert r.status in ("ok", "oom")
     assert not watch_opens, f"sim opened recordings: {watch_opens}"
 

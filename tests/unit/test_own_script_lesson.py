@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.curriculum import load_course, load_lesson, predict_answer
+from lab.course.curriculum import load_course, load_lesson, predict_answer
 from lab.dev.check import check
-from lab.ground_truth import find, ground_truth_file, lesson_runs, load_cases
+from lab.course.ground_truth import find, ground_truth_file, lesson_runs, load_cases
 from lab.serve.policy import LOCAL_ONLY, SERVED_ENV, lesson_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +30,12 @@ STEPS = 2  # forward, backward and step twice: the peak (backward 1) and zero_gr
 
 
 def _sim(fn, params):
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
 
-    return measure_variant(fn, lesson=LESSON.id, variant="compare", mode="sim", scale="seed",
-                           params=params, checks=[], timing=False)
+    return measure(fn,
+                   VariantSpec(LESSON.id, "compare", "seed", params, timing=False),
+                   backend_for("sim"))
 
 
 @pytest.mark.slow  # two sim runs of GPT-2 small at batch 8 x 1,024 per case: seconds

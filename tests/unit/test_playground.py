@@ -17,9 +17,9 @@ def test_plan_points_every_combination_at_the_generic_experiment():
     reqs = ComparePlan("mlp", {"batch": 2, "seq": 8}, combos, "sim", "small").requests()
     assert [r.variant for r in reqs] == ["combo", "combo"]
     assert all(r.experiment == EXPERIMENT and Path(r.experiment).is_file() for r in reqs)
-    assert reqs[1].overrides["config"] == parse_combo("bf16+ckpt").to_dict()
-    assert reqs[1].overrides["optimizer"]["cls"] == "AdamW"
-    assert reqs[0].overrides["workload"] == "mlp" and not reqs[0].timing  # sim: nothing to time
+    assert reqs[1].params["config"] == parse_combo("bf16+ckpt").to_dict()
+    assert reqs[1].params["optimizer"]["cls"] == "AdamW"
+    assert reqs[0].params["workload"] == "mlp" and not reqs[0].timing  # sim: nothing to time
 
 
 @pytest.mark.parametrize("token", [t.name for t in TOKENS])
@@ -34,7 +34,7 @@ def test_a_token_means_the_same_optimizer_on_every_workload(token):
             continue
         sizes = get_workload(name).default_sizes("small")
         [req] = ComparePlan(name, sizes, [cfg], "sim", "small").requests()
-        seen.add(json.dumps(req.overrides["optimizer"], sort_keys=True))
+        seen.add(json.dumps(req.params["optimizer"], sort_keys=True))
     assert len(seen) == 1
 
 
@@ -55,7 +55,7 @@ class FakeRunner:
 
     def run(self, req, on_event=None, cancel=None):
         self.requests.append(req)
-        label = TrainConfig.from_dict(req.overrides["config"]).label
+        label = TrainConfig.from_dict(req.params["config"]).label
         if on_event:
             on_event({"type": "phase", "name": "forward 0", "live_bytes": 1})
         peak, step, status = self.by_label.get(label, (1000, None, "ok"))

@@ -4,7 +4,7 @@ The bar (issue 14): `memlab profile --mode cpu -- python script.py` on a small s
 known footprint reports exactly its bytes by category, and its peak line points at the
 script's own file:line (tests/fixtures/profile/known_footprint.py). What a misbehaving script
 gives (tests/fixtures/profile/misbehave.py) is checked in-process through the same experiment
-the worker runs (lab/profile/script.py under measure_variant), and once through a real worker
+the worker runs (lab/profile/script.py under measure), and once through a real worker
 for a process that dies.
 """
 
@@ -68,15 +68,17 @@ def test_known_footprint_exact_bytes_and_peak_line(capsys):
 
 def _measure(how: str, timeout_s: float = 0.0, tmp_path=None, script: Path = MISBEHAVE,
              steps: int | None = None):
-    """What the worker does, in this process: the script experiment under measure_variant."""
-    from lab.measure.measure import measure_variant
+    """What the worker does, in this process: the script experiment under measure."""
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.profile import script as experiment
 
     args = [how] if how else []
     params = {"target": str(script), "module": False, "args": args, "timeout_s": timeout_s,
               "output_path": str(tmp_path / "out.txt") if tmp_path else None, "steps": steps}
-    r = measure_variant(experiment.script, lesson="profile", variant="script", mode="cpu",
-                        scale="", params=params, timing=False)
+    r = measure(experiment.script,
+                VariantSpec("profile", "script", "", params, timing=False),
+                backend_for("cpu"))
     return finish(r, parse_command(["python", str(script), *args]), [], timeout_s)
 
 

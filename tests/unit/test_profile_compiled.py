@@ -59,20 +59,17 @@ def test_the_compiled_pass_calls_the_real_compile(monkeypatch):
 
 
 class InProcessRunner:
-    """The worker's experiment (lab/profile/script.py under measure_variant), in this process;
+    """The worker's path (lab/profile/script.py measured for the request), in this process;
     every request it was given is kept."""
 
     def __init__(self):
         self.requests = []
 
     def run(self, req, on_event=None, cancel=None):
-        from lab.measure.measure import measure_variant
-        from lab.profile import script as experiment
+        from lab.runner.worker import measure_request
 
         self.requests.append(req)
-        return measure_variant(experiment.script, lesson="profile", variant="script",
-                               mode=req.mode, scale="", params=req.overrides, timing=False,
-                               profile_path=req.profile_path)
+        return measure_request(req)
 
 
 @pytest.mark.slow  # a tracked run of the script (~3 s on 2 cores)
@@ -132,7 +129,7 @@ def test_a_failed_compiled_pass_leaves_the_eager_result_said_as_eager():
     failed.error = "BackendCompilerFailed: inductor raised"
     from lab.runner.protocol import RunRequest
 
-    req = RunRequest(lesson_path="profile", variant="script", mode="cuda", overrides={"a": 1})
+    req = RunRequest("profile", "script", "cuda", kind="profile", params={"a": 1})
     asked = []
     r = compiled.measure_compiled(eager, req, lambda again: asked.append(again) or failed, None)
     assert r is eager
@@ -140,7 +137,7 @@ def test_a_failed_compiled_pass_leaves_the_eager_result_said_as_eager():
                           "max allocated 13.87 GB, reserved 16.02 GB; the compiled run failed: "
                           "BackendCompilerFailed: inductor raised")
     [again] = asked
-    assert again.overrides == {"a": 1, compiled.COMPILED_PASS: True} and again.profile_path
+    assert again.params == {"a": 1, compiled.COMPILED_PASS: True} and again.profile_path
     assert not Path(again.profile_path).exists()  # the temporary snapshot is removed
 
 
@@ -148,14 +145,16 @@ def test_a_failed_compiled_pass_leaves_the_eager_result_said_as_eager():
 def test_merge_takes_the_compiled_counters_and_the_snapshots_categories(tmp_path):
     # Given an eager pass and a compiled pass whose snapshot holds the chain's allocations
     # (the CPU tracker's trace written in PyTorch's snapshot format stands in for the GPU's)
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.profile import script as experiment
 
     snap = tmp_path / "compiled.pkl"
     params = {"target": str(CHAIN), "module": False, "args": ["cpu", "1"], "timeout_s": 0,
               "output_path": None}
-    stand_in = measure_variant(experiment.script, lesson="profile", variant="script", mode="cpu",
-                               scale="", params=params, timing=False, profile_path=str(snap))
+    stand_in = measure(experiment.script, VariantSpec("profile", "script", "", params,
+                                                      profile_path=str(snap), timing=False),
+                       backend_for("cpu"))
     assert snap.exists()
     eager = _result("cuda", 13_870_000_000, 16_020_000_000)
     eager.peak.bytes, eager.peak.phase = 13_000_000_000, "backward 1"

@@ -2,7 +2,7 @@
 
 The scripts under tests/fixtures/profile/sim/ are written as a CUDA user writes them (`cuda`
 devices, `.cuda()`, torch.cuda calls, autocast("cuda")). They run here through the experiment
-the worker runs (lab/profile/script.py under measure_variant, in this process), inside the CUDA
+the worker runs (lab/profile/script.py under measure, in this process), inside the CUDA
 facade (lab/measure/sim/facade/cuda_facade.py). Where a script's training loop is also a lab
 experiment, the two sim paths must predict the same bytes: the facade only moves the script
 onto sim, it adds nothing.
@@ -28,15 +28,16 @@ def _line(path: Path, marker: str) -> int:
 
 def _profile(script: Path, *args, steps=None, gpu=None, gpu_memory=None, output=None):
     """What the worker does for `memlab profile --mode sim`, in this process."""
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.measure.sim.gpus import gpu as card
     from lab.profile import script as experiment
 
     params = {"target": str(script), "module": False, "args": list(args), "timeout_s": 0,
               "output_path": str(output) if output else None, "steps": steps, "gpu": gpu}
-    r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                        scale="", params=params, timing=False, gpu_memory=gpu_memory,
-                        gpu=card(gpu) if gpu else None)
+    r = measure(experiment.script,
+                VariantSpec("profile", "script", "", params, timing=False),
+                backend_for("sim", gpu_memory=gpu_memory, gpu=card(gpu) if gpu else None))
     return finish(r, parse_command(["python", str(script), *args]), [], 0)
 
 
@@ -139,7 +140,8 @@ def test_the_cuda_memory_api_answers_from_the_allocator_model():
 @pytest.mark.slow
 def test_a_plain_loop_predicts_what_the_lab_experiment_predicts(tmp_path):
     # Given the MLP loop, as a CUDA script and as a lab experiment (memlab run's sim path)
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
 
     script = SIM / "mlp_autocast.py"
     train = runpy.run_path(str(script))["train"]
@@ -148,8 +150,7 @@ def test_a_plain_loop_predicts_what_the_lab_experiment_predicts(tmp_path):
         for _ in train(run.device, run.device.type, 3):
             pass
 
-    lab = measure_variant(experiment, lesson="t", variant="mlp", mode="sim", scale="",
-                          params={}, timing=False)
+    lab = measure(experiment, VariantSpec("t", "mlp", "", {}, timing=False), backend_for("sim"))
     out = tmp_path / "out.txt"
     r = _profile(script, output=out)
     assert r.ok and lab.ok, (r.error, lab.error)
@@ -245,15 +246,16 @@ def test_a_data_dependent_shape_is_refused_in_one_line(how, marker, what):
 
 @pytest.mark.slow
 def test_out_of_memory_where_the_capped_gpu_would_fail(tmp_path):
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
 
     script = SIM / "mlp_autocast.py"
     train = runpy.run_path(str(script))["train"]
     cap = 16 * 2**20  # below the 32 MiB cuBLAS workspace the first matmul takes
 
-    lab = measure_variant(lambda run: [None for _ in train(run.device, "cpu", 3)],
-                          lesson="t", variant="mlp", mode="sim", scale="", params={},
-                          timing=False, gpu_memory=cap)
+    lab = measure(lambda run: [None for _ in train(run.device, "cpu", 3)],
+                  VariantSpec("t", "mlp", "", {}, timing=False),
+                  backend_for("sim", gpu_memory=cap))
     r = _profile(script, gpu_memory=cap, output=tmp_path / "out.txt")
     assert r.status == lab.status == "oom"
     assert r.error == lab.error and r.error.startswith("CUDA out of memory. Tried to allocate")

@@ -10,8 +10,8 @@ import multiprocessing as mp
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
-from lab.progress import Progress
-from lab.progress_merge import State, merge, merge_record
+from lab.course.progress import Progress
+from lab.course.progress_merge import State, merge, merge_record
 
 UPDATES = 100  # in all, alternating between the two writers
 

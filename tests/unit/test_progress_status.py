@@ -4,7 +4,7 @@ committed, a recording played back ("seen"), a run of their own, the quiz."""
 from __future__ import annotations
 
 from lab.measure.result import DeviceInfo, RunResult
-from lab.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, RUN, SEEN, Progress
+from lab.course.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, RUN, SEEN, Progress
 
 
 def _result(lesson: str) -> RunResult:

@@ -12,7 +12,7 @@ import pytest
 from lab.measure import result_schema
 from lab.measure.result import READS, SCHEMA, CodePaths, DeviceInfo, RunResult, Timing
 from lab.measure.schema import SchemaError
-from lab.reference import REFERENCE_DIR
+from lab.course.reference import REFERENCE_DIR
 from lab.runner.protocol import decode_event
 
 RECORDINGS = sorted(REFERENCE_DIR.glob("*/*.json"))
@@ -115,7 +115,7 @@ def test_a_malformed_event_line_is_kept_as_junk_not_passed_on():
     from lab.runner.protocol import RunRequest
     from lab.runner.stream import WorkerStream
 
-    s = WorkerStream(RunRequest("lessons/01-linear-baseline", "baseline"))
+    s = WorkerStream(RunRequest("linear-baseline", "baseline"))
     assert s.feed_line('{"type": "phase", "name": 1, "live_bytes": 2}') is None
     assert s.junk and "phase event.name" in s.junk[0]
     assert s.feed_line('{"type": "phase", "name": "model", "live_bytes": 2}') is not None

@@ -9,17 +9,18 @@ import time
 
 import pytest
 
+from lab.course.curriculum import load_lesson
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
 
 from ..conftest import FIXTURES
 
-LESSON = str(FIXTURES / "lessons" / "90-misbehave")
+LESSON = load_lesson(FIXTURES / "lessons" / "90-misbehave")
 pytestmark = pytest.mark.slow
 
 
 def request(variant, **kw):
-    return RunRequest(lesson_path=LESSON, variant=variant, mode="cpu", scale="small", **kw)
+    return RunRequest.for_lesson(LESSON, variant, "cpu", "small", **kw)
 
 
 def alive(pid: int) -> bool:

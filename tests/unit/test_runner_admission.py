@@ -5,11 +5,11 @@ import time
 
 import pytest
 
+from lab.course.curriculum import load_course
 from lab.runner.admission import Admission, Need
 from lab.runner.peaks import MARGIN_BYTES, MARGIN_FRACTION, need_for, recorded_peak
 from lab.runner.protocol import RunRequest
 
-from ..conftest import ROOT
 
 GB = 10**9
 
@@ -147,22 +147,29 @@ def test_cpu_runs_are_admitted_by_cores():
 
 
 def test_what_a_request_needs():
-    lesson = str(ROOT / "lessons" / "05-mixed-precision")
-    peak = recorded_peak(RunRequest(lesson, "baseline", mode="cuda"))
-    assert peak and peak > GB  # the H200 recording's reserved peak
-    need = need_for(RunRequest(lesson, "baseline", mode="cuda", scale="seed"))
+    lesson = load_course().find("mixed-precision")
+
+    def req(variant="baseline", mode="cuda", **kw):
+        return RunRequest.for_lesson(lesson, variant, mode, "seed", **kw)
+
+    peak = req().expected_peak
+    assert peak and peak > GB and peak == recorded_peak(lesson.id, "baseline")  # the H200's
+    need = need_for(req())
     assert need.gpus == 1 and need.gpu_bytes == int(peak * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
-    capped = need_for(RunRequest(lesson, "baseline", mode="cuda", gpu_memory=4 * GB))
+    capped = need_for(req(gpu_memory=4 * GB))
     assert capped.gpu_bytes == int(4 * GB * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
-    assert need_for(RunRequest(lesson, "no_such_variant", mode="cuda")).gpu_bytes is None
-    assert need_for(RunRequest("playground", "combo", mode="cuda", experiment="x.py")).gpu_bytes is None
-    assert need_for(RunRequest(lesson, "baseline", mode="cuda", exclusive=True)).gpu_bytes is None
-    assert need_for(RunRequest(lesson, "baseline", mode="sim")).cores == 1
-    assert need_for(RunRequest(lesson, "baseline", mode="cpu")).cores is None  # timed: all
-    assert need_for(RunRequest(lesson, "baseline", mode="cpu", timing=False)).cores == 1
-    assert need_for(RunRequest(lesson, "baseline", mode="cpu", ranks=2)).cores == 2
+    assert need_for(req("no_such_variant")).gpu_bytes is None
+    playground = RunRequest("playground", "combo", "cuda", kind="experiment", experiment="x.py")
+    assert need_for(playground).gpu_bytes is None
+    assert need_for(req(exclusive=True)).gpu_bytes is None
+    assert req(mode="sim").expected_peak is None  # only a GPU run is admitted by it
+    assert need_for(req(mode="sim")).cores == 1
+    assert need_for(req(mode="cpu")).cores is None  # timed: all
+    assert need_for(req(mode="cpu", timing=False)).cores == 1
+    assert need_for(req(mode="cpu", ranks=2)).cores == 2
 
 
-def test_a_lesson_that_reads_the_whole_gpu_runs_alone(tmp_path):
-    (tmp_path / "lesson.toml").write_text('id = "nvml-lesson"\ngpu = "exclusive"\n')
-    assert need_for(RunRequest(str(tmp_path), "baseline", mode="cuda")).gpu_bytes is None
+def test_a_lesson_that_reads_the_whole_gpu_runs_alone():
+    # lessons 17 and 19 say gpu = "exclusive" (NVML's used memory, utilisation): their runs do
+    lesson = next(l for l in load_course().lessons if l.exclusive)
+    assert need_for(RunRequest.for_lesson(lesson, "baseline", "cuda", "seed")).gpu_bytes is None

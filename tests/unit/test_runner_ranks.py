@@ -8,22 +8,22 @@ import time
 
 import pytest
 
+from lab.course.curriculum import load_lesson
 from lab.runner.client import SubprocessRunner
 from lab.runner.protocol import RunRequest
 
 from ..conftest import FIXTURES
 from .test_runner import alive
 
-LESSON = str(FIXTURES / "lessons" / "91-ranks")
+LESSON = load_lesson(FIXTURES / "lessons" / "91-ranks")
 
 
 def request(variant, **kw):
-    return RunRequest(lesson_path=LESSON, variant=variant, mode="cpu", scale="small", ranks=2,
-                      **kw)
+    return RunRequest.for_lesson(LESSON, variant, "cpu", "small", ranks=2, **kw)
 
 
 def test_sim_does_not_start_one_worker_per_rank():
-    res = SubprocessRunner().run(RunRequest(LESSON, "baseline", mode="sim", ranks=2))
+    res = SubprocessRunner().run(RunRequest(LESSON.id, "baseline", mode="sim", ranks=2))
     assert res.status == "error" and "sim does not start one worker per rank" in res.error
 
 

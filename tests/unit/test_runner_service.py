@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from lab.course.curriculum import load_lesson
 from lab.runner import remote
 from lab.runner.client import SubprocessRunner, default_runner
 from lab.runner.paths import pid_path, socket_path
@@ -23,11 +24,11 @@ from lab.runner.remote import ServiceRunner, ServiceUnavailable
 from ..conftest import FIXTURES, ROOT
 from .test_runner import alive
 
-LESSON = str(FIXTURES / "lessons" / "90-misbehave")
+LESSON = load_lesson(FIXTURES / "lessons" / "90-misbehave")
 
 
 def request(variant, mode="cpu", **kw):
-    return RunRequest(lesson_path=LESSON, variant=variant, mode=mode, scale="small", **kw)
+    return RunRequest.for_lesson(LESSON, variant, mode, "small", **kw)
 
 
 def service_pid() -> int:

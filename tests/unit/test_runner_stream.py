@@ -11,7 +11,7 @@ from lab.runner.group import combine
 from ..conftest import FIXTURES
 
 RUNS = FIXTURES / "runs"
-REQ = RunRequest("lessons/01-linear-baseline", "baseline", mode="cpu", scale="small")
+REQ = RunRequest("linear-baseline", "baseline", mode="cpu", scale="small")
 
 
 def lines(name):

@@ -30,7 +30,7 @@ from aiohttp.test_utils import TestClient, TestServer  # noqa: E402
 from lab.serve.server import LabServer  # noqa: E402
 
 TOKEN = "issue34-token"
-PLAYGROUND = dict(lesson_path="playground", variant="run", experiment="generic.py")
+PLAYGROUND = dict(lesson="playground", variant="run", kind="experiment", experiment="generic.py")
 
 
 async def _client(root: Path, token: str | None = TOKEN, **kw):
@@ -160,16 +160,15 @@ class Runner:
 
 @pytest.mark.parametrize("req, says, flag", [
     (RunRequest(mode="cpu", scale="small",
-                overrides={"workload": "mlp", "batch": 100_000, "seq": 64}, **PLAYGROUND),
+                params={"workload": "mlp", "batch": 100_000, "seq": 64}, **PLAYGROUND),
      "batch 100,000 is more than a browser tab may run here, at most 16 (4 × mlp's 4 at small",
      "--max-size-factor"),
     (RunRequest(mode="sim", scale="seed",
-                overrides={"workload": "gpt2-small", "batch": 8, "seq": 10**6}, **PLAYGROUND),
+                params={"workload": "gpt2-small", "batch": 8, "seq": 10**6}, **PLAYGROUND),
      "seq 1,000,000 is more than", "--max-size-factor"),
-    (RunRequest(lesson_path="lessons/03-training-cycle", variant="baseline", mode="cpu",
-                scale="seed"), "cpu at seed scale would run the full-size model", None),
-    (RunRequest(lesson_path="lessons/01-linear-baseline", variant="baseline", mode="cuda",
-                scale="seed"), "cuda runs are off", "--tab-modes"),
+    (RunRequest("training-cycle", "baseline", "cpu", "seed"),
+     "cpu at seed scale would run the full-size model", None),
+    (RunRequest("linear-baseline", "baseline", "cuda", "seed"), "cuda runs are off", "--tab-modes"),
 ])
 def test_a_tab_runs_only_what_its_limits_allow_and_says_which(req, says, flag):
     runner = Runner()
@@ -184,9 +183,8 @@ def test_within_its_limits_a_run_goes_through():
     runner = Runner()
     limited = LimitedRunner(runner, TabLimits())
     for req in (RunRequest(mode="cpu", scale="small",
-                           overrides={"workload": "mlp", "batch": 16, "seq": 256}, **PLAYGROUND),
-                RunRequest(lesson_path="lessons/01-linear-baseline", variant="baseline",
-                           mode="cpu", scale="small")):
+                           params={"workload": "mlp", "batch": 16, "seq": 256}, **PLAYGROUND),
+                RunRequest("linear-baseline", "baseline", "cpu", "small")):
         assert limited.run(req) == "ran"
     assert len(runner.asked) == 2
 

@@ -171,21 +171,24 @@ def test_transformers_causal_lm_passes_no_mask_to_sdpa_in_sim():
 
 
 def test_allocator_cap_raises_cuda_shaped_oom():
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
 
     def fn(run):
         with run.phase("big"):
             torch.empty(3 * 2**30, dtype=torch.uint8)
 
-    r = measure_variant(fn, lesson="t", variant="v", mode="sim", scale="seed", params={},
-                        gpu_memory=2 * 2**30, timing=False)
+    r = measure(fn,
+                VariantSpec("t", "v", "seed", {}, timing=False),
+                backend_for("sim", gpu_memory=2 * 2**30))
     assert r.status == "oom" and r.error.startswith("CUDA out of memory. Tried to allocate 3.00 GiB")
     assert "2.00 GiB allowed" in r.error
     assert r.allocator.predicted and r.allocator.num_ooms == 1 and r.peak.bytes == 0
 
 
 def test_allocator_api_reaches_the_model_in_sim():
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
 
     seen = {}
 
@@ -200,31 +203,8 @@ def test_allocator_api_reaches_the_model_in_sim():
         with run.phase("more"):
             torch.empty(2**30, dtype=torch.uint8)
 
-    r = measure_variant(fn, lesson="t", variant="v", mode="sim", scale="seed", params={},
-                        timing=False)
+    r = measure(fn, VariantSpec("t", "v", "seed", {}, timing=False), backend_for("sim"))
     assert r.status == "ok"
     assert seen["before"] == {"allocated": 2 * 2**30, "reserved": 4 * 2**30}
     assert seen["after"] == {"allocated": 2 * 2**30, "reserved": 2 * 2**30}
     assert r.allocator.end_reserved_bytes == 2 * 2**30 + 52 * 20 * 2**20  # 20 MiB pages now
-
-
-def test_moving_a_module_to_the_device_it_is_on_changes_nothing_in_sim():
-    # Given a module built in sim, with the tracker holding weak references to its parameters,
-    # when code moves it to the device it is already on (Lightning's Trainer does), then its
-    # parameters stay the same tensors, as on CUDA (Module._apply would otherwise swap each fake
-    # parameter with a copy of itself, which swap_tensors refuses under a weak reference);
-    # swapping two different tensors still swaps
-    import weakref
-
-    from lab.measure.backends.sim import SimBackend
-
-    backend = SimBackend()
-    with backend.running(), backend.new_tracker():
-        m = torch.nn.Linear(4, 4)
-        w = m.weight
-        ref = weakref.ref(w)
-        m.to("cpu")
-        assert m.weight is w and ref() is w
-        a, b = torch.zeros(2), torch.ones(3)
-        torch.utils.swap_tensors(a, b)
-        assert a.shape == (3,) and b.shape == (2,)

@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from lab.measure import distributed
-from lab.measure.measure import measure_variant
+from lab.measure.backends import backend_for
+from lab.measure.measure import VariantSpec, measure
 from lab.measure.trace import ALLOC
 
 L, D, N = 4, 192, 2
@@ -57,9 +58,9 @@ def _train(run, offload: str) -> None:
 
 @functools.lru_cache(maxsize=None)
 def run(offload: str):
-    r = measure_variant(functools.partial(_train, offload=offload), lesson="fsdp-offload",
-                        variant=offload, mode="sim", scale="small",
-                        params={"world_size": N}, timing=False)
+    r = measure(functools.partial(_train, offload=offload),
+                VariantSpec("fsdp-offload", offload, "small", {"world_size": N}, timing=False),
+                backend_for("sim"))
     assert r.status == "ok", r.error
     return r
 

@@ -34,11 +34,23 @@ NOT_MECHANISMS = {
                "model: empty_cache, expandable segments)",
     "versions": "which versions sim was checked on, and the notes a result carries",
     "allocator.view": "memory_stats() / memory_snapshot() read off the model (a view, no rule)",
+    "allocator.trace_replay": "a real snapshot's trace fed to the model (memlab view's "
+                              "out-of-memory replay): the model's rules, none of its own",
     "ports": "the table of upstream code the simulator follows (data)",
+    "allocator.stream_trace": "GPU allocator traces replayed through the model (a validation "
+                              "tool: tests/unit/test_allocator_stream_traces.py), no run takes it",
+    # streams: tests/unit/test_sim_streams.py and test_allocator_streams.py hold them to the byte
+    "allocator.streams": "pending: a golden of lesson 28 (overlapped) once the lesson is recorded",
+    "kernels.streams": "pending: a golden of lesson 28 (overlapped) once the lesson is recorded",
     # the fast path through FakeTensorMode's dispatch cache: speed only, every result the stock
     # way's (tests/unit/test_sim_fake_key.py and test_sim_lean_output.py compare the two)
     **{f"dispatch.{m}": "FakeTensorMode's dispatch cache, the fast way: no bytes of its own"
        for m in ("fake_mode", "fast_key", "lean_output", "recipes", "unsafe_view")},
+    "dispatch.module_apply": "Module._apply converts fake parameters in place, as CUDA's does "
+                             "(tests/unit/test_sim_module_apply.py)",
+    "kernels.meta_rules": "pending: no lesson runs a mixture of experts; CUDA's histc / "
+                          "_grouped_mm rules are held by tests/unit/test_sim_meta_rules.py and "
+                          "the zoo's moe cases (docs/ACCURACY.md)",
     "ranks": "many ranks in one process (the fake process group): DDP's and FSDP2's set-up, "
              "no bytes of its own (tests/unit/test_many_gpus.py holds lesson 22's)",
     "kernels.fsdp_offload": "pending: an H200 recording of FSDP2's CPUOffloadPolicy (lesson 22's "
@@ -90,6 +102,9 @@ FACADE = {
     "facade.runtime": "torch.cuda / torch.accelerator answered from the card's row",
     "facade.calls": "the script's calls into torch's libraries (autocast, save/load, ...)",
     "facade.script_values": "stand-in values and the sites that read them",
+    "facade.placeholders": "a model built on the host holds no values (tests/unit/"
+                           "test_sim_placeholders.py)",
+    "facade.routing": "balanced routing for one_hot masks (tests/unit/test_sim_routing.py)",
 }
 
 

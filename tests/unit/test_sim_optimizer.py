@@ -109,15 +109,13 @@ def test_torchscript_optimizers_compile_inside_sim():
 def test_lesson_03_default_adamw_loop_peaks_as_on_the_h200():
     """The blog's loop (torch.optim.AdamW with PyTorch's defaults) at batch 2 peaks in the step,
     where foreach's intermediates sit beside gradients and state: within 1 % of the H200."""
-    from lab.curriculum import load_course
-    from lab.measure.measure import measure_variant
-    from lab.runner.worker import load_experiment
+    from lab.course.curriculum import load_course
+    from lab.runner.protocol import RunRequest
+    from lab.runner.worker import measure_request
 
     lesson = next(l for l in load_course().lessons if l.key == "03")
     ref = json.loads((ROOT / "assets" / "reference" / lesson.id / "seed_loop_b2.json").read_text())
-    r = measure_variant(getattr(load_experiment(str(lesson.experiment_path)), "seed_loop_b2"),
-                        lesson=lesson.id, variant="seed_loop_b2", mode="sim", scale="seed",
-                        params=lesson.params("seed"), timing=False)
+    r = measure_request(RunRequest.for_lesson(lesson, "seed_loop_b2", "sim", "seed", timing=False))
     assert r.status == "ok"
     assert abs(r.peak.bytes - ref["peak"]["bytes"]) <= 0.01 * ref["peak"]["bytes"]
     assert r.peak.phase == ref["peak"]["phase"]  # the step, not backward

@@ -294,7 +294,8 @@ def test_cli_view_json_and_text(tmp_path, capsys):
     assert len(d["live_at_peak"]) == 3 and d["peak"]["phase"] == "optimizer step"
     code, out, err = _cli("view", str(p), capsys=capsys)
     assert code == 0 and "peak 4.99 MB" in out and "u/train.py:41 main" in out
-    assert "out-of-memory events: 1" in out
+    # the out-of-memory is explained (lab.snapshots.oom): 100 MiB free on the GPU, 8 GiB asked
+    assert "out of memory at" in out and "verdict: SHORTAGE" in out
 
 
 # ---- trace_to_snapshot: what memlab writes for cpu/sim runs ------------------------------------------

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from lab.curriculum import LESSONS_DIR, load_course
+from lab.course.curriculum import load_course
+from lab.runner.protocol import RunRequest
 
 LESSON = next(l for l in load_course().lessons if any(v.env for v in l.variants))
 VARIANT = next(v for v in LESSON.variants if v.env)
@@ -15,8 +16,7 @@ VARIANT = next(v for v in LESSON.variants if v.env)
 
 @pytest.mark.slow
 def test_a_warm_worker_hands_an_env_variant_to_a_cold_start():
-    req = {"lesson_path": str(LESSON.path), "variant": VARIANT.name, "mode": "cpu",
-           "scale": "small", "timing": False}
+    req = RunRequest.for_lesson(LESSON, VARIANT.name, "cpu", "small", timing=False).to_json_dict()
     p = subprocess.Popen([sys.executable, "-m", "lab.runner.worker", "--warm"], text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ready = json.loads(p.stdout.readline())

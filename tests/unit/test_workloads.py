@@ -11,7 +11,9 @@ import gc
 import pytest
 import torch
 
-from lab.measure.measure import measure_variant
+from lab.measure.backends import backend_for
+
+from lab.measure.measure import VariantSpec, measure
 from lab.measure.sim.dispatch.fake_mode import fake_mode
 from lab.workloads import LAYOUTS, TrainConfig, get_workload, parse_combo
 from lab.workloads.data import CORPUS_FILE, corpus_batch, corpus_tokens, lm_batch
@@ -37,8 +39,9 @@ def sim(workload: str, combo_text: str, scale: str = "small", **sizes):
     w = get_workload(workload)
     cfg = parse_combo(combo_text)
     params = {**w.default_sizes(scale), **sizes, "workload": workload, "config": cfg.to_dict()}
-    r = measure_variant(combo, lesson="playground", variant=cfg.label, mode="sim", scale=scale,
-                        params=params, timing=False)
+    r = measure(combo,
+                VariantSpec("playground", cfg.label, scale, params, timing=False),
+                backend_for("sim"))
     assert r.ok, r.error
     return r
 

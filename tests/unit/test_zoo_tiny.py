@@ -27,16 +27,13 @@ TINY = {"cnn": "zoo/cnn/resnet50-bf16-cl", "vit": "zoo/vit/vit-b16-bf16",
         "lora": "zoo/lora/llama-1b-ckpt", "lightning": "zoo/lightning/gpt2-bf16",
         "accum": "zoo/accum/qwen2.5-0.5b-bf16"}
 # how each fails in sim today (issue 37 item 1 turns these into runs)
-FAILS_TODAY = {
-    "cnn": "Module._apply cannot swap a fake parameter (channels_last)",
-    "moe": "histc on int32 routing indices, then _grouped_mm's bf16-only meta kernel",
-    "lightning": "Module._apply cannot swap a fake parameter at teardown (.cpu())",
-}
+FAILS_TODAY: dict[str, str] = {}
 NEEDS = {"lora": "peft", "lightning": "pytorch_lightning"}
 
 
 def _profile(case) -> object:
-    from lab.measure.measure import measure_variant
+    from lab.measure.backends import backend_for
+    from lab.measure.measure import VariantSpec, measure
     from lab.measure.sim.gpus import gpu
     from lab.profile import script as experiment
     from lab.profile.run import finish, parse_command
@@ -44,8 +41,9 @@ def _profile(case) -> object:
     args = tiny_args(case, "sim")
     params = {"target": str(ROOT / case.script), "module": False, "args": args, "timeout_s": 0,
               "output_path": None, "steps": None, "gpu": "h100"}
-    r = measure_variant(experiment.script, lesson="profile", variant="script", mode="sim",
-                        scale="", params=params, timing=False, gpu=gpu("h100"))
+    r = measure(experiment.script,
+                VariantSpec("profile", "script", "", params, timing=False),
+                backend_for("sim", gpu=gpu("h100")))
     return finish(r, parse_command(["python", str(ROOT / case.script), *args]), [], 0)
 
 

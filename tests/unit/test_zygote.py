@@ -13,6 +13,7 @@ import pytest
 
 from lab.runner.group import drive
 from lab.runner.proc import WorkerProc
+from lab.course.curriculum import load_lesson
 from lab.runner.protocol import RunRequest
 from lab.runner.zygote import Zygote
 
@@ -20,7 +21,7 @@ from ..conftest import FIXTURES, ROOT
 from .test_runner import alive
 
 pytestmark = pytest.mark.slow
-MISBEHAVE = str(FIXTURES / "lessons" / "90-misbehave")
+MISBEHAVE_LESSON = load_lesson(FIXTURES / "lessons" / "90-misbehave")
 TIMES = {"created", "wall_s", "t", "duration_s", "step_time_s", "timing"}
 
 
@@ -47,8 +48,8 @@ def numbers(value):
 
 
 def test_a_forked_worker_measures_what_a_cold_worker_measures(zygote):
-    req = RunRequest(lesson_path=str(ROOT / "lessons" / "08-mixed-precision"), variant="bf16",
-                     mode="sim", scale="seed")
+    req = RunRequest.for_lesson(load_lesson(ROOT / "lessons" / "08-mixed-precision"), "bf16",
+                                "sim", "seed")
     forked = zygote.fork()
     assert forked.pid != zygote.pid
     mine = run(forked, req)
@@ -59,10 +60,10 @@ def test_a_forked_worker_measures_what_a_cold_worker_measures(zygote):
 
 
 def test_exit_codes_come_through_the_zygote(zygote):
-    crash = RunRequest(lesson_path=MISBEHAVE, variant="crash", mode="cpu", scale="small")
+    crash = RunRequest.for_lesson(MISBEHAVE_LESSON, "crash", "cpu", "small")
     res = run(zygote.fork(), crash)
     assert res.status == "error" and "exited with code 7" in res.error
-    bad = RunRequest(lesson_path=MISBEHAVE, variant="no_such_variant", mode="cpu", scale="small")
+    bad = RunRequest.for_lesson(MISBEHAVE_LESSON, "no_such_variant", "cpu", "small")
     w = zygote.fork()
     res = run(w, bad)
     assert res.status == "error" and w.returncode == 2
@@ -71,7 +72,7 @@ def test_exit_codes_come_through_the_zygote(zygote):
 def test_a_kill_stops_the_worker_and_what_it_started(zygote, tmp_path, monkeypatch):
     pid_file = tmp_path / "pids"
     monkeypatch.setenv("MEMLAB_TEST_PIDFILE", str(pid_file))
-    hang = RunRequest(lesson_path=MISBEHAVE, variant="hang", mode="cpu", scale="small",
+    hang = RunRequest.for_lesson(MISBEHAVE_LESSON, "hang", "cpu", "small",
                       timeout_s=60)
     w = zygote.fork()
     w.send(hang.to_json_dict(), {"MEMLAB_TEST_PIDFILE": str(pid_file)}, None)
@@ -95,7 +96,7 @@ def test_workers_outlive_their_zygote():
     assert w.ready.wait(30)
     z.kill()
     assert not z.alive() and w.alive()  # the zygote's group is itself alone
-    req = RunRequest(lesson_path=MISBEHAVE, variant="baseline", mode="cpu", scale="small")
+    req = RunRequest.for_lesson(MISBEHAVE_LESSON, "baseline", "cpu", "small")
     res = run(w, req)
     assert res.status == "ok" and res.metrics["sum"] == 2000.0
     deadline = time.monotonic() + 5
@@ -107,7 +108,7 @@ def test_workers_outlive_their_zygote():
 
 def test_a_background_sim_run_gives_way_and_a_timed_run_never_does(zygote):
     def nice(mode, background):
-        req = RunRequest(lesson_path=MISBEHAVE, variant="niceness", mode=mode, scale="small",
+        req = RunRequest.for_lesson(MISBEHAVE_LESSON, "niceness", mode, "small",
                          background=background)
         res = run(zygote.fork(), req)
         assert res.status == "ok", res.error

@@ -80,9 +80,10 @@ class Backend:
     def collect_garbage(self) -> None:
         gc.collect()
 
-    def snapshot(self, trace: Trace, to_file: bool) -> dict | None:
+    def snapshot(self, trace: Trace, to_file: bool, at_oom: bool = False) -> dict | None:
         """The run as a memory_viz snapshot: the allocator's own history where it was recorded,
-        else (only when a file is asked for) the tracker's trace in that format."""
+        else (only when a file is asked for) the tracker's trace in that format. `at_oom`: the
+        run ended in an out-of-memory (a backend that took a snapshot there returns that one)."""
         return trace_to_snapshot(trace) if to_file else None
 
     def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
@@ -121,6 +122,10 @@ class Backend:
 
     def stand_in_values(self) -> ContextManager[None]:
         """Inside: `.item()` of a fake tensor answers a stand-in (sim only)."""
+        return nullcontext()
+
+    def real_values(self) -> ContextManager[None]:
+        """Inside: tensors are made with values (sim: outside the fake mode)."""
         return nullcontext()
 
     # ---- torch.distributed ----------------------------------------------------------------------

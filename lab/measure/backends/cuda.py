@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Proto
 
 import torch
 
-from .. import cuda as cuda_mod
+from .. import cuda_allocator as cuda_mod
 from ..device import gpu_info, set_virtual_gpu
 from ..result import AllocatorStats, DeviceInfo, RunResult
 from ..snapshot import device_trace_timelines
@@ -110,10 +110,12 @@ class CudaBackend(Backend):
     def sync(self) -> None:
         torch.cuda.synchronize(self.device)
 
-    def snapshot(self, trace: Trace, to_file: bool) -> dict | None:
+    def snapshot(self, trace: Trace, to_file: bool, at_oom: bool = False) -> dict | None:
+        """The allocator's history; for a run that ended in an out-of-memory, the snapshot its
+        observer took at the failing allocation (the state that failed)."""
         if self.recorder is None:
             return None
-        snap = self.recorder.snapshot()
+        snap = self.recorder.snapshot(at_oom=at_oom)
         self.recorder.stop()
         return snap
 

@@ -30,9 +30,11 @@ from ..result_parts import series_timelines
 from ..sim.allocator.replay import Replay
 from ..sim.allocator.settings import AllocatorSettingsError, settings_from_env
 from ..sim.dispatch.fake_mode import fake_mode
+from ..sim.dispatch.module_apply import fake_aware_apply
 from ..sim.dispatch.policy import CudaPaths
 from ..sim.facade.memory_api import memory_api_patches
 from ..sim.gpus import H200, Gpu
+from ..sim.kernels.streams import SimStreams
 from ..sim.patches import Patch, Patches
 from ..sim.ranks import simulated_ranks
 from ..sim.versions import version_notes
@@ -82,27 +84,11 @@ class SelectedStream:
         self._numbers = {torch_compat.cpu_default_stream(): 0}
 
     def __call__(self) -> int:
-        return self._numbers.setdefault(torch_compat.cpu_current_stream(), len(self._numbers))
+        return self.number(torch_compat.cpu_current_stream())
 
-
-def _same_view(a, b) -> bool:
-    """The same bytes seen the same way (one storage, shape, strides, offset, dtype)."""
-    try:
-        return a is b or (torch_compat.storage_key(a.untyped_storage())
-                          == torch_compat.storage_key(b.untyped_storage())
-                          and a.dtype == b.dtype and a.shape == b.shape
-                          and a.stride() == b.stride() and a.storage_offset() == b.storage_offset()
-                          and a.requires_grad == b.requires_grad)
-    except Exception:  # no storage (a wrapper subclass): let swap_tensors decide
-        return False
-
-
-def _swap_unless_same(swap):
-    def swap_tensors(t1, t2):
-        if not _same_view(t1, t2):
-            swap(t1, t2)
-
-    return swap_tensors
+    def number(self, stream) -> int:
+        """`stream`'s number (a torch.cpu stream object; the default one is 0)."""
+        return self._numbers.setdefault(stream, len(self._numbers))
 
 
 def allocator_api(backend: SimBackend) -> list[Patch]:
@@ -114,6 +100,14 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
     def set_allocator_settings(settings: str) -> None:
         backend.set_allocator_settings(settings)
 
+    streams = backend.streams
+
+    def record_stream(tensor, stream) -> None:
+        streams.record_stream(tensor, stream)
+
+    def synchronize(device=None) -> None:
+        streams.synchronize()
+
     rows = [
         Patch(torch.cuda, "empty_cache", lambda _: empty_cache,
               "torch.cuda.empty_cache() reaches the allocator model"),
@@ -123,15 +117,23 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
     rows += [Patch(owner, name, lambda _: set_allocator_settings,
                    "allocator settings changed at run time reach the model")
              for owner, name in torch_compat.allocator_settings_targets()]
+    # streams, as device-agnostic code reaches them (torch.get_device_module(device) is torch.cpu
+    # in sim): the model's stream uses and synchronisation points (lab.measure.sim.kernels.streams)
+    rows += [
+        Patch(torch.Tensor, "record_stream", lambda _: record_stream,
+              "Tensor.record_stream reaches the allocator model (a freed block waits)"),
+        Patch(torch.cpu, "Stream", streams.stream_class,
+              "torch.cpu streams that synchronize and record events: the model's sync points"),
+        Patch(torch.cpu, "synchronize", lambda _: synchronize,
+              "a synchronize of every stream: waiting blocks come back"),
+    ]
     # memory_stats / memory_snapshot / mem_get_info / set_per_process_memory_fraction (lesson 23)
     rows += memory_api_patches(backend.allocator)
-    # module.to(device) where the module already is (Lightning's Trainer does): each fake
-    # parameter's .to() returns the parameter itself, and Module._apply swaps a FakeTensor
-    # parameter with Parameter(result) - a view of the same storage - which swap_tensors refuses
-    # when a weak reference is on it (the tracker keeps one). Swapping a tensor with the same view
-    # of the same bytes changes nothing, as moving a module to its own device changes nothing.
-    rows.append(Patch(torch.utils, "swap_tensors", _swap_unless_same,
-                      "moving a module to the device it is on changes nothing"))
+    # model.half() / .to(memory_format=...) / .cpu() of fake parameters: converted in place, as
+    # CUDA converts its own (stock _apply swaps fake parameters, which their weak references
+    # forbid); a module moved to the device it is on keeps its parameters (Lightning's Trainer)
+    rows.append(Patch(torch.nn.Module, "_apply", fake_aware_apply,
+                      "fake parameters are converted in place, as CUDA's are"))
     return rows
 
 
@@ -149,6 +151,7 @@ class SimBackend(Backend):
         self.gpu = gpu = gpu or H200
         self.allocator = allocator if allocator is not None else new_allocator(gpu_memory, gpu)
         self.policy = CudaPaths(tracked=tracked, gpu=gpu)
+        self.streams = SimStreams(self.allocator)  # the tracker's keys, once it is made
 
     def device_info(self) -> DeviceInfo:
         return DeviceInfo("simulated (FakeTensorMode)", "sim", self.gpu_memory, self.gpu_memory)
@@ -156,6 +159,7 @@ class SimBackend(Backend):
     def new_tracker(self) -> TensorTracker:
         tracker = TensorTracker(policy=self.policy, observers=[self.allocator])
         self.allocator.clock = lambda: len(tracker.trace.events)  # the timelines' x: event index
+        self.streams.key_of = tracker.sid_of
         return tracker
 
     def running(self) -> ContextManager[Any]:
@@ -167,6 +171,27 @@ class SimBackend(Backend):
 
     def collect_garbage(self) -> None:
         """Fake tensors hold no memory; a full collection costs ~0.5 s here."""
+
+    def snapshot(self, trace, to_file: bool, at_oom: bool = False) -> dict | None:
+        """The tracker's trace as a memory_viz snapshot; a run that ran out of memory ends it
+        with the `oom` entry the GPU's allocator would write, and records the model's state at
+        that request (allocated, reserved, the cap) as the GPU's out-of-memory observer does
+        (`memlab view` explains it and replays it under other settings)."""
+        snap = super().snapshot(trace, to_file, at_oom)
+        oom = self.allocator.result.oom
+        if snap is None or not at_oom or oom is None:
+            return snap
+        m = self.allocator.model
+        entries = snap["device_traces"][0]
+        t_us = entries[-1]["time_us"] if entries else 0
+        entries.append({"action": "oom", "size": oom.request, "stream": oom.stream,
+                        "device_free": m.total - oom.reserved, "time_us": t_us, "frames": []})
+        snap["memlab"]["oom"] = {
+            "device": 0, "segment": oom.requested, "device_total": m.total, "cap": m.cap,
+            "device_free": m.total - oom.reserved, "allocated": oom.allocated,
+            "reserved": oom.reserved,
+            "taken": "by memlab's sim: the allocator model's state at the failing request"}
+        return snap
 
     def finish(self, result: RunResult, phases: list[PhaseRecord], snapshot: dict | None) -> None:
         result.notes.extend(SIM_NOTES)
@@ -208,6 +233,9 @@ class SimBackend(Backend):
     def stand_in_values(self) -> ContextManager[None]:
         return self.policy.stand_in_values()
 
+    def real_values(self) -> ContextManager[None]:
+        return torch_compat.unset_fake_temporarily()
+
     def simulated_ranks(self, run, world_size: int, device_type: str) -> ContextManager[Ranks]:
         """Every rank in this process: the fake process group (lab.measure.sim.ranks)."""
         return simulated_ranks(run, world_size, device_type, self.pinned_host)
@@ -224,7 +252,8 @@ class SimBackend(Backend):
         if model.cap is None:
             model.device_free = self.gpu.limit_bytes
             model.total = self.gpu.total_bytes
-        return CudaFacade(self.allocator, self.gpu, policy=self.policy, script_dir=script_dir)
+        return CudaFacade(self.allocator, self.gpu, policy=self.policy, script_dir=script_dir,
+                          streams=self.streams)
 
 
 __all__ = ["SIM_NOTES", "SelectedStream", "SimBackend", "allocator_api", "new_allocator"]

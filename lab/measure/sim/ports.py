@@ -35,6 +35,13 @@ PORTS: tuple[Port, ...] = (
          "PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF parsing: max_split_size_mb, "
          "max_non_split_rounding_mb, roundup_power2_divisions, garbage_collection_threshold",
          "torch 2.12-2.13 and an older 2.x (the rules agree)"),
+    Port("allocator/streams", "c10/cuda/CUDACachingAllocator.cpp",
+         "recordStream, free, insert_events, process_events, synchronize_and_free_events, "
+         "free_block, try_merge_blocks (a block waiting for events is not merged)",
+         "torch 2.12-2.13 and an older 2.x (the rules agree)"),
+    Port("allocator/stream_trace", "c10/cuda/CUDACachingAllocator.cpp",
+         "record_trace's FREE_REQUESTED (free) and FREE_COMPLETED (free_block) entries",
+         "torch 2.12-2.13 and an older 2.x (the rules agree)"),
     Port("allocator/view", "c10/cuda/CUDACachingAllocator.cpp",
          "DeviceStats: the memory_stats() keys, memory_snapshot()'s segments", "torch 2.11"),
     Port("kernels/autocast", "aten/src/ATen/autocast_mode.h",
@@ -42,6 +49,10 @@ PORTS: tuple[Port, ...] = (
          "from the running torch's AutocastCUDA registrations"),
     Port("kernels/dropout", "aten/src/ATen/native/Dropout.cpp",
          "dropout's device choice: native_dropout's bool mask on CUDA", "torch 2.11"),
+    Port("kernels/meta_rules", "aten/src/ATen/native/cuda/GroupedBlas.cpp",
+         "_grouped_mm_cuda, create_grouped_gemm_output_tensor (16-byte rows), "
+         "_resolve_grouped_mm_out_dtype; _histc_cuda's integer inputs (cuda/SummaryOps.cu)",
+         "upstream main (the GPU check: zoo moe/qwen3-moe-bf16 on torch 2.11)"),
     Port("kernels/offload", "aten/src/ATen/core/CachingHostAllocator.h",
          "the pinned host allocator's power-of-two blocks and cache", "torch 2.x"),
     Port("kernels/reduce", "aten/src/ATen/native/cuda/Reduce.cuh",

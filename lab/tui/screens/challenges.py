@@ -1,6 +1,6 @@
 """`ChallengeScreen`: the graded challenges - start (copy the code), edit, check in sim.
 
-Over lab/challenges.py (headless): this screen only lists, shows the brief of the selected
+Over lab/course/challenges.py (headless): this screen only lists, shows the brief of the selected
 challenge and runs `check` in a thread worker through the app's runner. In a lab served to a
 browser it says why challenges are off (learners' code is not run on the server) and offers
 nothing to press.
@@ -20,8 +20,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from lab import challenges as chl
-from lab.reference import load_reference
+from lab.course import challenges as chl
+from lab.course.reference import load_reference
 from lab.report import recorded_on
 from lab.serve.policy import Refused, served
 

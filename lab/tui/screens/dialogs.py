@@ -9,7 +9,7 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Label, Markdown, Static
 
-from lab.curriculum import predicted_answer_gb
+from lab.course.curriculum import predicted_answer_gb
 
 from lab.report import DASH, format_bytes, rough_percent
 from lab.report.units import given_gb

@@ -18,8 +18,8 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Header, Static
 
-from lab.curriculum import Course, Lesson
-from lab.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, QUIZ_PASSED, RUN, SEEN, Progress
+from lab.course.curriculum import Course, Lesson
+from lab.course.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, QUIZ_PASSED, RUN, SEEN, Progress
 
 from lab.report import rough_percent
 from ..widgets.fit import Fit
@@ -37,8 +37,8 @@ TALL = 30  # from this height the course's whole intro is shown; below it, its f
 
 
 def challenges_line(progress: Progress, course: Course) -> str:
-    """The course map's word on the graded challenges (lab/challenges.py)."""
-    from lab.challenges import ChallengeError, summary
+    """The course map's word on the graded challenges (lab/course/challenges.py)."""
+    from lab.course.challenges import ChallengeError, summary
 
     try:
         ok, total = summary(progress, course)
@@ -49,7 +49,7 @@ def challenges_line(progress: Progress, course: Course) -> str:
 
 def challenges_of(progress: Progress, lesson: Lesson) -> str:
     """After a lesson's title on the map: how many of its challenges are passed."""
-    from lab.challenges import ChallengeError, load_challenges, passed
+    from lab.course.challenges import ChallengeError, load_challenges, passed
 
     try:
         chs = load_challenges(lesson)

@@ -19,8 +19,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Header
 
-from lab.curriculum import Lesson, Question
-from lab.progress import QUIZ_DONE, QUIZ_PASSED
+from lab.course.curriculum import Lesson, Question
+from lab.course.progress import QUIZ_DONE, QUIZ_PASSED
 
 from .. import lesson_plans as plans
 from ..lesson_model import (Begin, CancelAsked, Finished, LessonRun, Restored, Settings, Streamed,
@@ -87,7 +87,7 @@ class LessonScreen(Screen):
         self._choose(self.chosen, scroll=False)
         if self.lp:
             self.query_one(QuizView).restore(self.lp.quiz)
-        lead, beside, label = restore(self.progress, self.deps.session, self.lesson.id,
+        lead, beside, label = restore(self.progress, self.deps.kept, self.lesson.id,
                                       self.deps.reference_root)
         if lead:
             self.dispatch(Restored(lead, beside, label))
@@ -127,7 +127,7 @@ class LessonScreen(Screen):
         progress, q, state = self.progress, self.predict_question, self.state
         if state.lead:
             progress.reveal(self.lesson.id, *plans.prediction_truth(state, q))
-        history = earlier_runs(progress, self.deps.session, self.lesson.id)
+        history = earlier_runs(progress, self.deps.kept, self.lesson.id)
         self.query_one(ResultsView).show(ResultsData.of(self.lesson, state, self.lp, q, history),
                                          self.words(empty_hint(state.main_recording, state.card)))
         revealed = bool(state.lead) or bool(self.lp and self.lp.revealed_at)
@@ -197,7 +197,7 @@ class LessonScreen(Screen):
         self._draw_live()
         if state.plan is None or state.plan.recorded:
             return  # a recording is not a run of yours: no history, no run count
-        remember_run(self.progress, self.deps.session, self.lesson.id, r, message.position,
+        remember_run(self.progress, self.deps.kept, self.lesson.id, r, message.position,
                      state.plan.gpu_memory)
         notice = variant_notice(r)
         if notice:
@@ -210,7 +210,7 @@ class LessonScreen(Screen):
         state = self.dispatch(Finished(plan, tuple(message.results), message.cancelled, recording))
         self.query_one(RunControls).set_running(False)
         if message.results:
-            keep_sets(self.progress, self.deps.session, self.lesson.id, state.lead, state.beside)
+            keep_sets(self.progress, self.deps.kept, self.lesson.id, state.lead, state.beside)
         if plan.recorded and not message.cancelled and any(r.ok or r.status == "oom"
                                                            for r in message.results):
             self.progress.record_playback(self.lesson.id)  # seen: the map says so

@@ -15,8 +15,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from lab.curriculum import Question
-from lab.progress import parse_prediction
+from lab.course.curriculum import Question
+from lab.course.progress import parse_prediction
 from lab.report.numbers import NumberError
 
 from ..widgets.quiz import NumberInput, parse_gb

@@ -15,7 +15,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.modes import MODES
 
 from lab.report.units import as_given

@@ -17,7 +17,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Select, Static
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.result import Block, RunResult
 
 from lab.report import format_bytes

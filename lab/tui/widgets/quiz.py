@@ -17,8 +17,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, RadioButton, RadioSet, Static
 
-from lab.curriculum import Lesson, Question, predicted_answer_gb
-from lab.progress import parse_prediction
+from lab.course.curriculum import Lesson, Question, predicted_answer_gb
+from lab.course.progress import parse_prediction
 from lab.report.numbers import NumberError
 
 from lab.report import format_bytes, percent, signed_bytes

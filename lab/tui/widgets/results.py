@@ -21,9 +21,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Collapsible, Static
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
-from lab.progress import RunRecord
+from lab.course.progress import RunRecord
 
 from lab.report import capacity, format_bytes, given_gb, recorded_on, rough_percent, signed_bytes
 

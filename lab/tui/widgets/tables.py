@@ -13,10 +13,10 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
-from lab.curriculum import Lesson
+from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
-from lab.progress import RunRecord
+from lab.course.progress import RunRecord
 from lab.report import (DASH, delta_text as delta_words, difference, format_bytes,
                         peak_text as peak_words, result_rows, row_of, seconds, signed_bytes,
                         status_text as status_word, step_text as step_words, vs_text)

@@ -38,7 +38,7 @@ class ExpandableSegments:
 
     def _find_expandable(self, pool: object, size: int, stream: int) -> object:
         def free(b):
-            return b is not None and not b.allocated
+            return b is not None and not b.allocated and not b.events
 
         i = bisect.bisect_left(pool.unmapped, (stream, 0))
         for k in pool.unmapped[i:]:

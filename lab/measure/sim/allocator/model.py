@@ -32,8 +32,14 @@ Validated on real H200 allocator traces (bench/sim_allocator_traces.py): given t
 addresses, the model's max allocated / max reserved / OOM / retries equal the GPU's to the byte;
 without them (sim), new segments take descending addresses, as cudaMalloc mostly gives them.
 
-Not modelled: CUDA graph pools and memory pools (`torch.cuda.MemPool`), cross-stream uses
-(`record_stream`), free-memory callbacks, `backend:cudaMallocAsync`: no lesson uses them.
+Streams (lab.measure.sim.allocator.streams): each stream keeps its own blocks; a block used on
+another stream (`record_stream`) and freed waits for that stream's events before it is cached
+again; an event completes at the next synchronisation point of its stream (the model's rule:
+the host is taken to be ahead of the GPU). The stream API: `malloc(nbytes, stream)`,
+`free(block)`, `record_stream(block, stream)`, `event()`, `synchronize(stream | None)`.
+
+Not modelled: CUDA graph pools and memory pools (`torch.cuda.MemPool`), free-memory callbacks,
+`backend:cudaMallocAsync`: no lesson uses them.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from .expandable import ExpandableSegments
 from .release import ReleaseRules
 from .settings import (LARGE_BUFFER as _LARGE_BUFFER, UNLIMITED, AllocatorSettings,
                                  divisions_for, next_division)
+from .streams import StreamUses
 
 MIN_BLOCK = 512  # kMinBlockSize
 SMALL_SIZE = 1 << 20  # kSmallSize: the largest small request
@@ -88,7 +95,7 @@ class AllocatorOutOfMemory(Exception):
 
 class Block:
     __slots__ = ("addr", "size", "stream", "small", "allocated", "prev", "next", "seg", "mapped",
-                 "gc_base", "requested")
+                 "gc_base", "requested", "uses", "events")
 
     def __init__(self, addr, size, stream, small, seg=None, mapped=True):
         self.addr, self.size, self.stream, self.small = addr, size, stream, small
@@ -96,6 +103,8 @@ class Block:
         self.seg, self.mapped = seg, mapped  # seg: the ExpandableSegment, None for cudaMalloc ones
         self.gc_base = 0  # the pool's free-block searches when this block was cached (GC's age)
         self.requested = 0  # bytes asked for (what a snapshot's requested_size says)
+        self.uses = None  # other streams that used it (record_stream), None when none
+        self.events = 0  # events it waits for after its free (lab.measure.sim.allocator.streams)
 
     def key(self):
         return (self.stream, self.size, self.addr)
@@ -148,7 +157,7 @@ class Stats(AllocatorCounters):
 
 
 @dataclass
-class CachingAllocatorModel(ExpandableSegments, ReleaseRules):
+class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
     """One device's allocator. `cap`: bytes `set_per_process_memory_fraction` allows (None: no
     cap); `device_free`: what cudaMalloc can still get (None: unlimited); `total`: the GPU's
     memory (sizes the virtual range of expandable segments). The PYTORCH_CUDA_ALLOC_CONF
@@ -182,6 +191,7 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules):
         # (tests/unit/test_allocator_hf_traces.py), descending ones give the GPU's max reserved
         # on all ten, ascending ones miss four by up to 5.5 %. 1 TiB apart: no segment overlaps.
         self._addr = self.next_address or count(1 << 62, -(1 << 40)).__next__
+        self._init_streams()
 
     # ---- public --------------------------------------------------------------------------
     def apply(self, settings: AllocatorSettings) -> None:
@@ -199,6 +209,8 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules):
         return self.cap is not None and self.gc_threshold > 0
 
     def malloc(self, nbytes: int, stream: int = 0) -> Block:
+        if self._events:
+            self.process_events()  # blocks whose streams' events completed come back first
         size = round_size(nbytes, self.roundup_power2_divisions)
         pool = self.small if size <= SMALL_SIZE else self.large
         block = self._get_free_block(pool, size, stream)
@@ -218,19 +230,32 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules):
                 raise AllocatorOutOfMemory(alloc, self.stats.allocated, self.stats.reserved, self.cap)
         block = self._hand_out(pool, block, size)
         block.requested = nbytes
+        if self.pending_bytes:
+            self.peak_active = max(self.peak_active, self.active_bytes)
         return block
 
     def free(self, block: Block) -> None:
+        """`memory_allocated()` drops now; the block is cached now, or, used on other streams
+        (record_stream), once their events complete (lab.measure.sim.allocator.streams)."""
         block.allocated = False
-        self.active.discard(block)
         self._add_stat("allocated", -block.size)
+        if block.uses:
+            self._insert_events(block)
+        else:
+            self._free_block(block)
+
+    def _free_block(self, block: Block) -> None:
+        """The block back into its pool, merged with its free neighbours (`free_block`)."""
+        self.active.discard(block)
         pool = self.small if block.small else self.large
         for other in (block.prev, block.next):
             self._merge(block, other, pool)
         pool.add(block)
 
     def release_cached(self) -> None:
-        """`torch.cuda.empty_cache()`: give back every segment (page) that holds no live block."""
+        """`torch.cuda.empty_cache()`: wait for every stream's events (their blocks come back),
+        then give back every segment (page) that holds no live block."""
+        self._sync_and_free_events()
         for pool in (self.large, self.small):
             to_unmap = []
             for k in list(pool.keys):
@@ -302,8 +327,8 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules):
         return block
 
     def _merge(self, dst: Block, src: Block | None, pool: _Pool) -> None:
-        if src is None or src.allocated or src.mapped != dst.mapped:
-            return
+        if src is None or src.allocated or src.events or src.mapped != dst.mapped:
+            return  # a block that waits for other streams' events is not merged either
         if src.mapped:
             pool.remove(src)
         else:

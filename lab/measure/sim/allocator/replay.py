@@ -12,6 +12,10 @@ stream): the caching allocator keeps the blocks of each stream apart (a freed bl
 only by its own stream), which is why FSDP2's all-gather and reduce-scatter streams reserve more
 than the same bytes on one stream would.
 
+Streams (lab.measure.sim.allocator.streams): ("record_stream", key, stream) - the allocation was
+used on `stream` (Tensor.record_stream); ("synchronize", stream, upto) - that stream's events
+recorded before mark `upto` completed (stream None: every stream; upto None: all so far).
+
 Other events: ("empty_cache",), ("expandable", True|False) (allocator settings changed at run
 time, as lesson 17 does) and ("settings", "max_split_size_mb:256,...") (any PYTORCH_CUDA_ALLOC_CONF
 string given at run time; lab.measure.sim.allocator.settings says what it resets).
@@ -29,7 +33,7 @@ from ...counters import KEYS, AllocatorCounters
 
 from dataclasses import replace
 
-from .model import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel
+from .model import H200_TOTAL, AllocatorOutOfMemory, CachingAllocatorModel, round_size
 from .settings import AllocatorSettings, parse_alloc_conf
 
 
@@ -56,6 +60,8 @@ class OomPoint:
     requested: int  # the segment the allocator asked for (what PyTorch's message names)
     allocated: int
     reserved: int
+    request: int = 0  # the bytes the program asked for (a memory snapshot's `oom` entry: rounded)
+    stream: int = 0
 
 
 @dataclass
@@ -105,7 +111,9 @@ class Replay:
         try:
             self.live[key] = self.model.malloc(nbytes, stream)
         except AllocatorOutOfMemory as e:
-            self.result.oom = OomPoint(self.index, e.requested, e.allocated, e.reserved)
+            self.result.oom = OomPoint(self.index, e.requested, e.allocated, e.reserved,
+                                       round_size(nbytes, self.model.roundup_power2_divisions),
+                                       stream)
             raise SimulatedOutOfMemory(oom_message(e, self.model.total)) from None
         finally:
             self._step()
@@ -121,6 +129,30 @@ class Replay:
         if block is not None:
             self.model.free(block)
         self._step()
+
+    def record_stream(self, key: Hashable, stream: int) -> None:
+        """The live allocation `key` was used on `stream` (Tensor.record_stream): freed, its
+        block waits for that stream's events (lab.measure.sim.allocator.streams)."""
+        block = self.live.get(key)
+        if block is None:
+            return
+        if self.log is not None:
+            self.log.append(("record_stream", key, stream))
+        self.model.record_stream(block, stream)
+
+    def event(self) -> int:
+        """A mark for "an event recorded now" (`synchronize(stream, upto=mark)`)."""
+        return self.model.event()
+
+    def synchronize(self, stream: int | None = None, upto: int | None = None) -> None:
+        """A synchronisation point of `stream` (None: every stream): its events recorded before
+        `upto` (None: so far) complete; their blocks come back at the next allocation."""
+        if not self.model.waiting:
+            return  # nothing waits: a no-op (and no log line for every phase's synchronize)
+        upto = self.model.event() if upto is None else upto
+        if self.log is not None:
+            self.log.append(("synchronize", stream, upto))
+        self.model.synchronize(stream, upto)
 
     def relayout(self, old: list[Hashable], sizes: list[int]) -> None:
         """The live allocations `old` are remade as allocations of `sizes` (the same bytes in
@@ -186,6 +218,10 @@ def replay(events: Iterable[tuple], *, cap: int | None = None, expandable: bool 
                 r.alloc(ev[1], ev[2], ev[3] if len(ev) > 3 else 0)
             elif kind == "free":
                 r.free(ev[1])
+            elif kind == "record_stream":
+                r.record_stream(ev[1], ev[2])
+            elif kind == "synchronize":
+                r.synchronize(ev[1], ev[2])
             elif kind == "empty_cache":
                 r.empty_cache()
             elif kind == "expandable":

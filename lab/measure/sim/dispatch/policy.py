@@ -15,6 +15,8 @@ so where CUDA and the CPU take different paths that change memory, sim takes CUD
 - backward: where sim stands for a run without memlab's tracker (`memlab fit`), gradients of a
   tensor used twice summed in place in the engine's input buffer, as on real tensors
   (lab.measure.sim.kernels.grad_accumulate);
+- MoE routing and experts: CUDA's rules for `histc` on integers and `_grouped_mm` in fp32/fp16,
+  where the meta kernels answer as the CPU would (lab.measure.sim.kernels.meta_rules);
 - dropout: CUDA's fused kernel with its bool mask, not the CPU's noise tensor in the input's
   dtype (lab.measure.sim.kernels.dropout);
 - optimizers left at PyTorch's default: the foreach implementation CUDA picks, with its
@@ -49,6 +51,7 @@ from ..gpus import H200, Gpu
 from ..kernels.autocast import CudaAutocast
 from ..kernels.dropout import CudaDropout
 from ..kernels.grad_accumulate import AccumulateInPlace
+from ..kernels.meta_rules import CudaMetaRules
 from ..kernels.offload import CudaOffload
 from ..kernels.optim import CudaOptimDefaults
 from ..kernels.reduce import OPS as _REDUCTIONS, op_staging
@@ -122,6 +125,7 @@ class CudaPaths:
         self.autocast = CudaAutocast()
         self.dropout = CudaDropout()
         self.optim = CudaOptimDefaults()
+        self.meta_rules = CudaMetaRules()  # histc on integers, _grouped_mm in fp32/fp16
         self.accumulate = AccumulateInPlace(active=not tracked)
         # _safe_softmax: FakeTensor runs it whole; CUDA's kernel makes (and frees) its parts
         self.rerouted = _Rerouted({_A.scaled_dot_product_attention.default,
@@ -230,6 +234,7 @@ class CudaPaths:
         self.sdpa.install()
         self.dropout.install()
         self.optim.install()
+        self.meta_rules.install()
         self.values.maybe_patch()  # now if transformers is imported, else at the first op after
         self.offload.install()
         self._rnn_hook = torch.nn.modules.module.register_module_forward_pre_hook(self._saw_module)
@@ -243,6 +248,7 @@ class CudaPaths:
         self._rnn_hook.remove()
         self.offload.uninstall()
         self.values.restore()
+        self.meta_rules.uninstall()
         self.optim.uninstall()
         self.dropout.uninstall()
         self.sdpa.uninstall()

@@ -21,7 +21,32 @@ def _autocast_device(device_type):
 
 class ScriptCalls:
     def record_stream(self, tensor, stream) -> None:
-        pass
+        """The tensor's block waits, once freed, for `stream`'s next synchronisation point
+        (lab.measure.sim.kernels.streams states the model's rule)."""
+        streams = self.facade.streams
+        streams.record_stream(tensor, self._handle(stream))
+        site = self.log.site(2)
+        self.log.note("record_stream", f"record_stream at {site}: a block used on a side stream "
+                      "is reused after that stream's next synchronisation point in sim (the "
+                      "allocator model's rule: the GPU is taken to lag the host until then), so "
+                      "reserved memory is the most the GPU can reserve there")
+
+    def saved_hooks_init(self, hooks, pack_hook, unpack_hook):
+        """A script's saved_tensors_hooks (its own offload hooks, save_on_cpu) are called inside
+        autograd's ops, where no TorchFunctionMode is on: each hook runs under the placement
+        again, so that its `.to("cuda")` or `pin_memory=True` lands where the script's lines do."""
+        original, placement = self._orig["saved_hooks_init"], self.facade.placement
+        if placement is None:
+            return original(hooks, pack_hook, unpack_hook)
+
+        def placed(fn):
+            def hook(x):
+                with placement:
+                    return fn(x)
+
+            return hook
+
+        return original(hooks, placed(pack_hook), placed(unpack_hook))
 
     def module_apply(self, module, fn, recurse=True):
         """On the GPU `model.cuda()` changes each parameter in place (`param.data = ...`), so a

@@ -10,7 +10,8 @@ tensor tracker (the sim backend enters those, lab.measure.backends.sim):
 - where tensors live: a TorchFunctionMode (lab.measure.sim.facade.placement) rewrites `cuda`
   to fake CPU tensors and keeps host tensors real (a mode reaches factories, `torch.device`
   arguments, `torch.set_default_device("cuda")`'s DeviceContext, `Tensor.cuda/.to/.pin_memory`,
-  `Module.cuda/.to` through them, numpy data via `torch.from_numpy`);
+  `Module.cuda/.to` through them, numpy data via `torch.from_numpy`), except a model's weights
+  built on the host, which are placeholders without values (lab.measure.sim.facade.placeholders);
 - what a mode cannot reach is patched from the table `INTERCEPTED` below (each row: where,
   what, what sim answers; docs/SIMULATION.md renders it): `torch.cuda`'s runtime (a GPU is
   there: the chosen card's row of lab.measure.sim.gpus), its memory API (answered by the
@@ -40,7 +41,9 @@ import torch
 from ... import torch_compat
 from ..allocator.replay import Replay
 from ..gpus import Gpu
+from ..kernels.streams import SimStreams
 from .memory_api import MemoryApi
+from .placeholders import HostPlaceholders
 from .placement import DevicePlacement
 from .runtime import CudaRuntime
 from .script_values import ScriptLog
@@ -70,15 +73,18 @@ _AUTOCAST_FNS = ("is_autocast_enabled get_autocast_dtype set_autocast_enabled se
 
 INTERCEPTED: tuple[Intercept, ...] = (
     *_rows("torch.cuda", "is_available is_initialized init device_count current_device "
-           "set_device synchronize ipc_collect",
-           "one GPU, device 0, initialised; waits for nothing"),
+           "set_device ipc_collect",
+           "one GPU, device 0, initialised"),
+    Intercept("torch.cuda", "synchronize", "a synchronisation point of every stream: blocks "
+              "waiting for streams' events come back (the allocator model)"),
     *_rows("torch.cuda", "get_device_name get_device_capability get_device_properties "
            "is_bf16_supported is_tf32_supported",
            "the chosen card's row (lab/measure/sim/gpus.py)"),
     *_rows("torch.cuda", "Stream Event current_stream default_stream stream set_stream device "
            "device_of is_current_stream_capturing",
-           "streams (torch.cpu's, which the allocator model keeps apart) and events (timing "
-           "this CPU); device contexts do nothing"),
+           "streams (torch.cpu's, which the allocator model keeps apart; their and their "
+           "events' synchronize are its synchronisation points) and events (timing this CPU); "
+           "device contexts do nothing"),
     *_rows("torch.accelerator", "is_available current_accelerator device_count "
            "current_device_index current_device_idx set_device_index set_device_idx "
            "device_index synchronize current_stream set_stream",
@@ -95,8 +101,8 @@ INTERCEPTED: tuple[Intercept, ...] = (
                       ("empty_cache", "memory.empty_cache"))),
     Intercept("torch.accelerator", "Graph", "refused in one line (a graph replays kernels sim "
               "never runs)", "RefusedGraph"),
-    Intercept("torch.Tensor", "record_stream", "nothing (the allocator model keeps no stream "
-              "uses)", "record_stream"),
+    Intercept("torch.Tensor", "record_stream", "the allocator model: the freed block waits for "
+              "the stream's next synchronisation point", "record_stream"),
     *(Intercept("torch.cuda", n, "refused in one line (a graph replays kernels sim never runs)",
                 impl) for n, impl in (("CUDAGraph", "RefusedGraph"), ("graph", "RefusedGraph"),
                                       ("make_graphed_callables", "refuse_graphs"))),
@@ -126,6 +132,9 @@ INTERCEPTED: tuple[Intercept, ...] = (
               "no inf/NaN gradients assumed: every step is taken", "scaler_step"),
     Intercept("torch.nn.Module", "_apply", "Module.cuda()/.to('cuda') of a model built on the "
               "host: one GPU copy per parameter, tied parameters stay one", "module_apply"),
+    Intercept("torch.autograd.graph.saved_tensors_hooks", "__init__", "the pack and unpack "
+              "hooks run under the placement mode (autograd calls them inside an op, where no "
+              "mode is on)", "saved_hooks_init"),
     Intercept("torch", "save", "nothing written, noted; the file's contents kept as shapes"),
     Intercept("torch", "load", "what the script's torch.save kept, made again; a real file on "
               "the host, its tensors moved to the GPU when map_location is cuda"),
@@ -166,7 +175,7 @@ def docs_table() -> str:
 
 
 _METHODS = {"autocast_init", "scaler_step", "dataloader_iterator",
-            "fake_tolist", "module_apply", "record_stream"}  # on a class
+            "fake_tolist", "module_apply", "record_stream", "saved_hooks_init"}  # on a class
 
 
 class CudaFacade:
@@ -174,8 +183,11 @@ class CudaFacade:
     card; `policy`: sim's SimPolicy (stand-in values and a plain run while the facade is on);
     `script_dir`: whose lines are the script's own (device branches are named there)."""
 
-    def __init__(self, allocator: Replay, gpu: Gpu, policy=None, script_dir: str | None = None):
+    def __init__(self, allocator: Replay, gpu: Gpu, policy=None, script_dir: str | None = None,
+                 streams: SimStreams | None = None):
         self.allocator, self.gpu, self.policy = allocator, gpu, policy
+        # stream uses and waits (the sim backend's, which knows the tracker's keys)
+        self.streams = streams if streams is not None else SimStreams(allocator)
         self.log = ScriptLog(script_dir)
         self.memory = MemoryApi(allocator, gpu.total_bytes)
         self.placement: DevicePlacement | None = None
@@ -218,7 +230,12 @@ class CudaFacade:
                 stack.enter_context(self.policy.stand_in_values())
                 stack.enter_context(self.policy.plain_run())
             self.placement = stack.enter_context(DevicePlacement(self.log))
+            routing = self.placement.routing
+            stack.callback(lambda: routing.note() and self.log.note("routing", routing.note()))
             stack.callback(setattr, self, "placement", None)
+            placeholders = stack.enter_context(HostPlaceholders())
+            stack.callback(lambda: placeholders.note() and self.log.note(
+                "placeholders", placeholders.note()))
         except BaseException:
             self._stack = None
             stack.close()

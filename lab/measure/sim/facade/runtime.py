@@ -18,6 +18,7 @@ import torch
 
 from ... import torch_compat
 from ..gpus import Gpu
+from ..kernels.streams import SimStreams
 from .calls import ScriptCalls
 from .memory_api import MemoryApi
 from .placement import DevicePlacement
@@ -31,6 +32,7 @@ class FacadeParts(Protocol):
     memory: MemoryApi  # torch.cuda's memory API, answered by the allocator model
     log: ScriptLog  # what the result must say
     placement: DevicePlacement | None  # where tensors land, while the facade is on
+    streams: SimStreams  # stream uses and waits, to the allocator model
 
 
 class _DeviceProperties:
@@ -78,9 +80,12 @@ class CudaRuntime(ScriptCalls):
 
         self._cpu = cpu
 
+        streams = facade.streams
+
         class Stream(cpu.Stream):
             """A CUDA stream in sim: a torch.cpu stream (the allocator model numbers the
-            stream code selects, lab.measure.sim.dispatch.policy)."""
+            stream code selects, lab.measure.sim.dispatch.policy). Its waits are the model's
+            synchronisation points (lab.measure.sim.kernels.streams)."""
 
             def __init__(self, device=None, priority: int = 0, **kwargs):
                 super().__init__(priority)
@@ -88,10 +93,11 @@ class CudaRuntime(ScriptCalls):
                 self.device = torch.device("cuda", 0)
 
             def query(self) -> bool:
+                streams.synchronize(runtime._handle(self))
                 return True
 
             def synchronize(self) -> None:
-                pass
+                streams.synchronize(runtime._handle(self))
 
             def is_capturing(self) -> bool:  # no CUDA graph is ever captured in sim
                 return False
@@ -101,32 +107,35 @@ class CudaRuntime(ScriptCalls):
                 event.record(self)
                 return event
 
+            def wait_stream(self, stream) -> None:  # a GPU-side wait (kernels.streams)
+                streams.wait(runtime._handle(self), runtime._handle(stream))
+
+            def wait_event(self, event) -> None:
+                event.wait(self)
+
             def __eq__(self, other):
                 return self is other
 
             __hash__ = object.__hash__
 
-        class Event:
-            """A CUDA event in sim: `elapsed_time` is the wall time of the simulation on this
-            CPU between the two records, not the GPU's (sim has no timing)."""
+        class Event(streams.event_class()):
+            """A CUDA event in sim: `synchronize()` / `query()` complete the events of its
+            stream up to it in the allocator model; `elapsed_time` is the wall time of the
+            simulation on this CPU between the two records, not the GPU's (sim has no timing)."""
 
             def __init__(self, enable_timing: bool = False, blocking: bool = False,
                          interprocess: bool = False, **kwargs):
+                super().__init__()
                 self.t = None
 
             def record(self, stream=None) -> None:
+                super().record(runtime._handle(stream or runtime.current_stream()))
                 self.t = time.perf_counter()
                 log.note("events", "CUDA events time this CPU running the simulation, not the "
                                    "GPU (sim predicts memory, not time)")
 
-            def query(self) -> bool:
-                return True
-
             def wait(self, stream=None) -> None:
-                pass
-
-            def synchronize(self) -> None:
-                pass
+                super().wait(runtime._handle(stream or runtime.current_stream()))
 
             def elapsed_time(self, end) -> float:
                 return 1000.0 * ((end.t or 0.0) - (self.t or 0.0))
@@ -186,7 +195,7 @@ class CudaRuntime(ScriptCalls):
                                   "cuda:0; several GPUs run as ranks (memlab fit --gpus)")
 
     def synchronize(self, device=None) -> None:
-        pass
+        self.facade.streams.synchronize()
 
     def ipc_collect(self) -> None:
         pass
@@ -255,7 +264,7 @@ class CudaRuntime(ScriptCalls):
         return _Nothing
 
     def accelerator_synchronize(self, device=None) -> None:
-        pass
+        self.facade.streams.synchronize()
 
     def accelerator_current_stream(self, device=None):
         return self.current_stream(device)

@@ -63,6 +63,13 @@ class PinnedHostModel:
         """`copy` (a host tensor: meta in sim) is held in a pinned block for as long as it lives."""
         weakref.finalize(copy, self.release, self.alloc(copy.numel() * copy.element_size()))
 
+    def pinned_like(self, t: torch.Tensor) -> torch.Tensor:
+        """A pinned host buffer of `t`'s shape and dtype (`torch.empty(..., pin_memory=True)` in
+        a run's own offload code): a meta tensor here, counted in this model while it lives."""
+        copy = torch.empty(t.size(), dtype=t.dtype, device="meta")
+        self.pin(copy)
+        return copy
+
     def stats(self) -> dict[str, int]:
         return {"allocated_bytes.current": self.owned, "allocated_bytes.peak": self.owned_peak,
                 "active_bytes.current": self.active, "active_bytes.peak": self.active_peak,

@@ -25,7 +25,7 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                                              none, the app and `memlab run` say it is simulated
                                              and skip it in the other modes
                ground_truth = "hf/gpt2/fp32"  optional: the H200 ground-truth case that ran the
-                                             same loop (lab.ground_truth); claims with
+                                             same loop (lab.course.ground_truth); claims with
                                              source = "ground_truth" are checked against it
   [scales.seed] / [scales.small]             parameters (ints, floats, strings, bools);
                                              `gpu_memory` (bytes), if set, is the virtual GPU
@@ -44,7 +44,7 @@ lesson.toml fields (see lessons/01-linear-baseline/lesson.toml for a full exampl
                                   variant's recorded H200 peak (answer_gb: an optional formula,
                                   used only while the recording is pending)
   [[claims]]                                 every measured number or direction the text, quiz or
-                                             take-away states (see lab/claims.py); the text
+                                             take-away states (see lab/course/claims.py); the text
                                              writes {{claim-id}}; {{def:512 B}} marks a
                                              definition and {{quote:...}} someone else's words
   pending = ["variant", ...] | true          recordings not made yet (new lessons, new variants)
@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lab.claims import Claim, ClaimError, claim_from_toml
+from lab.course.claims import Claim, ClaimError, claim_from_toml
 from lab.decode import MALFORMED
 from lab.measure.formula import FormulaError, names_in
 from lab.measure.modes import MODES, SCALES, mode_info
@@ -171,7 +171,7 @@ class Variant:
     title: str
     description: str = ""
     env: tuple[tuple[str, str], ...] = ()  # (NAME, value) pairs the worker sets before torch
-    ground_truth: str = ""  # the ground-truth case of the same loop (lab.ground_truth), or ""
+    ground_truth: str = ""  # the ground-truth case of the same loop (lab.course.ground_truth), or ""
     modes: tuple[str, ...] = MODES  # the modes it runs in (lesson.toml's, else the lesson's)
     # False: its own `modes` leave out the GPU the lesson runs on: simulated only, no H200
     # recording (the lab had no GPUs to record it on, e.g. two H200s); dev check expects none
@@ -222,6 +222,10 @@ class Lesson:
     # lesson's folder number -> that number: set by load_course (0, (): loaded on its own)
     seq: int = 0
     numbering: tuple[tuple[int, int], ...] = ()
+    exclusive: bool = False  # gpu = "exclusive": cuda runs get a GPU of their own
+    # lesson.toml's texts as written, before {{…}} is rendered (each quiz question with its
+    # explanation and choices, the summary, the objectives): what `memlab dev check` reads
+    source_texts: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -520,7 +524,7 @@ def _load_lesson(folder: Path) -> Lesson:
             raise LessonError(path, where + "env", "a table of NAME = \"value\" strings")
         ground_truth = v.get("ground_truth", "")
         if ground_truth:
-            from lab.ground_truth import GroundTruthError, parse_ref
+            from lab.course.ground_truth import GroundTruthError, parse_ref
 
             try:
                 parse_ref(ground_truth)
@@ -658,7 +662,18 @@ def _load_lesson(folder: Path) -> Lesson:
                                 unit="s")),
         requires=tuple(_strings(data, "requires", path)),
         claims=tuple(claims), pending=pending, local_only=_bool(data, "local_only", path),
+        exclusive=data.get("gpu", "shared") == "exclusive",
+        source_texts=_source_texts(data),
     )
+
+
+def _source_texts(data: dict) -> tuple[str, ...]:
+    out = []
+    for q in data.get("quiz", []):
+        parts = [q.get("question", ""), q.get("explain", "")] + list(q.get("choices", []))
+        out.append("\n".join(str(p) for p in parts))
+    out.append(str(data.get("summary", "")))
+    return (*out, *(str(o) for o in data.get("objectives", [])))
 
 
 # names a check's formula may use besides the scale's parameters, set for each run
@@ -682,7 +697,7 @@ def _check_formula(expr, scales: dict, path: Path, where: str) -> None:
 def predicted_answer_gb(lesson: Lesson, q: Question, reference_root: Path | str | None = None) -> float:
     """The answer to a predict-the-peak question, in GB: the variant's recorded H200 peak
     (tracked tensors); without a recording, the max allocated of the ground-truth case the
-    variant names (lab.ground_truth); else (pending) the question's formula."""
+    variant names (lab.course.ground_truth); else (pending) the question's formula."""
     return predict_answer(lesson, q, reference_root)[0]
 
 
@@ -690,14 +705,14 @@ def predict_answer(lesson: Lesson, q: Question,
                    reference_root: Path | str | None = None) -> tuple[float, str]:
     """(GB, where it came from): "recording" (the H200 run), "ground truth" (the H200 case of
     the same loop, seed scale) or "formula" (pending)."""
-    from lab.reference import load_reference
+    from lab.course.reference import load_reference
 
     recorded = load_reference(lesson.id, reference_root).get(q.variant)
     if recorded is not None and recorded.peak.bytes and q.scale == recorded.scale:
         return recorded.peak.bytes / 1e9, "recording"
     truth = lesson.variant(q.variant).ground_truth if q.scale == "seed" else ""
     if truth:
-        from lab.ground_truth import lesson_runs
+        from lab.course.ground_truth import lesson_runs
 
         run = lesson_runs(lesson, reference_root).get(q.variant)
         if run is not None and run.max_allocated:

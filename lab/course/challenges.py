@@ -17,7 +17,7 @@ A lesson may ship `challenges.toml` beside its lesson.toml (lessons/25-memory-bu
                                           #   value of that quantity, measured the same way
     at_least = { "category:gradients:max" = "1" }   # quantity >= formula
 
-Quantities are lab.claims' (peak, reserved, largest, category:<name>:max, phase:<name>:delta, ...),
+Quantities are lab.course.claims' (peak, reserved, largest, category:<name>:max, phase:<name>:delta, ...),
 and only what the run MEASURED: the tracker's and the allocator model's numbers (peaks, bytes per
 phase and category, the largest storages, the status). `metric:<name>` is refused in a goal: it
 is what the submitted code reports about itself (`run.metric("sizes_ok", 1)` passed two
@@ -52,8 +52,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lab.claims import ClaimError, check_quantity_name, quantity
-from lab.curriculum import Lesson
+from lab.course.claims import ClaimError, check_quantity_name, quantity
+from lab.course.curriculum import Lesson
 from lab.measure.formula import FormulaError, evaluate
 
 FILE = "challenges.toml"
@@ -295,7 +295,7 @@ def find(course, cid: str) -> Challenge:
 
 # ---- the learner's copy --------------------------------------------------------------------------
 def workspace() -> Path:
-    from lab.progress import data_dir
+    from lab.course.progress import data_dir
 
     return data_dir() / FOLDER
 
@@ -370,9 +370,9 @@ def grade(ch: Challenge, result, start_result=None) -> Grade:
 def request(ch: Challenge, path: Path):
     from lab.runner.protocol import RunRequest
 
-    return RunRequest(lesson_path=str(ch.lesson.path), variant="challenge", mode=MODE, scale=SCALE,
-                      gpu_memory=ch.gpu_memory, timing=False, overrides=dict(ch.params),
-                      timeout_s=ch.lesson.timeout_s, experiment=str(path))
+    return RunRequest(ch.lesson.id, "challenge", MODE, SCALE, kind="experiment",
+                      experiment=str(path), params=dict(ch.params), gpu_memory=ch.gpu_memory,
+                      timing=False, timeout_s=ch.lesson.timeout_s)
 
 
 KEY_FILE = ".start-key"  # in the workspace: signs the kept runs of the starting code
@@ -441,7 +441,7 @@ def check(ch: Challenge, runner, progress=None, on_event=None) -> Grade:
 
 # ---- progress ------------------------------------------------------------------------------------
 def record(progress, ch: Challenge, g: Grade) -> None:
-    """Kept on the lesson's record, key by key (lab.progress LessonProgress.challenges): `passed`
+    """Kept on the lesson's record, key by key (lab.course.progress LessonProgress.challenges): `passed`
     once true stays true; `last` is the latest check."""
     lp = progress.lesson(ch.lesson.id)
     before = lp.challenges.get(ch.id, {})

@@ -5,7 +5,7 @@ loop bench/ground_truth/hf_loop.py, public training scripts), each in a fresh pr
 H200, and keeps per case the script's own `torch.cuda.max_memory_allocated()` /
 `max_memory_reserved()` beside the torch and transformers it ran. A lesson whose variant runs
 the same loop names its case in lesson.toml, and a claim with `source = "ground_truth"` is
-checked against that case's numbers (lab.claims, `memlab dev check`) instead of against a
+checked against that case's numbers (lab.course.claims, `memlab dev check`) instead of against a
 recording of the lesson itself:
 
     [[variants]]
@@ -20,7 +20,7 @@ citable only when the allocator never had to retry under it (`num_alloc_retries`
 when the cap changed nothing.
 
 What the ground truth holds is fewer numbers than a recording: max allocated, max reserved and
-the status (`QUANTITIES`). Torch-free, like lab.claims and lab.curriculum.
+the status (`QUANTITIES`). Torch-free, like lab.course.claims and lab.course.curriculum.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 from lab.paths import REFERENCE_DIR
 
 FILE_NAME = "profile_h200.json"
-QUANTITIES = ("allocated", "reserved", "status")  # what a case records (lab.claims names them)
+QUANTITIES = ("allocated", "reserved", "status")  # what a case records (lab.course.claims names them)
 REF_RE = re.compile(r"^[a-z0-9][a-z0-9_.+/-]*(@[1-9]\d*)?$")
 
 
@@ -49,7 +49,7 @@ def ground_truth_file(reference_root: Path | str | None = None) -> Path:
 
 @dataclass(frozen=True)
 class Peaks:
-    """The allocator's two peaks, named as a RunResult's `allocator` names them (lab.claims)."""
+    """The allocator's two peaks, named as a RunResult's `allocator` names them (lab.course.claims)."""
 
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None

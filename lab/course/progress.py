@@ -16,7 +16,7 @@ count in the calibration record); a quiz answer is final (no retry after the ans
 
 Several processes of one learner (two browser tabs, a tab and a terminal) share the file: a
 save takes a file lock (`progress.jsonl.lock`, filelock), reads the file again and merges this
-process's changes into it (lab/progress_merge.py), so none of them loses another's progress.
+process's changes into it (lab/course/progress_merge.py), so none of them loses another's progress.
 Every save rewrites the whole file atomically (a temp file in the same folder, fsync, then
 `os.replace`), so a crash mid-write leaves the previous file intact; the temp file such a crash
 leaves behind is removed by the next save (under the lock, where no other save is mid-write).
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.atomic import atomic_write, remove_leftovers
-from lab.progress_merge import State, merge
+from lab.course.progress_merge import State, merge
 from lab.report.numbers import NumberError, parse_number
 from lab.user_files import PROGRESS_LIMIT, RESULT_LIMIT, UserFileError, read_user_file
 
@@ -105,7 +105,7 @@ class LessonProgress:
     revealed_at: str = ""  # when a result (which holds the answer) was first shown
     truth_gb: float | None = None  # the peak the prediction is compared with
     truth_source: str = ""  # where that number came from ("H200 recording", "simulated", ...)
-    # graded challenges of this lesson (lab/challenges.py): id -> {"passed": ever passed,
+    # graded challenges of this lesson (lab/course/challenges.py): id -> {"passed": ever passed,
     # "last": the latest check, "peak_bytes", "status", "mode", "checked"}; merged key by key
     challenges: dict[str, dict] = field(default_factory=dict)
     # fields whose value on disk could not be what the lab wrote (dropped; never saved)
@@ -290,7 +290,7 @@ class Progress:
         """Merge this process's changes into the file as it is now, under the file lock.
 
         Another process of the same learner (a second tab, a terminal) may have saved since
-        this one read the file: its changes are kept (lab/progress_merge.py says how), and this
+        this one read the file: its changes are kept (lab/course/progress_merge.py says how), and this
         object sees them afterwards."""
         from filelock import FileLock
 

@@ -9,7 +9,7 @@ what that is:
     quantity = "peak"         # which number of its RunResult (QUANTITIES below)
     value = "12.24 GB"        # what the text states; checked against the recording by rounding
     # mode = "cuda"           # which recording backs it (default: the H200's, assets/reference)
-    # source = "ground_truth" # backed instead by the H200 ground truth (lab.ground_truth): the
+    # source = "ground_truth" # backed instead by the H200 ground truth (lab.course.ground_truth): the
     #                         case the variant names (its `ground_truth`), which records only
     #                         allocated, reserved and status; the lesson's own recording is not
     #                         needed (a lesson that runs the same loop as a recorded case)
@@ -76,8 +76,8 @@ _PLAIN = ("peak", "peak_phase", "allocated", "reserved", "nvml", "step_time", "s
 _VALUE_RE = re.compile(r"^\s*([+\-−]?)\s*(\d[\d,]*(?:\.\d+)?)\s*([A-Za-z%×]*)\s*$")
 SUPERSEDED_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 SOURCES = ("recording", "ground_truth")  # what backs a claim: the lesson's H200 recording, or
-# the ground-truth case its variant names (lab.ground_truth)
-GROUND_TRUTH_QUANTITIES = ("allocated", "reserved", "status")  # lab.ground_truth.QUANTITIES
+# the ground-truth case its variant names (lab.course.ground_truth)
+GROUND_TRUTH_QUANTITIES = ("allocated", "reserved", "status")  # lab.course.ground_truth.QUANTITIES
 SAME_TOLERANCE = 0.005  # "about the same": within 0.5 %
 # a step-time direction is a finding when a rank test on the timed steps gives p at most this
 # (two-sided): all of one run's steps beyond all of the other's, five against five, is p = 0.008

@@ -23,13 +23,24 @@ def load_reference(lesson_id: str, root: Path | str | None = None) -> dict[str, 
     if not folder.is_dir():
         return out
     for path in sorted(folder.glob("*.json")):
-        try:
-            # bounded: pushed runs live in a workshop folder, not only in the install
-            result = RunResult.from_dict(json.loads(read_user_file(path, RESULT_LIMIT)))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
-            continue  # a broken or newer-schema file: leave it out, keep the others
-        out[result.variant or path.stem] = result
+        result = _read(path)
+        if result is not None:
+            out[result.variant or path.stem] = result
     return out
 
 
-__all__ = ["REFERENCE_DIR", "load_reference"]
+def load_recording(lesson_id: str, variant: str, root: Path | str | None = None) -> RunResult | None:
+    """The one recording of `variant` (`<lesson-id>/<variant>.json`), or None (none, unreadable,
+    another schema): what a run of one variant needs, without decoding its siblings."""
+    return _read(Path(root if root is not None else REFERENCE_DIR) / lesson_id / f"{variant}.json")
+
+
+def _read(path: Path) -> RunResult | None:
+    try:
+        # bounded: pushed runs live in a workshop folder, not only in the install
+        return RunResult.from_dict(json.loads(read_user_file(path, RESULT_LIMIT)))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return None  # a broken or newer-schema file: leave it out, keep the others
+
+
+__all__ = ["REFERENCE_DIR", "load_recording", "load_reference"]

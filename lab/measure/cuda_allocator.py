@@ -1,4 +1,6 @@
-"""The CUDA side: the caching allocator's own record, counters and NVML.
+"""The real CUDA caching allocator, read and steered: its own record (memory history), its
+counters, its run-time settings, a release before a second attempt; and NVML's whole-GPU
+readings. (lab.measure.backends.cuda is the cuda mode's backend, which uses these.)
 
 The private APIs these reach (`_record_memory_history`, `_snapshot`, the allocator's run-time
 settings, cuBLAS's workspaces) are feature-detected in lab.measure.torch_compat.
@@ -86,20 +88,74 @@ def set_allocator_settings(settings: str) -> bool:
 
 
 class MemoryRecorder:
-    """Start/stop the allocator's history and take its snapshot."""
+    """Start/stop the allocator's history and take its snapshot; and, at an out-of-memory, the
+    snapshot of that moment.
+
+    The caching allocator calls its out-of-memory observers after it has freed its cache and
+    failed, with its lock released, before it raises: a snapshot taken there is the state that
+    failed, before the exception unwinds the program's frames and frees their tensors. The
+    observer also says what the limit was (the memory fraction's cap, or the whole card), which
+    no snapshot records; it goes in the snapshot's `memlab.oom` key (pytorch.org/memory_viz
+    ignores keys it does not know). Observers cannot be detached, so one is attached per process
+    and serves whichever recorder is active."""
 
     def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES):
         self.max_entries = max_entries
         self.active = False
+        self.at_oom: dict | None = None  # the snapshot taken at the last out-of-memory
 
     def start(self) -> None:
+        global _recording
         torch_compat.record_memory_history(self.max_entries)
         self.active = True
+        self.at_oom = None
+        _recording = self
+        _attach_oom_observer()
 
-    def snapshot(self) -> dict:
+    def snapshot(self, at_oom: bool = False) -> dict:
+        """The snapshot now; with `at_oom`, the one taken at the out-of-memory if there was one."""
+        if at_oom and self.at_oom is not None:
+            return self.at_oom
         return torch_compat.memory_snapshot()
 
     def stop(self) -> None:
+        global _recording
         if self.active:
             torch_compat.stop_memory_history()
             self.active = False
+        if _recording is self:
+            _recording = None
+
+    def on_oom(self, device: int, segment: int, limit: int, device_free: int) -> None:
+        snap = torch_compat.memory_snapshot()
+        total = torch.cuda.get_device_properties(device).total_memory
+        counters = memory_stats(device)  # the allocator's own, after it freed its cache
+        snap["memlab"] = {"oom": {
+            "device": device, "segment": segment, "device_free": device_free,
+            "device_total": total, "cap": limit if limit < total else None,
+            "allocated": counters.allocated, "reserved": counters.reserved,
+            "retries": counters.num_alloc_retries,
+            "taken": "by memlab's out-of-memory observer, at the failing allocation"}}
+        self.at_oom = snap
+
+
+_recording: MemoryRecorder | None = None
+_observer_attached = False
+
+
+def _attach_oom_observer() -> None:
+    global _observer_attached
+    if not _observer_attached:
+        _observer_attached = torch_compat.attach_oom_observer(_on_oom)
+
+
+def _on_oom(device: int, segment: int, limit: int, device_free: int) -> None:
+    """Runs inside the failing allocation: never raise from here (it would replace the
+    out-of-memory error the program is about to see)."""
+    rec = _recording
+    if rec is None or not rec.active:
+        return
+    try:
+        rec.on_oom(device, segment, limit, device_free)
+    except Exception:  # noqa: BLE001 - a snapshot we could not take costs the snapshot only
+        rec.at_oom = None
