@@ -177,7 +177,7 @@ def job_case(case: str, out: Path, record: bool, cpu: bool) -> dict:
     if cpu:
         d["status"] = _status(lambda: fn(dev, unit))
         return d
-    from lab.measure.cuda import MemoryRecorder
+    from lab.measure.cuda_allocator import MemoryRecorder
 
     total = torch.cuda.get_device_properties(0).total_memory
     cap = cap_mib * MiB

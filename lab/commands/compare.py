@@ -274,7 +274,7 @@ def main(args) -> int:
 
     note_unvalidated(used_by(comparison.results))
     if export_dir is not None:
-        from lab.export import ExportError, export
+        from lab.report.export import ExportError, export
 
         try:
             written = export(comparison, export_dir)
@@ -292,7 +292,7 @@ def main(args) -> int:
 def render(comparison, width: int | None = None) -> str:
     import shutil
 
-    from lab.export import timeline_plot, tradeoff_plot
+    from lab.report.export import timeline_plot, tradeoff_plot
     from lab.playground.text import comparison_header, comparison_table
 
     width = width or min(120, shutil.get_terminal_size((100, 30)).columns)

@@ -86,7 +86,7 @@ def main(args) -> int:
         from lab.commands.validate import validate_main
 
         return validate_main(args)
-    from lab.report import format_bytes, key_values
+    from lab.report import capacity, format_bytes, key_values
 
     info = collect()
     if args.json:
@@ -104,9 +104,8 @@ def main(args) -> int:
     if info["cuda_available"]:
         rows += [
             ("GPU", f"{info['gpu']} × {info['gpu_count']}"),
-            ("GPU memory", f"{format_bytes(info['gpu_total_bytes'])} total, "
-                           f"{format_bytes(info['gpu_free_bytes'])} free (PyTorch's messages "
-                           f"say {format_bytes(info['gpu_total_bytes'], 'GiB')} total)"),
+            ("GPU memory", f"{capacity(info['gpu_total_bytes'])} total (PyTorch's messages "
+                           f"say GiB), {format_bytes(info['gpu_free_bytes'])} free"),
             ("driver", info["driver"] or "unknown (NVML not available)"),
             ("NVML", "yes" if info["nvml"] else "no (nvidia-smi numbers unavailable)"),
         ]

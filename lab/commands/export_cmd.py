@@ -42,7 +42,7 @@ def is_recording(path: str | Path) -> bool:
 
 
 def main(args) -> int:
-    from lab.export import FORMATS, ExportError, export, load, profile_note
+    from lab.report.export import FORMATS, ExportError, export, load, profile_note
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     bad = [f for f in formats if f not in FORMATS]

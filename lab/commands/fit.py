@@ -66,7 +66,7 @@ def budget(args) -> tuple[int, list[str]]:
     except ValueError as e:
         raise UsageError(f"--gpu: {e}") from None
     return card.limit_bytes, [
-        f"GPU: {card.name}: {format_bytes(card.total_bytes)} as CUDA reports it "
+        f"GPU: {card.device_name}: {capacity(card.total_bytes)} as CUDA reports it "
         f"({card.source}) − {format_bytes(CONTEXT_BYTES)} kept for the CUDA context and "
         f"libraries = {format_bytes(card.limit_bytes)} for PyTorch's caching allocator",
         f"  the {format_bytes(CONTEXT_BYTES)}: measured on the H200 (NVML used − reserved, "
@@ -118,7 +118,7 @@ def main(args) -> int:
     results = []
     for cfg in combos:
         if not args.json:
-            print(f"▶ {w.name} · {cfg.label}: predicting by simulation …", file=sys.stderr,
+            print(f"▶ {w.name} · {cfg.label}: predicting in sim …", file=sys.stderr,
                   flush=True)
         with libraries_used() as used:
             res = predict(sim_recorder(w.name, sizes, cfg, gpus=args.gpus), capacity, cfg,
@@ -151,7 +151,7 @@ def main(args) -> int:
         from lab.report import provenance
 
         sz = ", ".join(f"{k}={v}" for k, v in sizes.items() if k != "batch")
-        sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None,
+        sim = provenance(SimpleNamespace(mode="sim", scale=scale, device=None, simulated=True,
                                          torch_version=installed_versions()[0] or ""))
         per = (f" · ddp/zero1/fsdp on {args.gpus} GPUs, batch per GPU, each GPU with the limit "
                "below" if args.gpus > 1 else "")

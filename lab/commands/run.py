@@ -252,7 +252,7 @@ def _print_report(plan, tasks, results: list[RunResult], args, gpu_memory: int |
                   total: float) -> None:
     from lab.course.reference import load_reference
     from lab.report.provenance import code_path_note
-    from lab.results_text import lesson_report, summary_table
+    from lab.report.text import lesson_report, summary_table
 
     refs = {lesson.id: load_reference(lesson.id) for lesson, _ in plan}
 

@@ -108,6 +108,47 @@ def leftover_markup(text: str) -> list[str]:
     return out
 
 
+LESSON_REF_RE = re.compile(
+    r"\b([Ll]essons?)(\s+)(\d{2})((?:\s*(?:,|\band\b|\bor\b|–|-|\bto\b)\s*\d{2}\b)*)\b")
+_REF_SEP_RE = re.compile(r"(\s*(?:,|\band\b|\bor\b|–|-|\bto\b)\s*)")
+
+
+def renumber_references(text: str, numbering: dict[int, int]) -> str:
+    """"lesson 17", "lessons 08–10, 18 and 22": folder numbers, as authors write them, made the
+    numbers a learner meets (`numbering`: folder -> place in the course). A range is expanded
+    first and joined again only where the new numbers follow each other ("lessons 08–10" may
+    become "lessons 08, 09 and 11"); a number of no lesson is left as written."""
+    if not numbering or all(k == v for k, v in numbering.items()):
+        return text
+
+    def one(m: re.Match) -> str:
+        word, space, first, rest = m.groups()
+        pieces = _REF_SEP_RE.split(first + rest)
+        numbers, seps = [int(x) for x in pieces[0::2]], pieces[1::2]
+        wanted: list[int] = [numbers[0]]
+        ranged = False
+        for sep, n in zip(seps, numbers[1:]):
+            if sep.strip() in ("–", "-", "to"):
+                ranged = True
+                wanted += list(range(wanted[-1] + 1, n + 1))
+            else:
+                wanted.append(n)
+        if any(n not in numbering for n in wanted):
+            return m.group(0)
+        new = [numbering[n] for n in wanted]
+        if len(new) == 1:
+            return f"{word}{space}{new[0]:02d}"
+        if ranged and new == list(range(new[0], new[0] + len(new))):
+            dash = next(s.strip() for s in seps if s.strip() in ("–", "-", "to"))
+            joint = f" {dash} " if dash == "to" else dash
+            return f"{word}{space}{new[0]:02d}{joint}{new[-1]:02d}"
+        last = next((s.strip() for s in reversed(seps) if s.strip() in ("and", "or")), "and")
+        head = ", ".join(f"{n:02d}" for n in new[:-1])
+        return f"{word}{space}{head} {last} {new[-1]:02d}"
+
+    return LESSON_REF_RE.sub(one, text)
+
+
 def split_markdown(text: str) -> tuple[str, str]:
     """(before, after) the results marker; without a marker everything is 'before'."""
     before, sep, after = text.partition(RESULTS_MARKER)
@@ -177,6 +218,10 @@ class Lesson:
     claims: tuple[Claim, ...] = ()
     pending: tuple[str, ...] = ()  # variants whose H200 recording is not made yet
     local_only: bool = False  # off in a served lab (lab.serve.policy.lesson_refusal)
+    # its number as the learner meets it (its place in the course map, from 1), and every
+    # lesson's folder number -> that number: set by load_course (0, (): loaded on its own)
+    seq: int = 0
+    numbering: tuple[tuple[int, int], ...] = ()
     exclusive: bool = False  # gpu = "exclusive": cuda runs get a GPU of their own
     # lesson.toml's texts as written, before {{…}} is rendered (each quiz question with its
     # explanation and choices, the summary, the objectives): what `memlab dev check` reads
@@ -184,7 +229,14 @@ class Lesson:
 
     @property
     def key(self) -> str:
-        return f"{self.number:02d}"
+        """The lesson's number as a learner reads it everywhere (the map, the header, `memlab
+        list`, `memlab run N`): its place in the course; the folder's number outside a course."""
+        return f"{(self.seq or self.number):02d}"
+
+    def renumbered(self, text: str) -> str:
+        """`text` with "lesson 17" written by an author (folder numbers) as the learner reads
+        it ("lesson 18": its place in the course map)."""
+        return renumber_references(text, dict(self.numbering))
 
     @property
     def markdown(self) -> str:
@@ -201,7 +253,7 @@ class Lesson:
         return self.render(split_markdown(self.markdown)[1])
 
     def render(self, text: str) -> str:
-        return render_placeholders(text, {c.id: c for c in self.claims})
+        return self.renumbered(render_placeholders(text, {c.id: c for c in self.claims}))
 
     def shown_texts(self) -> list[tuple[str, str]]:
         """(field, rendered text) for every text of the lesson a learner reads, anywhere: the
@@ -269,11 +321,12 @@ class Course:
         return next((p for p in self.parts if lesson.id in p.lessons), None)
 
     def find(self, ref: str) -> Lesson:
-        """By number ("01", "1"), id ("linear-baseline") or folder ("01-linear-baseline")."""
+        """By number as the course map shows it ("01", "1"), id ("linear-baseline") or folder
+        ("01-linear-baseline")."""
         ref = str(ref).strip()
         number = lesson_number(ref)
         for lesson in self.lessons:
-            if ref in (lesson.id, lesson.slug) or (number is not None and number == lesson.number):
+            if ref in (lesson.id, lesson.slug) or (number is not None and number == int(lesson.key)):
                 return lesson
         if len(ref) > 80 or not ref.isprintable():
             raise LookupError(f"no lesson {_shown_ref(ref)}: give its number (e.g. 03), its id "
@@ -329,9 +382,12 @@ def load_course(root: Path | str | None = None) -> Course:
             errors.append(LessonError(course_file, f"parts[{i}]", "needs a title and a list of lessons"))
             continue
         course.parts.append(Part(p["title"], str(p.get("short", p["title"])), tuple(p["lessons"])))
+    folders = []  # (number, id) of every lesson folder, loaded or not: each keeps its number
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not FOLDER_RE.match(folder.name):
+        m = FOLDER_RE.match(folder.name)
+        if not m:
             continue
+        folders.append((int(m.group(1)), folder.name.split("-", 1)[-1]))
         try:
             course.lessons.append(load_lesson(folder))
         except LessonError as e:
@@ -344,10 +400,29 @@ def load_course(root: Path | str | None = None) -> Course:
     for lid in listed:
         if lid not in ids:
             course.errors.append(LessonError(course_file, "parts", f"{lid!r} is no lesson's id"))
-    # teaching order: the parts', then any lesson in no part, by number
+    # teaching order: the parts', then any lesson in no part, by number; each lesson's number
+    # is its place in that order (the folders keep theirs: authors' cross-references use them,
+    # and what a learner reads says the learner's numbers instead)
+    # (a lesson that did not load keeps its place, so the others keep their numbers)
     rank = {lid: i for i, lid in enumerate(listed)}
     course.lessons.sort(key=lambda l: (rank.get(l.id, len(rank)), l.number))
+    places = sorted(folders, key=lambda f: (rank.get(f[1], len(rank)), f[0]))
+    numbering = {number: i for i, (number, _) in enumerate(places, 1)}
+    course.lessons = [_numbered(l, numbering.get(l.number, 0), numbering) for l in course.lessons]
     return course
+
+
+def _numbered(lesson: Lesson, seq: int, numbering: dict[int, int]) -> Lesson:
+    """`lesson` at place `seq` of the course, its texts saying the learner's numbers."""
+    lesson = replace(lesson, seq=seq, numbering=tuple(sorted(numbering.items())))
+    say = lesson.renumbered
+    return replace(
+        lesson, title=say(lesson.title), summary=say(lesson.summary),
+        objectives=tuple(say(o) for o in lesson.objectives),
+        variants=tuple(replace(v, title=say(v.title), description=say(v.description))
+                       for v in lesson.variants),
+        quiz=tuple(replace(q, question=say(q.question), explain=say(q.explain),
+                           choices=tuple(say(c) for c in q.choices)) for q in lesson.quiz))
 
 
 def _req(data: dict, key: str, typ, path: Path, where: str = ""):

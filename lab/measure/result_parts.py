@@ -1,6 +1,6 @@
 """Trace + session -> the pieces of a `RunResult` (timeline, peak, phases, blocks, checks).
 
-(Named for what it makes, apart from lab.report, the display layer, and lab.results_text.)
+(Named for what it makes, apart from lab.report, the display layer, and lab.report.text.)
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lab.report.downsample import peak_indices
+
 CATEGORIES = (
     "parameters",
     "gradients",
@@ -109,19 +111,7 @@ class Trace:
 
 
 def pick_indices(ys: list[int], max_points: int) -> list[int]:
-    """Indices of a series to keep when drawing it with ~max_points: the first, the last, and
+    """Indices of a series to keep when storing it with ~max_points: the first, the last, and
     the max *and* min of each bucket, in order — so a peak (or a dip between steps) survives
-    any downsampling and the curve still reads left to right."""
-    n = len(ys)
-    if n <= max_points:
-        return list(range(n))
-    buckets = max(1, max_points // 2)
-    size = n / buckets
-    keep = {0, n - 1}
-    for b in range(buckets):
-        lo, hi = int(b * size), int((b + 1) * size)
-        if hi > lo:
-            seg = range(lo, hi)
-            keep.add(max(seg, key=ys.__getitem__))
-            keep.add(min(seg, key=ys.__getitem__))
-    return sorted(keep)
+    and the curve still reads left to right (lab.report.downsample: the one rule)."""
+    return peak_indices(ys, max_points, lows=True)

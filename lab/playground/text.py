@@ -1,4 +1,4 @@
-"""Comparison and fit tables as plain text or Markdown (headless: the plots live in lab.export).
+"""Comparison and fit tables as plain text or Markdown (headless: the plots live in lab.report.export).
 
 Units, tables and the Δ-vs-baseline rule are lab.report's (compare: the first combination is
 the baseline); this module only chooses the columns.

@@ -265,18 +265,19 @@ class _SimScript:
         return isinstance(exc, NotSupportedInSim)
 
     def notes(self) -> list[str]:
-        from lab.report.units import format_bytes
+        from lab.report.units import capacity, format_bytes
 
         c = self.card
         if self.capped:
-            limit = (f"capped by --gpu-memory at {format_bytes(self.facade.allocator.model.cap)} "
+            limit = (f"capped by --gpu-memory at {capacity(self.facade.allocator.model.cap)} "
                      "for PyTorch's caching allocator (set_per_process_memory_fraction; the CUDA "
                      "context outside the cap)")
-        else:
-            limit = (f"{format_bytes(c.limit_bytes)} for PyTorch's caching allocator: the card's "
-                     "memory minus the CUDA context")
+        else:  # the card's size said once, as CUDA reports it (GiB: its OOM message's unit)
+            limit = (f"{capacity(c.total_bytes)} as CUDA reports it, "
+                     f"{format_bytes(c.limit_bytes)} of it for PyTorch's caching allocator (the "
+                     "card's memory minus the CUDA context)")
         # an unvalidated card's row is noted by the sim backend itself
-        card = f"predicted for {c.name}: {limit}" + (
+        card = f"predicted for {c.device_name}: {limit}" + (
             " (the card sim was validated on)" if c.validated else "")
         out = [card, "torch.cuda's memory calls (memory_allocated, max_memory_reserved, "
                      "memory_stats ...) answer the script with the allocator model's "

@@ -64,6 +64,35 @@ def provenance(result, recorded: bool = False) -> str:
     return "unknown source"
 
 
+def card_name(device: str) -> str:
+    """A card's name as a label carries it: 'NVIDIA H100 80GB HBM3' -> 'H100', 'NVIDIA
+    A100-SXM4-80GB' -> 'A100', 'NVIDIA GeForce RTX 4090' -> 'GeForce RTX 4090'; '' -> 'GPU'.
+    The memory size and the form factor go (provenance() says the whole name)."""
+    name = re.sub(r"^(NVIDIA|Tesla)\s+", "", (device or "").strip())
+    name = re.sub(r"[- ](SXM\d*|PCIe|NVL|\d+\s?GB)\b.*$", "", name)
+    return name.strip() or "GPU"
+
+
+def recorded_on(results: Iterable) -> str:
+    """The card(s) `results` were recorded on, as labels name them: 'H200', 'H100', 'H200/H100'
+    (a lesson recorded in two rounds); 'GPU' when none says."""
+    cards = dict.fromkeys(card_name(getattr(getattr(r, "device", None), "name", ""))
+                          for r in results)
+    return "/".join(cards) or "GPU"
+
+
+def short_label(result, recorded: bool = False) -> str:
+    """The label a table header or a plot title carries: "H200 recording", "your GPU",
+    "simulated (seed)", "your CPU (small)"."""
+    if recorded:
+        return f"{card_name(getattr(getattr(result, 'device', None), 'name', ''))} recording"
+    scale = getattr(result, "scale", "")
+    if getattr(result, "on_gpu", False):
+        return "your GPU"
+    where = "simulated" if getattr(result, "simulated", False) else "your CPU"
+    return f"{where} ({scale})" if scale else where
+
+
 def provenance_of(results: Iterable, recorded: bool = False) -> str:
     """The label shared by `results`, or each distinct label joined with '; '."""
     labels = list(dict.fromkeys(provenance(r, recorded) for r in results))
@@ -138,8 +167,8 @@ def code_path_note(mine: Iterable, recording: Iterable) -> tuple[str, ...] | Non
     return long, short, shortest
 
 
-__all__ = ["SCALE_WORD", "code_path_note", "provenance", "provenance_of", "short_version",
-           "with_article"]
+__all__ = ["SCALE_WORD", "allocator_line", "card_name", "code_path_note", "provenance", "provenance_of",
+           "recorded_on", "short_label", "short_version", "with_article"]
 
 
 def allocator_line(a) -> str:

@@ -4,7 +4,9 @@ The rule (lessons, compare, exports, the app):
 - the baseline is the variant named `baseline` (rule NAMED: a lesson's results) or the first row
   (rule FIRST: `memlab compare`, whose first --combo is the baseline); no such row, no Δ;
 - a Δ exists only when the row and the baseline both ran ok (an OOM's peak is where it stopped,
-  not what it needed);
+  not what it needed) — except against a baseline that ran out of memory after reaching some
+  bytes: it needed at least what it reached, so a variant that fits below that saved *at least*
+  the difference, written as a bound ("≤−1.20 GB (≤−40%)", lesson 18);
 - an OOM, a timeout, a cancelled or never-reached value is written as such ("OOM after
   2.20 GB", "cancelled", "not reached (OOM)"), never as 0, never as "×nan".
 
@@ -41,6 +43,7 @@ class Row:
     is_baseline: bool = False
     delta_bytes: int | None = None  # vs the baseline, by the rule above
     delta_frac: float | None = None
+    delta_bound: bool = False  # against a baseline that ran out of memory: at most this much
 
     @property
     def ok(self) -> bool:
@@ -73,17 +76,43 @@ def difference(row: Row, other: Row | None) -> tuple[int | None, float | None]:
     return d, (d / other.peak_bytes if other.peak_bytes else None)
 
 
+def bound_against(row: Row, base: Row | None) -> tuple[int | None, float | None]:
+    """row − base when base ran out of memory after reaching some bytes and row fits below
+    them: an upper bound on the difference (base needed more than it reached)."""
+    if base is None or base.status != "oom" or not base.peak_bytes or not row.ok \
+            or row.peak_bytes is None or row.peak_bytes >= base.peak_bytes:
+        return None, None
+    d = row.peak_bytes - base.peak_bytes
+    return d, d / base.peak_bytes
+
+
 def with_deltas(rows: Sequence[Row], rule: str = NAMED) -> list[Row]:
     i = baseline_index([r.name for r in rows], rule)
     base = rows[i] if i is not None else None
     out = []
     for k, r in enumerate(rows):
         if k == i:
-            out.append(replace(r, is_baseline=True, delta_bytes=None, delta_frac=None))
-        else:
-            d, f = difference(r, base)
-            out.append(replace(r, is_baseline=False, delta_bytes=d, delta_frac=f))
+            out.append(replace(r, is_baseline=True, delta_bytes=None, delta_frac=None,
+                               delta_bound=False))
+            continue
+        d, f = difference(r, base)
+        bound = False
+        if d is None:
+            d, f = bound_against(r, base)
+            bound = d is not None
+        out.append(replace(r, is_baseline=False, delta_bytes=d, delta_frac=f, delta_bound=bound))
     return out
+
+
+def delta_note(rows: Sequence[Row]) -> str | None:
+    """What the Δ column cannot say by itself: a baseline that stopped (said once, under it)."""
+    base = next((r for r in rows if r.is_baseline), None)
+    if base is None or base.ok:
+        return None
+    if any(r.delta_bound for r in rows):
+        return ("the baseline ran out of memory: Δ is against what it reached (≤: at least that "
+                "much less)")
+    return "the baseline did not finish: no Δ to compare with"
 
 
 def result_rows(results: Iterable, rule: str = NAMED) -> list[Row]:
@@ -112,7 +141,13 @@ def vs_text(d: int | None, frac: float | None, digits: int = 2) -> str:
 
 
 def delta_text(row: Row, digits: int = 2) -> str:
-    return "(baseline)" if row.is_baseline else vs_text(row.delta_bytes, row.delta_frac, digits)
+    """'(baseline)', '−2.00 MB (−5%)', a bound '≤−1.20 GB (≤−40%)', or '—'."""
+    if row.is_baseline:
+        return "(baseline)"
+    if row.delta_bound and row.delta_bytes is not None:
+        return (f"≤{signed_bytes(row.delta_bytes, digits)}"
+                + (f" (≤{percent(row.delta_frac)})" if row.delta_frac is not None else ""))
+    return vs_text(row.delta_bytes, row.delta_frac, digits)
 
 
 def step_text(row: Row) -> str:
@@ -164,12 +199,21 @@ def check_cells(check, run_status: str = "ok") -> list[str]:
     return [check.name, exact_bytes(expected), exact_bytes(measured), diff, check.source]
 
 
+def check_gap(check, digits: int = 2) -> str:
+    """measured − expected, rounded like every size: 'none', '+683.20 kB (+0.0026%)'."""
+    d = check.measured_bytes - check.expected_bytes
+    if d == 0:
+        return "none"
+    return vs_text(d, d / check.expected_bytes if check.expected_bytes else None, digits)
+
+
 def checks_table(checks: Iterable, run_status: str = "ok", markdown: bool = False) -> str:
     return table(CHECK_HEADERS, [check_cells(c, run_status) for c in checks], right={1, 2, 3},
                  markdown=markdown)
 
 
 __all__ = ["BASELINE", "CHECK_HEADERS", "FIRST", "NAMED", "Row", "STATUS_LABEL",
-           "baseline_index", "check_cells", "checks_table", "comparison_table", "delta_text",
+           "baseline_index", "bound_against", "check_cells", "check_gap", "checks_table", "comparison_table",
+           "delta_note", "delta_text",
            "difference", "peak_text", "reference_cells", "result_rows", "row_of", "status_text",
            "step_text", "vs_text", "with_deltas"]

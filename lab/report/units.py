@@ -3,8 +3,9 @@
 The unit policy (one for app, CLI, exports and viewer): memory is shown in decimal units, GB =
 10**9 bytes (the seed documents' unit), stepping down to MB / kB / B for small numbers (and up
 to TB), never in scientific notation and never cut. GiB appears only where PyTorch's own text is
-quoted (its OOM message, as it is) and where a capacity was given in GiB: a "16 GiB" virtual GPU
-is shown as "17.18 GB (16 GiB)" by `capacity()`.
+quoted (its OOM message, as it is) and in a GPU's capacity, which `capacity()` says once in both
+units: a "16 GiB" virtual GPU is "17.18 GB (16 GiB)", an H200 "150.11 GB (139.80 GiB)" (the GiB
+figure is the one PyTorch's OOM message gives as its "total capacity").
 
 Differences carry their sign ("+1.20 GB", "−800.00 kB", "±0 B"; the minus is U+2212, as wide as
 the plus in a terminal), percentages too ("−18%", "+2.7%", "+0.0026%"). Exact byte counts (what a
@@ -116,13 +117,44 @@ def percent(frac: float | None, signed: bool = True) -> str:
     return f"{sign}{text}%"
 
 
+def rough_percent(frac: float | None, signed: bool = True) -> str:
+    """A guess's distance from the result, in whole percents (the course map's narrow column, the
+    predictions screen and the Results tab say it alike): 0.25 -> '+25%', -0.18 -> '−18%',
+    4.5e-5 -> '<1%' (a prediction that close is right: more digits say nothing), 0 -> '±0%',
+    12.5 -> '+1,250%'."""
+    if frac is None or (isinstance(frac, float) and math.isnan(frac)):
+        return DASH
+    whole = round(abs(frac) * 100)
+    if whole == 0:
+        return "<1%" if frac else ("±0%" if signed else "0%")
+    return f"{('+' if frac > 0 else MINUS) if signed else ''}{whole:,}%"
+
+
 def capacity(n: int | None) -> str:
-    """A GPU size: '17.18 GB (16 GiB)' when it is a whole number of GiB (or MiB), else '3.00 GB'."""
+    """A GPU's size, said once in both units: GB (the lab's) with GiB beside it, the unit PyTorch's
+    own messages use ("139.80 GiB total capacity" in an OOM), so the two can be matched.
+
+        16 GiB -> '17.18 GB (16 GiB)'; an H200's 150,109,880,320 B -> '150.11 GB (139.80 GiB)';
+        30 MB -> '30.00 MB (28.61 MiB)'; 3,000 B -> '3.00 kB'
+    """
+    if n is None:
+        return DASH
+    for div, name in ((2**30, "GiB"), (2**20, "MiB")):
+        if n >= div:
+            whole = n % div == 0
+            inner = f"{n // div:,}" if whole else f"{n / div:,.2f}"
+            return f"{format_bytes(n)} ({inner} {name})"
+    return format_bytes(n)
+
+
+def as_given(n: int | None) -> str:
+    """A size as a lesson or a person gave it: '16 GiB', '24 MiB' for whole GiB or MiB (the
+    unit the `16GiB` they type is in), else like any size: '30.00 MB'."""
     if n is None:
         return DASH
     for div, name in ((2**30, "GiB"), (2**20, "MiB")):
         if n >= div and n % div == 0:
-            return f"{format_bytes(n)} ({n // div:,} {name})"
+            return f"{n // div:,} {name}"
     return format_bytes(n)
 
 
@@ -138,6 +170,24 @@ def seconds(s: float | None) -> str:
         return f"{s:.2f} s"
     m, rest = divmod(round(s), 60)
     return f"{m} min {rest:02d} s"
+
+
+def elapsed(s: float | None) -> str:
+    """Time on a clock that ticks once a second (a run in flight): '0 s', '42 s', '2 min 05 s'."""
+    if s is None:
+        return DASH
+    m, rest = divmod(max(0, round(s)), 60)
+    return f"{m} min {rest:02d} s" if m else f"{rest} s"
+
+
+def ratio(x: float | None) -> str:
+    """A measured / expected ratio: '×1.002', '×0.5'."""
+    return DASH if x is None else "×" + number(x, digits=4)
+
+
+def given_gb(v: float | None) -> str:
+    """A number of GB a person gave (a prediction), as they meant it: 4.4 -> '4.4 GB'."""
+    return DASH if v is None else f"{number(v, digits=6)} GB"
 
 
 def number(v: float | int | None, digits: int = 4) -> str:
@@ -165,13 +215,15 @@ def metric(name: str, v: float | int | None, digits: int = 2) -> str:
 
 
 def axis_unit(top: int | float) -> tuple[str, float]:
-    """(name, divisor) for a plot axis whose largest value is `top` bytes: GB, MB, kB or B."""
+    """(name, divisor) for a plot axis whose largest value is `top` bytes: the unit
+    `format_bytes(top)` writes it in (GB from 1 GB, MB from 1 MB, ...), so the axis and the
+    numbers beside the plot ("peak 782.20 MB") read in one unit."""
     for div, name in _STEPS[1:]:
-        if abs(top) >= 0.1 * div:
+        if abs(top) >= div:
             return name, float(div)
     return "B", 1.0
 
 
-__all__ = ["DASH", "MINUS", "SIZE_HELP", "axis_unit", "capacity", "exact_bytes", "format_bytes",
-           "is_bytes_metric", "metric", "number", "parse_size", "percent", "seconds",
-           "signed_bytes", "signed_exact_bytes"]
+__all__ = ["DASH", "MINUS", "SIZE_HELP", "as_given", "axis_unit", "capacity", "elapsed", "exact_bytes",
+           "format_bytes", "given_gb", "is_bytes_metric", "metric", "number", "parse_size",
+           "percent", "ratio", "rough_percent", "seconds", "signed_bytes", "signed_exact_bytes"]

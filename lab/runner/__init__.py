@@ -9,7 +9,7 @@
     zygote                    imports once, forks a fresh warm worker per run (the pool's)
     service, daemon, remote   the runner service (one per user and machine), its process, its client
     pool, admission, peaks, gpus  zygotes and warm spares; the fair queue per GPU; what a run needs; GPUs seen
-    replay                    ReplayRunner: recorded lines played back (tests, demos)
+    replay                    ReplayRunner: recordings played back (worker lines; the H200 runs)
 
 Nothing here imports torch except the worker (and, through it, lab.measure).
 """

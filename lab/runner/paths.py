@@ -75,6 +75,12 @@ def start_lock_path() -> Path:
     return runtime_dir() / "runner-start.lock"
 
 
+def clients_dir() -> Path:
+    """One empty file per app that uses the service, named by its pid: who is still using the
+    service when one of them quits (lab.runner.remote.ServiceRunner.release)."""
+    return _private_dir(runtime_dir() / "clients")
+
+
 def pid_path() -> Path:
     return runtime_dir() / "runner.pid"
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from lab.measure.result import RunResult
 
-from .paths import lock_path, log_path, pid_path, socket_path, start_lock_path
+from .paths import clients_dir, lock_path, log_path, pid_path, socket_path, start_lock_path
 from .proc import PROJECT_ROOT, code_stamp, worker_env
 from .protocol import RunRequest
 from .service import PROTO
@@ -80,8 +80,10 @@ def start_service() -> None:
     proc.wait(timeout=30)  # the parent returns once the server has forked off
 
 
-def connect(start: bool = True, timeout_s: float = START_TIMEOUT_S) -> socket.socket:
-    """A connection to the runner service; starts one when none answers and `start`."""
+def connect(start: bool = True, timeout_s: float = START_TIMEOUT_S,
+            on_start: Callable[[], None] | None = None) -> socket.socket:
+    """A connection to the runner service; starts one when none answers and `start` (and then
+    calls `on_start`: the caller started it)."""
     s = _try_connect()
     if s is not None or not start:
         if s is None:
@@ -96,6 +98,8 @@ def connect(start: bool = True, timeout_s: float = START_TIMEOUT_S) -> socket.so
                 return s
             if not _service_alive():
                 start_service()
+                if on_start is not None:
+                    on_start()
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline:
                 s = _try_connect()
@@ -151,6 +155,33 @@ def _alive(pid: int) -> bool:
         return True
 
 
+APP_STARTED = "started-by-app"  # holds the pid of the service an app started
+
+
+def _started_by_app(service_pid) -> bool:
+    """The running service is the one an app started (not a `memlab run` in a shell)."""
+    try:
+        return (clients_dir() / APP_STARTED).read_text().strip() == str(service_pid)
+    except OSError:
+        return False
+
+
+def _live_clients() -> list:
+    """The other apps registered as using the service whose process still runs."""
+    out = []
+    for p in clients_dir().iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            if _alive(int(p.name)):
+                out.append(p)
+            else:
+                p.unlink(missing_ok=True)  # an app that died without quitting
+    return out
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
 def absolute(req: RunRequest) -> RunRequest:
     """The service's workers start elsewhere: paths in the request must not depend on our cwd."""
     import dataclasses
@@ -173,6 +204,53 @@ class ServiceRunner:
         # callers keep `parallel` runs in flight for the service's queue to sort out; without
         # the service nothing would: the fallback gets them as many at a time as it takes
         self._direct_slots = threading.BoundedSemaphore(max(1, getattr(fallback, "parallel", 1)))
+        self.started_service = False  # this process started the service
+
+    def _connect(self) -> socket.socket:
+        started = []
+        sock = connect(start=self.start, on_start=lambda: started.append(True))
+        if started:  # an app started it: the last app to quit stops it (release)
+            self.started_service = True
+            try:  # its own word: the pid file may not be written yet
+                (clients_dir() / APP_STARTED).write_text(str(ask("ping")["pid"]))
+            except (ServiceUnavailable, OSError, ValueError, KeyError):
+                pass
+        return sock
+
+    # ---- an app's lease on the service: quitting stops what an app started, unless shared ----
+    def register(self) -> None:
+        """This process (an app) uses the service: another app quitting leaves it running."""
+        try:
+            (clients_dir() / str(os.getpid())).touch()
+        except OSError:
+            pass
+
+    def release(self, timeout_s: float = 10.0) -> str | None:
+        """The app quits. A service an app started (this one, or another that has quit since)
+        stops with the last app that uses it, when no run is in flight; otherwise one line,
+        for the terminal, says that it stays, for whom, and for how long."""
+        try:
+            (clients_dir() / str(os.getpid())).unlink(missing_ok=True)
+        except OSError:
+            pass
+        try:
+            state = ask("state")
+        except (ServiceUnavailable, OSError, ValueError):
+            return None  # none runs (gone idle, or never started)
+        users = [f"app {p.name}" for p in _live_clients()]
+        runs = int(state.get("runs", 0)) + int(state.get("cpu_waiting", 0)) + sum(
+            int(g.get("waiting", 0)) for g in state.get("gpus", []))
+        if runs:
+            users.append(f"{runs} run{'s' if runs != 1 else ''} in flight")
+        by_app = _started_by_app(state.get("pid"))
+        if by_app and not users:
+            stop_service(timeout_s)
+            (clients_dir() / APP_STARTED).unlink(missing_ok=True)
+            return None
+        whom = ", ".join(users) if users else "the shell that started it (memlab run)"
+        idle = float(state.get("idle_s", 600))
+        return (f"memlab: the runner service (pid {state.get('pid', '?')}) stays for {whom}; "
+                f"it stops by itself after {_minutes(idle)} without a run")
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items()
@@ -182,7 +260,7 @@ class ServiceRunner:
     def prestart(self) -> None:
         """Start the service (and its warm workers) now, before the first run needs them."""
         try:
-            connect(start=self.start).close()
+            self._connect().close()
         except (ServiceUnavailable, OSError) as e:
             self.fallback_reason = str(e)
 
@@ -190,7 +268,7 @@ class ServiceRunner:
             cancel: threading.Event | None = None) -> RunResult:
         on_event = on_event or (lambda msg: None)
         try:
-            sock = connect(start=self.start)
+            sock = self._connect()
         except (ServiceUnavailable, OSError) as e:
             self.fallback_reason = str(e)
             log.info("runner service unavailable (%s): running the worker directly", e)

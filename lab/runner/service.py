@@ -144,8 +144,11 @@ class Service:
         if op == "ping":
             conn.sendall(_line({"type": "pong", "pid": os.getpid(), "proto": PROTO}))
         elif op == "state":
+            with self._lock:
+                runs = len(self.runs)
             conn.sendall(_line({"type": "state", "pid": os.getpid(), "proto": PROTO,
-                                **self.admission.state(), "pool": self.pool.count()}))
+                                **self.admission.state(), "pool": self.pool.count(),
+                                "runs": runs, "idle_s": self.idle_s}))
         elif op == "shutdown":
             self.stop()
             conn.sendall(_line({"type": "bye"}))

@@ -175,7 +175,7 @@ def _summary(view: LessonView) -> list[str]:
     if q is not None:
         measured = (f"{_gb(view.measured_gb)} ({view.measured_by})" if view.measured_gb
                     else "not measured yet (push a run: memlab class push "
-                         f"{lesson.number:02d})")
+                         f"{lesson.key})")
         lines.append(f"predicted peak of {q.variant} at {q.scale} scale: "
                      f"{len(view.predictions)} predictions; measured {measured}")
     return lines
@@ -188,7 +188,7 @@ def _wrong_lines(view: LessonView) -> list[str]:
 
 def text_report(view: LessonView, plot_width: int = 70) -> str:
     lesson = view.lesson
-    parts = [f"Lesson {lesson.number:02d} · {lesson.title} ({lesson.id})", *_summary(view), ""]
+    parts = [f"Lesson {lesson.key} · {lesson.title} ({lesson.id})", *_summary(view), ""]
     parts.append(table(HEADERS, _rows(view)) if view.rows else "no learners yet")
     if view.predictions:
         parts += ["", histogram(view, plot_width)]
@@ -219,7 +219,7 @@ def markdown_report(views: list[LessonView]) -> str:
     parts = ["# Workshop: the class per lesson", ""]
     for view in views:
         lesson = view.lesson
-        parts += [f"## {lesson.number:02d} · {lesson.title}", "", *_summary(view), ""]
+        parts += [f"## {lesson.key} · {lesson.title}", "", *_summary(view), ""]
         parts += [table(HEADERS, _rows(view), markdown=True) if view.rows else "No learners.", ""]
         wrong = _wrong_lines(view)
         if wrong:

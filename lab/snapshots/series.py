@@ -1,9 +1,7 @@
-"""Downsampling a long memory series for a plot of a given width, keeping every peak.
+"""A snapshot's long memory series, windowed and downsampled for a plot of a given width.
 
-A plot `w` characters wide can show ~2·w points; drawing 50,000 costs ~0.6 s per redraw. Each
-bucket keeps its *maximum* (memory questions are about peaks), and the first and last points
-stay so the curve spans the whole window. `max()` and `.index()` on `array` slices run in C, so
-1,000,000 points shrink to 2,000 in milliseconds.
+The rule that keeps every peak is lab.report.downsample's (the one for stored timelines, this
+viewer and the app's plots); this module only picks the window of x the plot shows.
 """
 
 from __future__ import annotations
@@ -12,28 +10,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from typing import Sequence
 
-
-def max_buckets(ys: Sequence[int], lo: int = 0, hi: int | None = None,
-                buckets: int = 1000) -> list[int]:
-    """Indices into `ys[lo:hi]` to plot: the max of each of `buckets` equal index ranges."""
-    hi = len(ys) if hi is None else min(hi, len(ys))
-    n = hi - lo
-    if n <= 0:
-        return []
-    if n <= buckets:
-        return list(range(lo, hi))
-    keep = [lo]
-    size = n / buckets
-    for b in range(buckets):
-        a, z = lo + int(b * size), lo + int((b + 1) * size)
-        if z > a:
-            seg = ys[a:z]
-            j = a + seg.index(max(seg))
-            if j != keep[-1]:
-                keep.append(j)
-    if keep[-1] != hi - 1:
-        keep.append(hi - 1)
-    return keep
+from lab.report.downsample import peak_indices
 
 
 def window(xs: Sequence[int], x_lo: float | None, x_hi: float | None) -> tuple[int, int]:
@@ -46,7 +23,7 @@ def window(xs: Sequence[int], x_lo: float | None, x_hi: float | None) -> tuple[i
 def downsample(xs: Sequence[int], ys: Sequence[int], buckets: int,
                x_lo: float | None = None, x_hi: float | None = None) -> tuple[list, list]:
     lo, hi = window(xs, x_lo, x_hi)
-    idx = max_buckets(ys, lo, hi, buckets)
+    idx = peak_indices(ys, buckets, lo, hi)
     return [xs[i] for i in idx], [ys[i] for i in idx]
 
 
@@ -54,4 +31,4 @@ def int_array(values=()) -> array:
     return array("q", values)
 
 
-__all__ = ["downsample", "int_array", "max_buckets", "window"]
+__all__ = ["downsample", "int_array", "window"]

@@ -33,10 +33,12 @@ from operator import itemgetter, mul
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
+from lab.report.downsample import peak_indices
+
 from . import frames as fr
 from .extras import read_extras
 from .lifetimes import Lifetimes
-from .series import downsample, max_buckets
+from .series import downsample
 
 SCHEMA = 1
 from lab.measure.snapshot_format import (ACTIVE_STATES, ALLOC, FREE, OOM, SEGMENT_DOWN,
@@ -207,7 +209,7 @@ class SnapshotSummary:
 
     def fill_timeline(self) -> Series:
         if self._points and not self.timeline.t_us and self._alloc is not None:
-            idx = max_buckets(self._alloc, 0, len(self._alloc), self._points)
+            idx = peak_indices(self._alloc, self._points)
             self.timeline = Series([self._t[i] for i in idx],
                                    [self._alloc[i] + self._base for i in idx])
         return self.timeline

@@ -7,6 +7,7 @@ store, and the GPU (detected in a thread at start-up unless given; `None` means 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -22,7 +23,7 @@ from lab.measure.modes import ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
 from lab.course.progress import NOT_STARTED, QUIZ_DONE, QUIZ_PASSED, Progress, data_dir
 from lab.course.reference import REFERENCE_DIR, load_reference
-from lab.report.units import format_bytes
+from lab.report.units import capacity
 from lab.serve.policy import served
 
 from .commands import LessonCommands
@@ -132,20 +133,21 @@ class MemLabApp(App):
         if self.device_state == GPU:
             name = getattr(self.gpu, "name", "CUDA GPU")
             total = getattr(self.gpu, "total_bytes", 0)
-            head = (("● ", "bold green"), (name, "bold"), f" · {format_bytes(total)}")
-            return Fit(Text.assemble(*head, " · real CUDA runs; the H200 recordings beside "
-                                     "them"), Text.assemble(*head, " · real CUDA runs"))
+            head = (("● ", "bold green"), (name, "bold"), f" · {capacity(total)}")
+            return Fit(Text.assemble(*head, " · real CUDA runs; the lessons' GPU recordings "
+                                     "beside them"), Text.assemble(*head, " · real CUDA runs"))
         head = (("○ ", "bold yellow"), ("No CUDA GPU", "bold"))
         refs = any(self.reference_root.glob("*/*.json")) if self.reference_root.is_dir() else False
         if not refs:
             return Fit(Text.assemble(*head, " · real CPU runs at small scale, simulation at full "
-                                     "scale (no H200 recordings in this install yet)"),
-                       Text.assemble(*head, " · sim (seed) and CPU (small) runs; no H200 "
+                                     "scale (no GPU recordings in this install yet)"),
+                       Text.assemble(*head, " · sim (seed) and CPU (small) runs; no GPU "
                                      "recordings installed"))
-        return Fit(Text.assemble(*head, " · each lesson's result is its run recorded on an "
-                                 "NVIDIA H200, played back; you can also run it yourself "
-                                 "(simulated at full scale, real on the CPU at small scale)"),
-                   Text.assemble(*head, " · r plays a lesson's H200 recording; y runs it "
+        return Fit(Text.assemble(*head, " · each lesson's result is its run recorded on a GPU "
+                                 "(the lesson names the card), played back; you can also run "
+                                 "it yourself (simulated at full scale, real on the CPU at small "
+                                 "scale)"),
+                   Text.assemble(*head, " · r plays a lesson's GPU recording; y runs it "
                                  "yourself"))
 
     def machine(self) -> Machine:
@@ -187,11 +189,11 @@ class MemLabApp(App):
         if not lessons:
             return None
         last = self.progress.last_lesson
-        for lesson in lessons:
+        for i, lesson in enumerate(lessons):
             if lesson.id == last:
                 if self.progress.status(lesson.id) in (QUIZ_PASSED, QUIZ_DONE):
-                    return next((l for l in lessons if l.number > lesson.number
-                                 and self.progress.status(l.id) not in (QUIZ_PASSED, QUIZ_DONE)),
+                    return next((l for l in lessons[i + 1:]  # the course's order, not folders'
+                                 if self.progress.status(l.id) not in (QUIZ_PASSED, QUIZ_DONE)),
                                 lesson)
                 return lesson
         return next((l for l in lessons if self.progress.status(l.id) == NOT_STARTED), lessons[0])
@@ -317,15 +319,16 @@ class MemLabApp(App):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         lesson = screen if isinstance(screen, LessonScreen) else None
         if lesson is not None:
-            yield SystemCommand("Run experiment", "Run every checked variant, or play the H200 "
+            yield SystemCommand("Run experiment", "Run every checked variant, or play the GPU "
                                 "recording without a GPU (r)", lesson.action_run)
             yield SystemCommand("Run it yourself", "Run on this machine (y)",
                                 lesson.action_run_yourself)
             yield SystemCommand("Cancel run", "Stop the running variant (Esc)",
                                 lesson.action_cancel_or_back)
-            yield SystemCommand("Next lesson", "Open the next lesson (n)", lesson.action_next_lesson)
+            yield SystemCommand("Next lesson", "Open the next lesson (n)",
+                                lambda: lesson.action_goto(1))
             yield SystemCommand("Previous lesson", "Open the previous lesson (p)",
-                                lesson.action_prev_lesson)
+                                lambda: lesson.action_goto(-1))
             for tab in ("text", "experiment", "results", "inspector", "quiz"):
                 yield SystemCommand(f"Show {tab}", f"Switch to the {tab} tab",
                                     lambda tab=tab: lesson.action_tab(tab))
@@ -353,5 +356,17 @@ def screenshots_dir() -> Path:
 
 
 def run_app(runner: Any = None) -> None:
-    """`memlab` with no subcommand: open the lab."""
-    MemLabApp(runner=runner).run()
+    """`memlab` with no subcommand: open the lab. On quit, the runner service this app started
+    stops with it, unless another app or a run still uses it: then one line says it stays, and
+    for how long (lab.runner.remote.ServiceRunner.release)."""
+    app = MemLabApp(runner=runner)
+    register = getattr(app.runner, "register", None)
+    if register is not None:
+        register()
+    try:
+        app.run()
+    finally:
+        release = getattr(app.runner, "release", None)
+        note = release() if release is not None else None
+        if note:
+            print(note, file=sys.stderr)

@@ -38,7 +38,7 @@ class LessonCommands(Provider):
         for lesson in self._lessons():
             name = f"Lesson {lesson.key} · {lesson.title}"
             if lesson_number(q) is not None:  # ASCII digits: '¹'.isdigit() is true, int() fails
-                score = 1.0 if lesson_number(q) == lesson.number else 0.0
+                score = 1.0 if lesson_number(q) == int(lesson.key) else 0.0
             else:
                 score = matcher.match(name)
                 words = " ".join((lesson.id, lesson.summary, *lesson.objectives)).lower()

@@ -11,6 +11,10 @@ snapshot the same way. `fold` is pure: its behaviours are unit tests without a P
     state = fold(state, Streamed("baseline", 0, 2, {"type": "sample", ...}))
     state = fold(state, VariantDone(result, 0, 2))
     state = fold(state, Finished(plan, results, cancelled=False, recording=recordings))
+    state = fold(state, Settings("cpu", "small", resolved="cpu"))  # the controls changed
+
+The words the screen shows for a state are lab/tui/lesson_words.py's; what r and y do (the plan,
+the requests, the GPU's capacity) lab/tui/lesson_plans.py's.
 
 Which results lead after a run (the Results tab opens on them) follows what the learner just did:
 the recording played back leads after `r` (the learner's own run, if any, beside it); the
@@ -26,14 +30,12 @@ from typing import Any, Iterable
 
 from lab.measure.result import RunResult
 
-from .look import STATUS_LABEL
 from .provenance import CLASS, LIVE, RECORDING
 from .result_set import ResultSet
 
 IDLE, RUNNING, CANCELLING = "idle", "running", "cancelling"
 SPARK_POINTS = 96  # the status line's sparkline shows the last 48
 
-Words = tuple[tuple[str, str], ...]  # (text, style) pieces; the screen makes them Rich Text
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,8 @@ class RunPlan:
     scale: str
     gpu_memory: int | None = None
     requested_mode: str = "auto"
-    recorded: bool = False  # the H200 recording played back, not a run on this machine
+    recorded: bool = False  # a recording played back, not a run on this machine
+    card: str = ""  # a playback: the card it was recorded on ("H200", "H100": lab.report.card_name)
     how: str = ""  # provenance of the results when not "recording"/"live": "class" (a workshop)
 
     @property
@@ -71,7 +74,7 @@ class Outcome:
     plan: RunPlan
     results: tuple[RunResult, ...]
     cancelled: bool
-    beside_recording: bool  # the learner's run now sits beside the H200 recording
+    beside_recording: bool  # the learner's run now sits beside the lesson's recording
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,12 @@ class LessonRun:
     completed: int = 0  # runs finished on this screen (tests wait on it)
     outcome: Outcome | None = None
     class_run_shown: bool = False  # a workshop: the instructor's run was played once
+    # what the controls ask for (the status line says what y would run, at once)
+    mode: str = "auto"  # as requested: auto | cuda | cpu | sim
+    scale: str = "seed"
+    resolved: str | None = None  # what `mode` runs as on this machine (None: it cannot)
+    main_recording: bool = False  # no CUDA here and the lesson was recorded: r plays it
+    card: str = ""  # the card the lesson was recorded on, read from its recordings ("H200")
 
     @classmethod
     def empty(cls, variants: Iterable[str]) -> LessonRun:
@@ -134,6 +143,17 @@ class Restored:
 
 
 @dataclass(frozen=True)
+class Settings:
+    """The controls changed (mode, scale) or the machine became known: what y would run."""
+
+    mode: str
+    scale: str
+    resolved: str | None
+    main_recording: bool | None = None  # None: unchanged
+    card: str | None = None  # the card the lesson's recordings ran on; None: unchanged
+
+
+@dataclass(frozen=True)
 class Begin:
     plan: RunPlan
 
@@ -165,7 +185,7 @@ class Finished:
     plan: RunPlan
     results: tuple[RunResult, ...]
     cancelled: bool
-    recording: ResultSet = field(default_factory=ResultSet)  # the lesson's H200 recordings
+    recording: ResultSet = field(default_factory=ResultSet)  # the lesson's GPU recordings
 
 
 def fold(state: LessonRun, ev: Any) -> LessonRun:
@@ -173,6 +193,11 @@ def fold(state: LessonRun, ev: Any) -> LessonRun:
     if isinstance(ev, Restored):
         return replace(state, lead=ev.lead.in_order(state.variants),
                        beside=ev.beside.in_order(state.variants), restored=ev.label)
+    if isinstance(ev, Settings):
+        main = state.main_recording if ev.main_recording is None else ev.main_recording
+        card = state.card if ev.card is None else ev.card
+        return replace(state, mode=ev.mode, scale=ev.scale, resolved=ev.resolved,
+                       main_recording=main, card=card)
     if isinstance(ev, Begin):
         return replace(state, stage=RUNNING, plan=ev.plan, finished=(), live=(), current=None,
                        position=0, running_now=(), total=len(ev.plan.variants), phase=None,
@@ -246,7 +271,7 @@ def _finished(state: LessonRun, ev: Finished) -> LessonRun:
         new = ResultSet(ev.results, plan.origin).in_order(state.variants)
         if plan.recorded:  # r: the recording (or the instructor's run) leads; yours beside it
             lead, beside = new, state.mine
-        else:  # y, or a GPU's run: your run leads, the H200 recording beside it
+        else:  # y, or a GPU's run: your run leads, the GPU's recording beside it
             recording = ev.recording.in_order(state.variants)
             lead, beside = new, recording
             beside_recording = bool(recording)
@@ -266,104 +291,6 @@ def run_order(selected: Iterable[str], first: str | None) -> tuple[str, ...]:
     return chosen
 
 
-# ---- words for the status line and the Results tab -------------------------------------------
-def live_heading(plan: RunPlan) -> str:
-    if plan.how == CLASS:
-        return "▶ Playing back your instructor's run…"
-    if plan.recorded:
-        return ("▶ Playing back the H200 recording (recorded on an NVIDIA H200, not run on this "
-                "machine)…")
-    return f"▶ Running on this machine: {plan.mode}, {plan.scale} scale…"
-
-
-def progress_forms(state: LessonRun, size) -> tuple[Words, ...]:
-    """The status line during a run (`size` formats bytes: look.size), the longest first, then
-    shorter forms for narrower lines (the status line shows the first that fits): at 80 columns,
-    with two variants side by side, the phase and the live bytes stay and the labels, the counts
-    and the key hint go."""
-    plan = state.plan
-    if plan is None or state.current is None:
-        return ((("Starting…", "bold"),),)
-    verb = ("▶ instructor's run: " if plan.how == CLASS else
-            "▶ H200 recording: " if plan.recorded else "▶ ")
-    head: Words = ((verb, "bold"), (state.current, "variant"))
-    others = [name for _, name in state.running_now if name != state.current]
-    if others:  # side by side (sim: one per core)
-        where = f" ({len(state.finished)}/{state.total} done, +{len(others)} beside it)"
-        short_where = f" ({len(state.finished)}/{state.total}, +{len(others)})"
-    else:
-        where = short_where = f" ({state.position + 1}/{state.total})"
-    news: Words = ()
-    if state.phase is None and state.live_bytes is None and not state.service:
-        news = ((" · loading…" if plan.recorded else " · starting worker…", "dim"),)
-    if state.service:
-        news += ((f" · {state.service}", "bold yellow" if state.waiting else "dim"),)
-
-    def now(labelled: bool) -> Words:  # the phase and the live bytes
-        words: Words = ()
-        if state.phase:
-            words += ((" · phase " if labelled else " · ", "dim"), (str(state.phase), "bold"))
-        if state.live_bytes is not None:
-            words += ((" · live " if labelled else " · ", "dim"),
-                      (size(state.live_bytes), "bold"))
-        return words
-
-    cancel = ("  cancelling…" if state.cancelling else "  Esc cancels", "dim")
-    short_cancel: Words = ((" · cancelling…", "dim"),) if state.cancelling else ()
-    return (
-        (*head, (where, ""), *news, *now(True), cancel),
-        (*head, (where, ""), *news, *now(True), *short_cancel),
-        (*head, (short_where, ""), *news, *now(False), *short_cancel),
-        (*head, *news, *now(False), *short_cancel),
-    )
-
-
-def _counts(results: Iterable[RunResult]) -> str:
-    results = list(results)
-    if not results:
-        return "nothing ran"
-    ok = [r for r in results if r.ok]
-    bad = [r for r in results if not r.ok]
-    parts = [f"{len(ok)} ok"] if ok else []
-    by_status: dict[str, list[str]] = {}
-    for r in bad:
-        by_status.setdefault(STATUS_LABEL.get(r.status, r.status), []).append(r.variant)
-    parts += [f"{len(vs)} {label} ({', '.join(vs)})" for label, vs in by_status.items()]
-    return ", ".join(parts)
-
-
-def outcome_words(outcome: Outcome, main_is_recording: bool) -> tuple[Words, ...]:
-    """After a run: what just happened, in one line, and what to do next; the longest first,
-    then shorter forms for narrower lines (the status line shows the first that fits)."""
-    plan = outcome.plan
-    counts = _counts(outcome.results)
-    if outcome.cancelled:
-        head = "■ Cancelled"
-    elif plan.how == CLASS:
-        head = "▶ Played back your instructor's run"
-    elif plan.recorded:
-        head = "▶ Played back the H200 recording"
-    else:
-        head = "✔ Your run is done" if all(r.ok for r in outcome.results) else "Your run ended"
-    where = "" if plan.recorded else f" ({plan.mode}, {plan.scale} scale)"
-    first = ((head, "bold"), (f"{where}: {counts}", ""))
-    then: tuple[tuple[str, str], ...] = ()
-    if outcome.beside_recording:
-        then = ((" · beside the H200 recording", "dim"),)
-    elif plan.recorded and main_is_recording:
-        then = ((" · y runs it yourself", "dim"),)
-    tail = ((" · 1 story · 4 inspector", "dim"),)
-    return (first + then + tail, first + then, first)
-
-
-def idle_words(main_is_recording: bool, mode: str | None, scale: str) -> Words:
-    if main_is_recording:
-        return (("Ready. ", "bold"), ("r plays the H200 recording · y runs it yourself "
-                                      f"({mode or '?'}, {scale}) · ? help", "dim"))
-    return (("Ready. ", "bold"), ("r runs every checked variant · Esc cancels · ? help", "dim"))
-
-
 __all__ = ["Begin", "CANCELLING", "CancelAsked", "Finished", "IDLE", "LessonRun", "Live",
-           "Outcome", "RUNNING", "Restored", "RunPlan", "Streamed", "VariantDone", "Words",
-           "fold", "idle_words", "live_heading", "outcome_words", "progress_forms",
-           "run_order"]
+           "Outcome", "RUNNING", "Restored", "RunPlan", "Settings", "Streamed", "VariantDone",
+           "fold", "run_order"]

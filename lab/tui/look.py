@@ -1,9 +1,9 @@
-"""Colours and units, the same on every screen.
+"""Colours and plot ticks, the same on every screen: the TUI's styling, never its numbers.
 
 One fixed colour per memory category and per variant position (the baseline is always the
-first colour), as RGB so plotext and Rich draw exactly the same hue. Bytes stay ints until
-they are shown, and are shown by `lab.report.units` only (GB = 10**9 stepping down to MB, kB,
-B; never scientific notation): `size` and `size_delta` below are thin wrappers over it.
+first colour), as RGB so plotext and Rich draw exactly the same hue. Every number on screen is
+written by lab.report (units, rows, provenance: one display policy for the app, the CLI and the
+exports); tests/unit/test_display_policy.py keeps lab.tui from formatting one itself.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from lab.measure.trace import CATEGORIES
-from lab.report.units import format_bytes
+from lab.report.rows import STATUS_LABEL
 
 Rgb = tuple[int, int, int]
 
@@ -39,12 +39,10 @@ CURSOR_RGB: Rgb = (230, 0, 230)
 
 STATUS_STYLE = {"ok": "green", "oom": "bold red", "error": "bold red", "timeout": "yellow",
                 "cancelled": "yellow"}
-STATUS_LABEL = {"ok": "ok", "oom": "OOM", "error": "error", "timeout": "timeout",
-                "cancelled": "cancelled"}
 
 
 def hex_of(rgb: Rgb) -> str:
-    return "#{:02x}{:02x}{:02x}".format(*rgb)
+    return "#" + bytes(rgb).hex()
 
 
 def category_color(category: str) -> str:
@@ -57,36 +55,6 @@ def variant_rgb(index: int) -> Rgb:
 
 def variant_color(index: int) -> str:
     return hex_of(variant_rgb(index))
-
-
-def size(n: int | float | None) -> str:
-    """Bytes -> '4.40 GB' / '44.02 MB' / '0 B' (lab.report.units' one policy)."""
-    return format_bytes(n)
-
-
-def size_delta(n: int | float | None) -> str:
-    """A difference in bytes with a real minus sign: '−200.00 MB', '+1.00 GB', '±0 B'."""
-    if n is None:
-        return "—"
-    return ("+" if n > 0 else "−" if n < 0 else "±") + format_bytes(abs(n))
-
-
-def axis_unit(top: float) -> tuple[str, float]:
-    """The unit a plot's y axis uses for values up to `top` bytes: the same steps as `size`."""
-    for name, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if top >= div:
-            return name, div
-    return "B", 1.0
-
-
-def seconds(s: float | None) -> str:
-    if s is None:
-        return "—"
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.1f} ms"
-    return f"{s:.2f} s"
 
 
 def nice_ticks(top: float, n: int = 5) -> list[float]:
@@ -113,13 +81,3 @@ def int_ticks(lo: int, hi: int, n: int = 5) -> list[int]:
     step = max(1, int(next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)))
     first = (lo + step - 1) // step * step
     return list(range(first, hi + 1, step))
-
-
-def percent(x: float) -> str:
-    """A signed fraction: '−18%', '+0.4%' (one decimal below 1 %, so a small change is not ±0%)."""
-    sign = "+" if x > 0 else "−" if x < 0 else "±"
-    return sign + (f"{abs(x):.1%}" if 0 < abs(x) < 0.01 else f"{abs(x):.0%}")
-
-
-def tick_label(v: float) -> str:
-    return "0" if v == 0 else f"{v:g}"

@@ -1,5 +1,5 @@
-"""Pure helpers of the timeline plots (no Textual, no plotext): downsampling that keeps peaks,
-step curves, what a plot of n columns draws (to tell when two curves coincide), phase labels
+"""Pure helpers of the timeline plots (no Textual, no plotext; downsampling is lab.report's): step
+curves, what a plot of n columns draws (to tell when two curves coincide), phase labels
 that are never cut, and the allocation an OOM message says did not fit."""
 
 from __future__ import annotations
@@ -17,26 +17,6 @@ def tried_bytes(error: str | None) -> int | None:
     """The allocation an OOM message says did not fit ("Tried to allocate 1.53 GiB")."""
     m = _TRIED.search(error or "")
     return int(float(m.group(1)) * _UNIT[m.group(2)]) if m else None
-
-
-def downsample_max(x: list, y: list, buckets: int) -> tuple[list, list]:
-    """At most `buckets` points: for each bucket of consecutive points, the one with max y."""
-    n = len(y)
-    if n <= buckets or buckets < 2:
-        return list(x), list(y)
-    out_x, out_y = [], []
-    size_ = n / buckets
-    for b in range(buckets):
-        lo, hi = int(b * size_), int((b + 1) * size_)
-        if hi <= lo:
-            continue
-        i = max(range(lo, hi), key=y.__getitem__)
-        out_x.append(x[i])
-        out_y.append(y[i])
-    if out_x[-1] != x[-1]:  # keep the last point so the curve ends where the run ended
-        out_x.append(x[-1])
-        out_y.append(y[-1])
-    return out_x, out_y
 
 
 def step_points(x: list, y: list) -> tuple[list[float], list[float]]:
@@ -93,5 +73,5 @@ def phase_label(name: str, room: int) -> str:
     return short if len(short) <= room else ""
 
 
-__all__ = ["SHORT", "coincide", "downsample_max", "envelope", "phase_label", "step_points",
+__all__ = ["SHORT", "coincide", "envelope", "phase_label", "step_points",
            "tried_bytes"]

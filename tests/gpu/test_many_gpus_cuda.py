@@ -2,10 +2,10 @@
 
 N comes from MEMLAB_GPUS (default 2): the same file checks two H200s (issue 13) and four or
 eight (issue 16). Results come from a saved run when MEMLAB_CUDA_RESULTS names one
-(`memlab run 22 --mode cuda --gpus N --save DIR`), else each variant runs fresh here.
+(`memlab run many-gpus --mode cuda --gpus N --save DIR`), else each variant runs fresh here.
 
     MEMLAB_GPUS=2 pytest -m cuda tests/gpu/test_many_gpus_cuda.py -s
-    memlab run 22 --mode cuda --gpus 4 --save /tmp/n4
+    memlab run many-gpus --mode cuda --gpus 4 --save /tmp/n4
     MEMLAB_GPUS=4 MEMLAB_CUDA_RESULTS=/tmp/n4 pytest -m cuda tests/gpu/test_many_gpus_cuda.py -s
 
 -s prints, per rank, the tracked and allocator peaks, the formula's bytes and the step time.

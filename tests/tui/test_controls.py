@@ -79,3 +79,27 @@ def test_checks_never_show_nan_or_unreached_zeros():
     text = _render(checks_table(lesson, ResultSet([zero, oom])))
     assert "nan" not in text and "✔ match" in text  # 0 expected, 0 measured: a match
     assert "not reached" in text  # the OOM stopped before the output existed
+
+
+async def test_the_status_line_follows_the_mode_and_the_scale_at_once():
+    """Issue 36: after switching to cpu the status line said `(sim, seed)` until the scale
+    changed; the controls fold into the lesson's model and the line follows each change."""
+    from lab.course.reference import REFERENCE_DIR
+
+    app = make_app(references=REFERENCE_DIR)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.open_lesson(COURSE.lessons[0])
+        await pilot.pause()
+        screen = app.screen
+
+        def status() -> str:
+            return screen_text(app).splitlines()[-2]
+
+        assert "y runs it yourself (sim, seed)" in status()
+        screen.query_one("#mode").value = "cpu"
+        await pilot.pause()
+        assert "y runs it yourself (cpu, seed)" in status() and screen.state.mode == "cpu"
+        screen.query_one("#scale").value = "small"
+        await pilot.pause()
+        assert "y runs it yourself (cpu, small)" in status()

@@ -17,7 +17,7 @@ over the screen they ask about. The screens and states covered, each at both siz
   results_yours_beside     lesson 01 after `r` then `y`: your run beside the recording, the
                            difference first, the recording's notes folded, the version line
   inspector                the timeline inspector on lesson 01's result
-  quiz                     lesson 15's quiz (choices of two hundred characters wrap)
+  quiz                     LoRA's quiz (lesson 16: choices of two hundred characters wrap)
   help                     `?` over the course map
   playground               the playground after comparing two combinations
   snapshot_viewer          a memory snapshot in the viewer
@@ -208,7 +208,7 @@ def test_results_yours_beside(snap_compare, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_quiz(snap_compare, size):
     async def go(pilot):
-        await open_lesson(pilot, "15")
+        await open_lesson(pilot, "lora-adapters")
         await pilot.press("5")
         await pilot.pause()
         no_blink(pilot.app)

@@ -97,12 +97,17 @@ async def run_and_wait(pilot, key: str = "r", prediction: str | None = None) -> 
 
 
 def text_of(screen, selector: str, width: int = 200) -> str:
-    """The plain text a Static shows (Rich tables and Text included)."""
+    """The plain text a Static shows (Rich tables and Text included), or the Statics inside a
+    container (a failure's words and the message block under them)."""
     from rich.console import Console
+    from textual.widgets import Static
 
-    content = screen.query_one(selector).content
+    widget = screen.query_one(selector)
+    contents = [widget.content] if isinstance(widget, Static) or not widget.children else [
+        s.content for s in widget.query(Static)]
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
-    console.print(content)
+    for content in contents:
+        console.print(content)
     return console.export_text()
 
 

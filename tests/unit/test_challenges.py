@@ -258,7 +258,7 @@ def test_a_broken_challenges_toml_is_one_line_and_writes_nothing(lesson25, capsy
     from lab.course.curriculum import load_course
 
     (lesson25 / "challenges.toml").write_text(GOOD.replace(*change))
-    lesson = load_course().find("25")
+    lesson = load_course().find("memory-budget")
     with pytest.raises(chl.ChallengeError, match=re.escape(says)) as e:
         chl.load_challenges(lesson)
     assert "\n" not in str(e.value)
@@ -276,6 +276,6 @@ def test_the_good_one_loads(lesson25):
     from lab.course.curriculum import load_course
 
     (lesson25 / "challenges.toml").write_text(GOOD)
-    (ch,) = chl.load_challenges(load_course().find("25"))
+    (ch,) = chl.load_challenges(load_course().find("memory-budget"))
     assert ch.file == (lesson25 / "challenges" / "halve_eval.py").resolve()
     assert chl.copy_path(ch).parent == chl.workspace()

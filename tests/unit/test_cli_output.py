@@ -198,7 +198,9 @@ def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
     code, out, err = _cli(capsys, "run", "--all")
     assert code == 0, err
     header = next(l for l in out.splitlines() if l.startswith("lesson"))
-    assert "H200 peak (recorded)" in header and "vs H200" in header
+    # the course's recordings ran on two cards (lesson 27's on an H100): the columns name both
+    assert "H200/H100 peak (recorded)" in header and "vs H200/H100" in header
+    assert "recorded on an NVIDIA H100 80GB HBM3" in out and "recorded on an NVIDIA H200" in out
     rows = [l for l in out.splitlines() if l.startswith("linear-baseline")]
     assert rows[0].split()[1:3] == ["baseline", "ok"] and "(baseline)" in rows[0]
     assert out.count("torch 2.13; the recording 2.11") == 1
@@ -207,7 +209,7 @@ def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
 
 def test_a_simulated_only_variant_asked_for_in_another_mode_is_refused_in_one_line(capsys):
     # lesson 22's fsdp_offload runs in sim only (lesson.toml: modes = ["sim"])
-    code, out, err = _cli(capsys, "run", "22", "--mode", "cpu", "--variant", "fsdp_offload")
+    code, out, err = _cli(capsys, "run", "many-gpus", "--mode", "cpu", "--variant", "fsdp_offload")
     assert code == 2 and len(own_lines(err)) == 2  # the mode line, then the error
     assert "fsdp_offload runs in sim only (simulated, not recorded on the H200), not in cpu" in err
 
@@ -218,7 +220,7 @@ def test_a_note_every_variant_carries_is_said_once_above_them():
 
     from lab.course.curriculum import load_course
     from lab.measure.result import RunResult
-    from lab.results_text import lesson_report
+    from lab.report.text import lesson_report
 
     folder = Path(__file__).parents[1] / "fixtures" / "reference" / "linear-baseline"
     results = [RunResult.from_dict(json.loads((folder / f"{v}.json").read_text()))

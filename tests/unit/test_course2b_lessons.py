@@ -23,7 +23,7 @@ from .test_lesson_effects import SCALE
 from .test_lesson_effects import measured as lesson_run
 
 COURSE = load_course()
-LESSONS = {l.key: l for l in COURSE.lessons}
+LESSONS = {f"{l.number:02d}": l for l in COURSE.lessons}  # by folder number, as written here
 HAS_PEFT = importlib.util.find_spec("peft") is not None
 HAS_TORCHAO = importlib.util.find_spec("torchao") is not None
 

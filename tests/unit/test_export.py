@@ -1,4 +1,4 @@
-"""lab.export: result JSON, the Markdown report (tables + text plots), profile.pkl passthrough."""
+"""lab.report.export: result JSON, the Markdown report (tables + text plots), profile.pkl passthrough."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from lab.export import ExportError, export, load, markdown, tradeoff_plot
+from lab.report.export import ExportError, export, load, markdown, tradeoff_plot
 from lab.measure.result import Check, DeviceInfo, PhaseStats, Peak, RunResult, Timeline
 from lab.playground.compare import Comparison, rows_for
 from ..stderr_lines import own_lines

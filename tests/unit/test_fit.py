@@ -311,8 +311,10 @@ def test_fit_cli_with_gpus_says_batch_per_gpu(capsys):
     ddp, fsdp = out["results"]
     assert ddp["status"] == fsdp["status"] == "ok" and fsdp["batch"] >= ddp["batch"]
     assert main(argv) == 0
-    text = capsys.readouterr().out
-    assert "on 8 GPUs, batch per GPU" in text and "headroom: none beyond that" in text
+    out, err = capsys.readouterr()
+    assert "on 8 GPUs, batch per GPU" in out and "headroom: none beyond that" in out
+    # sim is named as sim: what predicts, and where the numbers come from
+    assert "predicting in sim" in err and "predicted: simulated (small scale" in out
 
 
 # ---- the bars (sim only; the ground truth is the H200's, bench/h200_ground_truth.py) -------------

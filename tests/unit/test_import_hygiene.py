@@ -28,7 +28,7 @@ TORCH_FREE = [
     "lab.measure.sim.gpus",
     # the version rule: the CLI applies it before anything imports torch
     "import lab.measure.versions as v; v.refusal(); v.unvalidated('transformers')",
-    "lab.playground", "lab.playground.text", "lab.export",
+    "lab.playground", "lab.playground.text", "lab.report.export", "lab.report.text",
     "lab.snapshots", "lab.snapshots.text", "lab.measure.snapshot", "lab.measure.result",
     "lab.runner.client", "lab.runner.replay",
     # workshops: the class state, the instructor's view, progress merging
@@ -103,8 +103,8 @@ def test_the_lesson_screens_model_imports_no_ui_and_no_torch():
 
 
 def test_every_module_of_lab_and_of_the_course_has_a_layer():
-    # pyproject's "layers" contract names lab.course's modules one by one (they sit at different
-    # heights), so import-linter's `exhaustive` cannot see a new one: this does
+    # pyproject's "layers" contract names lab.course's and lab.report's modules one by one (they
+    # sit at different heights), so import-linter's `exhaustive` cannot see a new one: this does
     import tomllib
     from pathlib import Path
 
@@ -113,11 +113,11 @@ def test_every_module_of_lab_and_of_the_course_has_a_layer():
                     ["importlinter"]["contracts"] if c["id"] == "layers")
     named = {m.strip() for layer in contract["layers"] for m in layer.replace("|", ":").split(":")}
     assert not contract.get("ignore_imports")
-    for package in ("lab", "lab.course"):
+    for package in ("lab", "lab.course", "lab.report"):
         folder = root.joinpath(*package.split("."))
         children = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
         children |= {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
-        children -= {"course"} if package == "lab" else set()  # placed module by module
+        children -= {"course", "report"} if package == "lab" else set()  # placed module by module
         missing = sorted(f"{package}.{c}" for c in children if f"{package}.{c}" not in named)
         assert not missing, f"give these a layer in pyproject's layers contract: {missing}"
 

@@ -11,8 +11,8 @@ import pytest
 
 from lab.measure.result import DeviceInfo, Peak, RunResult
 from lab.tui.lesson_model import (Begin, CancelAsked, Finished, LessonRun, Restored, RunPlan,
-                                  Streamed, VariantDone, fold, idle_words, outcome_words,
-                                  progress_forms, run_order)
+                                  Settings, Streamed, VariantDone, fold, run_order)
+from lab.tui.lesson_words import idle_words, outcome_words, progress_forms
 from lab.measure.result import CodePaths
 from lab.tui.provenance import LIVE, RECORDING, code_path_line
 from lab.tui.result_set import ResultSet
@@ -28,7 +28,7 @@ def result(variant: str, mode: str = "sim", status: str = "ok", peak: int = 10**
 
 
 RECORDED = ResultSet([result(v, "cuda") for v in VARIANTS], RECORDING)
-PLAYBACK = RunPlan(VARIANTS, "cuda", "seed", recorded=True)
+PLAYBACK = RunPlan(VARIANTS, "cuda", "seed", recorded=True, card="H200")
 
 
 def run(state: LessonRun, plan: RunPlan, results, recording=RECORDED, cancelled=False):
@@ -65,7 +65,7 @@ def test_after_r_the_recording_leads_and_after_y_the_learners_run_leads_beside_i
 
 def test_streamed_events_build_the_live_timeline_and_the_status_line():
     state = fold(LessonRun.empty(VARIANTS), Begin(RunPlan(("baseline",), "sim", "seed")))
-    assert state.running and progress_forms(state, str)[0] == (("Starting…", "bold"),)
+    assert state.running and progress_forms(state)[0] == (("Starting…", "bold"),)
     for ev in ({"type": "queued"},
                {"type": "status", "stage": "waiting", "text": "waiting for GPU 0 — 2 ahead"},
                {"type": "phase", "name": "model"},
@@ -78,10 +78,10 @@ def test_streamed_events_build_the_live_timeline_and_the_status_line():
     assert live.x == (4, 9) and live.y == (100, 300)
     assert live.phases == (("model", 4), ("forward 0", 9))
     assert state.spark == (100.0, 300.0) and state.phase == "forward 0"
-    words = "".join(t for t, _ in progress_forms(state, lambda b: f"{b} B")[0])
+    words = "".join(t for t, _ in progress_forms(state)[0])
     assert words.startswith("▶ baseline (1/1)") and "waiting for GPU 0 — 2 ahead" in words
     assert "phase forward 0" in words and "live 300 B" in words and "Esc cancels" in words
-    assert ("baseline", "variant") in progress_forms(state, str)[0]  # drawn in its colour
+    assert ("baseline", "variant") in progress_forms(state)[0]  # drawn in its colour
 
 
 def test_cancel_says_so_and_late_events_change_nothing():
@@ -89,7 +89,7 @@ def test_cancel_says_so_and_late_events_change_nothing():
     state = fold(fold(LessonRun.empty(VARIANTS), Begin(plan)), CancelAsked())
     assert state.cancelling
     assert "cancelling…" in "".join(t for t, _ in progress_forms(
-        fold(state, Streamed("baseline", 0, 2, {"type": "queued"})), str)[0])
+        fold(state, Streamed("baseline", 0, 2, {"type": "queued"})))[0])
     state = fold(state, Finished(plan, (result("baseline", status="cancelled"),), True, RECORDED))
     assert not state.running
     assert outcome_words(state.outcome, True)[0][0] == ("■ Cancelled", "bold")
@@ -101,7 +101,7 @@ def test_the_status_line_after_a_run_says_what_just_happened():
     plan = RunPlan(("baseline", "bf16"), "sim", "seed")
     state = run(LessonRun.empty(VARIANTS), plan,
                 [result("baseline"), result("bf16", status="oom")])
-    longest, *_, shortest = outcome_words(state.outcome, main_is_recording=True)
+    longest, *_, shortest = outcome_words(state.outcome, main_is_recording=True, card="H200")
     text = "".join(t for t, _ in longest)
     assert text.startswith("Your run ended (sim, seed scale): 1 ok, 1 OOM (bf16)")
     assert "beside the H200 recording" in text
@@ -109,7 +109,35 @@ def test_the_status_line_after_a_run_says_what_just_happened():
     played = run(LessonRun.empty(VARIANTS), PLAYBACK, RECORDED.results)
     text = "".join(t for t, _ in outcome_words(played.outcome, main_is_recording=True)[0])
     assert text.startswith("▶ Played back the H200 recording: 3 ok") and "y runs it yourself" in text
-    assert "r plays the H200 recording" in "".join(t for t, _ in idle_words(True, "sim", "seed"))
+    ready = fold(LessonRun.empty(VARIANTS), Settings("auto", "seed", "sim", main_recording=True,
+                                                     card="H200"))
+    assert "r plays the H200 recording" in "".join(t for t, _ in idle_words(ready)[0])
+
+
+def test_a_lesson_recorded_on_another_card_names_that_card_everywhere():
+    # given a lesson whose recordings ran on an H100 (lesson 27's did), not the course's H200
+    from types import SimpleNamespace as NS
+
+    from lab.tui import lesson_plans as plans
+    from lab.tui.lesson_words import empty_hint, live_heading
+
+    h100 = DeviceInfo("NVIDIA H100 80GB HBM3", "cuda")
+    recordings = {v: RunResult(lesson="l", variant=v, mode="cuda", scale="seed", device=h100,
+                               status="ok", peak=Peak(bytes=10**9)) for v in VARIANTS}
+    lesson = NS(variants=[NS(name=v) for v in VARIANTS])
+    card = plans.recorded_card(lesson, recordings)
+    plan = plans.playback_plan(VARIANTS, recordings["baseline"])
+    # when the screen says what r does, plays it back and says what happened
+    ready = fold(LessonRun.empty(VARIANTS), Settings("auto", "seed", "sim", True, card))
+    played = run(ready, plan, list(recordings.values()))
+    said = [*("".join(t for t, _ in w) for w in idle_words(ready)), live_heading(plan),
+            "".join(t for t, _ in empty_hint(True, card)),
+            *("".join(t for t, _ in w) for w in outcome_words(played.outcome, True, card))]
+    # then every line names the H100, none the H200
+    assert card == plan.card == "H100"
+    assert all("H100" in line for line in said[:5]), said
+    assert not any("H200" in line for line in said), said
+    assert "recorded on an H100" in said[3]
 
 
 def test_restored_results_come_back_in_the_lessons_order():
@@ -154,19 +182,19 @@ def test_side_by_side_the_status_line_follows_the_first_and_each_keeps_its_timel
     assert state.current == "baseline" and state.phase == "model" and state.live_bytes == 40
     assert state.spark == (40.0,)  # bf16's bytes are its own, not the status line's
     assert state.live_of("bf16").y == (70,) and state.live_of("baseline").y == (40,)
-    words = "".join(t for t, _ in progress_forms(state, str)[0])
+    words = "".join(t for t, _ in progress_forms(state)[0])
     assert words.startswith("▶ baseline (0/3 done, +1 beside it)")
     state = fold(state, VariantDone(result("baseline"), 0, 3))
     assert state.current == "bf16" and state.position == 1 and state.phase is None
     state = fold(state, Streamed("bf16", 1, 3, {"type": "sample", "events": 9, "live_bytes": 90,
                                                 "phase": "backward 0"}))
     assert state.phase == "backward 0" and state.live_bytes == 90
-    assert "".join(t for t, _ in progress_forms(state, str)[0]).startswith("▶ bf16 (2/3)")
+    assert "".join(t for t, _ in progress_forms(state)[0]).startswith("▶ bf16 (2/3)")
 
 
 def test_side_by_side_at_80_columns_the_status_line_keeps_the_phase_and_the_live_bytes():
-    """The running line has 54 columns at 80 (padding and the 24-column sparkline take the
-    rest); with two variants side by side its longest form is wider, and a shorter one keeps
+    """The running line has 53 columns at 80 (padding, a blank and the 24-column sparkline
+    take the rest); with two variants side by side its longest form is wider, and a shorter one keeps
     what is moving: the variant, the phase, the live bytes (the time is appended after)."""
     from rich.console import Console
     from rich.text import Text
@@ -182,10 +210,12 @@ def test_side_by_side_at_80_columns_the_status_line_keeps_the_phase_and_the_live
     state = fold(state, Streamed("baseline", 0, 3, {"type": "sample", "events": 2,
                                                     "live_bytes": 40, "phase": "forward 0"}))
     assert state.service == ""  # the service's word about a worker is over once it runs
-    forms = [Text.assemble(*progress, (" · 12 s", "")) for progress in progress_forms(
-        state, lambda b: "14.78 GB")]
+    state = fold(state, Streamed("baseline", 0, 3, {"type": "sample", "events": 3,
+                                                    "live_bytes": 14_780_000_000,
+                                                    "phase": "forward 0"}))
+    forms = [Text.assemble(*progress, (" · 12 s", "")) for progress in progress_forms(state)]
     assert "+1 beside it" in forms[0].plain and "Esc cancels" in forms[0].plain
-    console = Console(width=54, record=True)
+    console = Console(width=53, record=True)
     console.print(Fit(*forms))
     line = console.export_text().rstrip("\n")
     assert "\n" not in line  # one line, not wrapped or cut

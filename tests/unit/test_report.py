@@ -12,6 +12,7 @@ import pytest
 from lab.report import (FIRST, NAMED, Row, capacity, check_cells, comparison_table, delta_text,
                         format_bytes, metric, number, peak_text, percent, provenance,
                         result_rows, seconds, signed_bytes, table, code_path_note, with_deltas)
+from lab.report.rows import delta_note
 from lab.report.tables import numeric_columns
 
 SCI = re.compile(r"\d[eE][+-]?\d")
@@ -51,9 +52,21 @@ def test_percent(f, text):
     assert percent(f) == text
 
 
-def test_capacity_quotes_gib_only_for_a_whole_gib():
+@pytest.mark.parametrize("f, text", [(0.25, "+25%"), (-0.054, "−5%"), (-4.5e-5, "<1%"),
+                                     (0.0, "±0%"), (12.5, "+1,250%"), (None, "—")])
+def test_a_guess_is_off_by_whole_percents(f, text):
+    # the course map's guess column is 5 cells: '−0.0045%' broke over two lines there
+    from lab.report import rough_percent
+
+    assert rough_percent(f) == text
+
+
+def test_a_capacity_is_said_once_in_gb_and_in_the_gib_pytorch_quotes():
     assert capacity(16 * 2**30) == "17.18 GB (16 GiB)"
-    assert capacity(3 * 10**9) == "3.00 GB"
+    assert capacity(3 * 10**9) == "3.00 GB (2.79 GiB)"
+    # an H200 as CUDA reports it: the GiB figure is its OOM message's "total capacity"
+    assert capacity(150_109_880_320) == "150.11 GB (139.80 GiB)"
+    assert capacity(3_000) == "3.00 kB"
 
 
 def test_metrics_named_as_bytes_are_bytes_and_the_rest_plain_numbers():
@@ -111,11 +124,21 @@ def test_compare_takes_the_first_row_as_baseline():
     assert rows[0].is_baseline and rows[1].delta_bytes == 500
 
 
-@pytest.mark.parametrize("base_status, row_status", [("oom", "ok"), ("ok", "oom"),
+@pytest.mark.parametrize("base_status, row_status", [("oom", "oom"), ("ok", "oom"),
                                                      ("cancelled", "ok"), ("ok", "timeout")])
 def test_delta_only_when_both_ran_ok(base_status, row_status):
     rows = result_rows([_r("baseline", base_status, 2_000), _r("x", row_status, 1_000)])
     assert rows[1].delta_bytes is None and delta_text(rows[1]) == "—"
+
+
+def test_against_a_baseline_that_ran_out_of_memory_the_delta_is_a_bound():
+    # it needed more than the 2,000 B it reached: a variant that fits in 1,000 saved at least 1,000
+    rows = result_rows([_r("baseline", "oom", 2_000), _r("x", "ok", 1_000), _r("y", "ok", 3_000)])
+    assert rows[1].delta_bound and delta_text(rows[1]) == "≤−1.00 kB (≤−50%)"
+    assert delta_text(rows[2]) == "—"  # above what the baseline reached: nothing to bound
+    assert "at least that much less" in delta_note(rows)
+    assert delta_note(result_rows([_r("baseline", "cancelled", 0), _r("x")])) == \
+        "the baseline did not finish: no Δ to compare with"
 
 
 def test_a_stopped_run_shows_its_status_never_zero():
@@ -164,6 +187,17 @@ def test_provenance_labels():
     assert provenance(_res("cpu", "small", name="CPU")) == "your CPU (small scale)"
     assert provenance(_res("sim", torch="2.13.0+cpu", name="simulated")) == \
         "simulated (full scale, torch 2.13)"
+
+
+def test_a_recording_is_named_by_the_card_it_ran_on():
+    from lab.report import card_name, recorded_on, short_label
+
+    assert [card_name(n) for n in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB",
+                                   "NVIDIA GeForce RTX 4090", "Tesla T4", "")] == \
+        ["H200", "H100", "A100", "GeForce RTX 4090", "T4", "GPU"]
+    h100 = _res("cuda", name="NVIDIA H100 80GB HBM3")
+    assert short_label(h100, recorded=True) == "H100 recording"
+    assert recorded_on([_res("cuda"), h100, _res("cuda")]) == "H200/H100"
 
 
 def test_version_note_once_when_versions_differ():
@@ -217,3 +251,10 @@ def test_notes_are_said_once_per_lesson():
     assert lesson_notes([a, b]) == ["shared",
                                     "margin 1,024 B above the tensors (baseline; lightning: 2,048 B)",
                                     "lightning: only here"]
+
+
+def test_a_plot_axis_reads_in_the_unit_of_the_numbers_beside_it():
+    from lab.report import axis_unit
+
+    assert axis_unit(782_200_000) == ("MB", 1e6)  # "peak 782.20 MB" beside it
+    assert axis_unit(4_400_000_000) == ("GB", 1e9) and axis_unit(12) == ("B", 1.0)

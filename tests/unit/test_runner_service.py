@@ -188,3 +188,36 @@ def test_a_cuda_run_is_placed_on_a_gpu_of_the_service(service, monkeypatch):
     assert res.status == "error" and "needs a CUDA GPU" in res.error  # none here, truly
     too_many = runner.run(request("baseline", mode="cuda", ranks=3))
     assert too_many.error == "the run asks for 3 GPUs, one per rank; this machine has 2"
+
+
+@pytest.mark.slow
+def test_quitting_the_last_app_stops_the_service_an_app_started(service, monkeypatch):
+    """`q` in the app: the service (and its zygote, ~350 MB) goes with the last app that uses
+    it, when an app started it; while another app uses it, or a shell started it, it stays, and
+    the terminal is told for whom and for how long."""
+    from lab.runner.paths import clients_dir
+
+    monkeypatch.setenv("MEMLAB_RUNNER_SPARES", "0")
+    monkeypatch.setenv("MEMLAB_RUNNER_ZYGOTE", "0")
+    first = ServiceRunner(fallback=SubprocessRunner())
+    first.register()
+    first.prestart()
+    assert first.started_service
+    pid = service_pid()
+    # another app (a live process) uses it too: it stays, and says so
+    other = clients_dir() / str(os.getppid())
+    other.touch()
+    note = first.release()
+    assert alive(pid) and note is not None
+    assert f"app {os.getppid()}" in note and "stops by itself after 5 min without a run" in note
+    # that app quits last: the service an app started goes with it
+    other.unlink()
+    assert ServiceRunner(fallback=SubprocessRunner()).release() is None
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+    # a service a shell started (memlab run) is not an app's to stop: it stays, said so
+    remote.connect(start=True).close()
+    note = ServiceRunner(fallback=SubprocessRunner()).release()
+    assert alive(service_pid()) and "stays for the shell that started it" in note

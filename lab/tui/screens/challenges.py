@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from lab.course import challenges as chl
 from lab.course.reference import load_reference
+from lab.report import recorded_on
 from lab.serve.policy import Refused, served
 
 
@@ -52,7 +53,7 @@ class ChallengeScreen(Screen):
         Binding("h", "hint", "Hint"),
     ]
     DEFAULT_CSS = """
-    ChallengeScreen #ch-table { height: auto; max-height: 7; }
+    ChallengeScreen #ch-table { height: auto; max-height: 9; }
     ChallengeScreen #ch-detail { height: 1fr; padding: 0 1; }
     ChallengeScreen #ch-served { padding: 1 2; color: $warning; }
     """
@@ -75,7 +76,7 @@ class ChallengeScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.title, self.sub_title = "Challenges", "graded in sim · answers recorded on the H200"
+        self.title, self.sub_title = "Challenges", "graded in sim · answers recorded on a GPU"
         if served():
             return
         try:
@@ -83,12 +84,26 @@ class ChallengeScreen(Screen):
         except chl.ChallengeError as e:
             self.query_one("#ch-text", Static).update(Text(f"⚠ {e}", style="yellow"))
             return
+        self._columns(self.app.size.width)
+        self.query_one("#ch-table", DataTable).focus()
+
+    def on_resize(self, event) -> None:
+        if not served() and self.items:
+            self._columns(event.size.width)
+
+    def _columns(self, width: int) -> None:
+        """The goal takes the width the id and the status leave, and wraps in it (a goal is
+        read whole at 80 columns, never cut)."""
         table = self.query_one("#ch-table", DataTable)
-        table.add_column("challenge", key="id")
-        table.add_column("status", key="status")
-        table.add_column("goal", key="title")
+        id_w = max([len("challenge")] + [len(ch.id) for ch in self.items])
+        goal_w = max(16, width - id_w - len("○ not started") - 3 * 2 - 2 - 2)
+        if table.columns and table.columns.get("title") and table.columns["title"].width == goal_w:
+            return
+        table.clear(columns=True)
+        table.add_column("challenge", key="id", width=id_w)
+        table.add_column("status", key="status", width=len("○ not started"))
+        table.add_column("goal", key="title", width=goal_w)
         self.refresh_view()
-        table.focus()
 
     def check_action(self, action: str, parameters) -> bool | None:
         """Served: nothing to start, edit or check (the footer shows only Back)."""
@@ -109,7 +124,8 @@ class ChallengeScreen(Screen):
         row = table.cursor_row
         table.clear()
         for ch in self.items:
-            table.add_row(ch.id, status_text(self.app.progress, ch), ch.title, key=ch.id)
+            table.add_row(ch.id, status_text(self.app.progress, ch), Text(ch.title), key=ch.id,
+                          height=None)
         if self.items:
             table.move_cursor(row=min(row, len(self.items) - 1))
         self.show_detail()
@@ -118,7 +134,7 @@ class ChallengeScreen(Screen):
         ch = self.current
         if ch is None:
             return
-        recorded = ch.solution_variant in load_reference(ch.lesson.id, self.app.reference_root)
+        recorded = load_reference(ch.lesson.id, self.app.reference_root).get(ch.solution_variant)
         path = chl.copy_path(ch)
         # the learner's own grade first, under the title: at 80x24 the brief fills the pane, and
         # a result below it would be out of sight
@@ -134,16 +150,17 @@ class ChallengeScreen(Screen):
                                   style="green" if line.ok else "red"))
             if g.error and not g.passed:
                 parts.append(Text(g.error, style="dim"))
+        say = ch.lesson.renumbered  # "lesson 17" as the course map numbers it
         if ch.id in self.shown_hint and ch.hint:
-            parts.append(Text(f"Hint: {ch.hint}", style="italic"))
-        parts += [Text(""), Text(reflow(ch.brief)), Text("")]
+            parts.append(Text(f"Hint: {say(ch.hint)}", style="italic"))
+        parts += [Text(""), Text(say(reflow(ch.brief))), Text("")]
         parts.append(Text(f"Your copy: {path}" if path.is_file() else
                           "Not started: s copies the starting code into your data folder.",
                           style="cyan" if path.is_file() else "dim"))
-        parts.append(Text("A reference solution ran on the H200 (lesson "
+        parts.append(Text(f"A reference solution ran on the {recorded_on([recorded])} (lesson "
                           f"{ch.lesson.key}, variant {ch.solution_variant})" if recorded else
                           f"Reference solution: lesson {ch.lesson.key}, variant "
-                          f"{ch.solution_variant} (H200 recording pending)", style="dim"))
+                          f"{ch.solution_variant} (GPU recording pending)", style="dim"))
         self.query_one("#ch-text", Static).update(Text("\n").join(parts))
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

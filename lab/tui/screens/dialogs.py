@@ -11,7 +11,8 @@ from textual.widgets import Button, Label, Markdown, Static
 
 from lab.course.curriculum import predicted_answer_gb
 
-from ..look import percent
+from lab.report import DASH, format_bytes, rough_percent
+from lab.report.units import given_gb
 from ..widgets.fit import Col, FitTable
 
 HELP = """\
@@ -21,9 +22,9 @@ HELP = """\
 |-----|-------|------|
 | `Enter` / `c` | course map | open the lesson / continue where you left off |
 | `k` / `R` | course map | your predictions, lesson by lesson / reset progress (asks first) |
-| `r` | lesson | run every checked variant — without a CUDA GPU: play the lesson's run recorded on an NVIDIA H200 |
+| `r` | lesson | run every checked variant — without a CUDA GPU: play the lesson's run recorded on a GPU (the status line names the card) |
 | `y` | lesson | run it yourself on this machine (no GPU: simulated at seed scale, real CPU at small scale) |
-| `s` | lesson | open the H200's recorded allocator snapshot (when this install has it) |
+| `s` | lesson | open the GPU's recorded allocator snapshot (when this install has it) |
 | `Esc` | lesson | cancel the run; when nothing runs, back to the course map |
 | `n` / `p` | lesson | next / previous lesson |
 | `1`…`5` | lesson | Lesson · Experiment · Results · Inspector · Quiz (a number typed with a point, like `4.4`, goes to the prediction box instead) |
@@ -55,8 +56,8 @@ shown after you answer). The course map's *guess* column and `k` show how close 
   same code on fake tensors: exact bytes at full size, no timing.
 - **Scales**: `seed` is the full size of the tutorials ("seed documents") this course grew
   from — a GPU-sized run; `small` is the same code shrunk to run in seconds on a laptop CPU.
-- Every number says where it came from: *H200 recording* (real CUDA, played back), *your
-  GPU*, *your CPU*, or *simulated*.
+- Every number says where it came from: *H200 recording* (real CUDA on the card it names,
+  played back), *your GPU*, *your CPU*, or *simulated*.
 
 Press `Esc` to close.
 """
@@ -170,13 +171,14 @@ def calibration_table(course, progress) -> FitTable | Text:
             ok = q is not None and abs(err) <= q.tolerance
             mark = Text("✔ within the tolerance" if ok else "outside the tolerance",
                         style="green" if ok else "yellow")
-        table_rows.append([name, f"{lp.prediction_gb:g} GB", f"{truth:.2f} GB" if truth else "—",
-                           source, percent(err) if err is not None else "—", mark])
+        table_rows.append([name, given_gb(lp.prediction_gb),
+                           format_bytes(int(truth * 1e9)) if truth else DASH,
+                           source, rough_percent(err), mark])
     caption = None
     if errors:
         errors.sort()
         caption = (f"{len(errors)} prediction(s) made before the result: median off by "
-                   f"{errors[len(errors) // 2]:.0%}")
+                   f"{rough_percent(errors[len(errors) // 2], signed=False)}")
     return FitTable("Your predictions of the peak, lesson by lesson", cols, table_rows,
                     caption=caption)
 

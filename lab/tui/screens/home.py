@@ -21,7 +21,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Static
 from lab.course.curriculum import Course, Lesson
 from lab.course.progress import NOT_STARTED, PREDICTED, QUIZ_DONE, QUIZ_PASSED, RUN, SEEN, Progress
 
-from ..look import percent
+from lab.report import rough_percent
 from ..widgets.fit import Fit
 
 STATUS_TEXT = {
@@ -44,7 +44,7 @@ def challenges_line(progress: Progress, course: Course) -> str:
         ok, total = summary(progress, course)
     except ChallengeError:
         return ""
-    return f" · challenges {ok}/{total} (x)" if total else ""
+    return f" · x: challenges {ok}/{total}" if total else ""
 
 
 def challenges_of(progress: Progress, lesson: Lesson) -> str:
@@ -67,7 +67,7 @@ def guess_text(lp) -> Text:
     err = lp.calibration_error
     if err is None:
         return Text("made", style="dim")
-    return Text(percent(err), style="green" if abs(err) <= 0.1 else "yellow")
+    return Text(rough_percent(err), style="green" if abs(err) <= 0.1 else "yellow")
 
 
 def status_text(progress: Progress, lesson_id: str) -> Text:
@@ -80,10 +80,24 @@ def status_text(progress: Progress, lesson_id: str) -> Text:
 
 
 def short_title(lesson: Lesson, room: int) -> str:
-    """The title, or its part before the colon when the whole does not fit `room`."""
+    """The title; its part before the colon when the whole does not fit `room`; else that part
+    cut at a word, with an ellipsis (never mid-word)."""
     if len(lesson.title) <= room:
         return lesson.title
-    return lesson.title.split(":")[0].strip()
+    head = lesson.title.split(":")[0].strip()
+    if len(head) <= room:
+        return head
+    cut = head[:max(1, room - 1)].rsplit(" ", 1)[0]
+    return cut + "…"
+
+
+def summary_forms(done: int, n: int, challenges: str) -> list[str]:
+    """The counters beside the continue button, the longest first; the challenges' key (x)
+    is in every form, so it is found at any width."""
+    return [f"  {done}/{n} quizzes passed · guess: how far your prediction was (k){challenges}",
+            f"  {done}/{n} quizzes passed · k: guesses{challenges}",
+            f"  {done}/{n} quizzes passed{challenges}",
+            f"  {done}/{n} passed{challenges}"]
 
 
 class HomeScreen(Screen):
@@ -121,6 +135,7 @@ class HomeScreen(Screen):
 
     def on_resize(self, event) -> None:
         self._layout(event.size.width, event.size.height)
+        self._continue_label()  # the button's title fits the new width
 
     def _layout(self, width: int, height: int) -> None:
         intro = self.course.intro.strip().replace("\n", " ")
@@ -166,25 +181,33 @@ class HomeScreen(Screen):
                           key=lesson.id, label=part_label, height=None)
         if course.lessons:
             table.move_cursor(row=min(row, len(course.lessons) - 1))
-        target = self.continue_target()
-        button = self.query_one("#continue", Button)
-        button.display = target is not None
-        if target is not None:
-            verb = "Continue" if progress.last_lesson is not None else "Start"
-            button.label = f"▶ {verb}: {target.key} {short_title(target, 40)}"
-        n = len(course.lessons)
-        challenges = challenges_line(progress, course)
-        self.query_one("#summary", Static).update(Fit(
-            Text(f"  {done}/{n} quizzes passed · guess: how far your prediction was (k)"
-                 + challenges, style="dim"),
-            Text(f"  {done}/{n} quizzes passed · k: guesses{challenges}", style="dim"),
-            Text(f"  {done}/{n} quizzes passed{challenges}", style="dim"),
-            Text(f"  {done}/{n} quizzes passed", style="dim"),
-            Text(f"  {done}/{n} passed", style="dim")))
+        self._continue_label()
+        self.query_one("#summary", Static).update(Fit(*(Text(f, style="dim")
+                                                        for f in self._summary(done))))
         broken = self.query_one("#broken", Static)
         broken.display = bool(course.errors)
         broken.update(Text("\n".join(f"⚠ could not load: {e}" for e in course.errors),
                            style="yellow"))
+
+    def _summary(self, done: int | None = None) -> list[str]:
+        progress, course = self.progress, self.course
+        if done is None:
+            done = sum(progress.status(l.id) == QUIZ_PASSED for l in course.lessons)
+        return summary_forms(done, len(course.lessons), challenges_line(progress, course))
+
+    def _continue_label(self) -> None:
+        """"▶ Continue: 02 Forward, backward, step": the title takes what the shortest counters
+        leave beside it, shortened at a word, never cut."""
+        target = self.continue_target()
+        button = self.query_one("#continue", Button)
+        button.display = target is not None
+        if target is not None:
+            verb = "Continue" if self.progress.last_lesson is not None else "Start"
+            head = f"▶ {verb}: {target.key} "
+            room = self.app.size.width - 2 - 2 - len(self._summary()[-1]) - len(head)
+            button.label = head + short_title(target, room)
+            button.refresh(layout=True)  # a label is no layout reactive: a shorter one kept the
+            # wider button of a wider terminal, and the counters beside it got no room
 
     def on_screen_resume(self) -> None:
         self.refresh_view()

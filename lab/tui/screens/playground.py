@@ -30,7 +30,10 @@ from lab.measure.modes import MODES as MODE_NAMES, ModeChoice, ModeError, choose
 from lab.measure.result import RunResult
 from lab.serve.limits import refusal_of
 
-from ..look import percent, seconds, size, size_delta, variant_rgb
+from lab.report import (DASH, FIRST, Row, delta_text, number, peak_text, step_text,
+                        with_deltas)
+
+from ..look import variant_rgb
 from ..widgets.quiz import NumberInput
 from ..widgets.timeline import Series, TimelinePlot
 from . import playground_data as data
@@ -286,14 +289,16 @@ class PlaygroundScreen(Screen):
         # keeps the widths of the rows before, and a wider Δ overflowed its column)
         table.clear(columns=True)
         self._columns(table)
-        for k, r in enumerate(data.rows(self._plan, self.catalog, self._results)):
-            delta = "(baseline)" if k == 0 else "—" if r.delta_bytes is None else (
-                size_delta(r.delta_bytes)
-                + (f" ({percent(r.delta_frac)})" if r.delta_frac is not None else ""))
-            tput = "—" if r.throughput is None else f"{r.throughput:,.0f} {r.unit}/s"
+        rows = data.rows(self._plan, self.catalog, self._results)
+        simulated = mode_info(self._plan.mode).simulated
+        # the cells `memlab compare` prints (lab.report.rows: the first combination is the
+        # baseline; an OOM says where it stopped; sim has no step times, and says so)
+        cells = with_deltas([Row(r.combo, r.status, r.peak_bytes, step_time_s=r.step_time_s,
+                                 simulated=simulated) for r in rows], rule=FIRST)
+        for r, row in zip(rows, cells):
+            tput = DASH if r.throughput is None else f"{number(r.throughput, digits=3)} {r.unit}/s"
             status = r.status if not r.error else f"{r.status}: {r.error[:60]}"
-            peak = size(r.peak_bytes) if r.status == "ok" else "—"
-            table.add_row(r.combo, status, peak, delta, seconds(r.step_time_s), tput)
+            table.add_row(r.combo, status, peak_text(row), delta_text(row), step_text(row), tput)
         self.query_one(TimelinePlot).set_series(
             [Series.of(r, variant_rgb(k), label=r.variant) for k, r in enumerate(self._results)],
             f"{self._plan.workload}, {self._plan.mode}")

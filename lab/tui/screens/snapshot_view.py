@@ -23,12 +23,28 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
+from lab.report import axis_unit, format_bytes, number, percent
 from lab.snapshots import SnapshotSummary
 from lab.snapshots import frames as fr
 from lab.snapshots.text import when
 
-from ..look import axis_unit
-from ..look import size
+from ..widgets.inspector import fit_stack
+
+
+def fill(table: DataTable, width: int, headers: list[str], rows: list[list[str]], frame: int,
+         keys: list | None = None) -> None:
+    """`rows` in `table`, every column as wide as its widest cell; the `frame` column takes what
+    the others leave, its paths shortened at their head (widths set here: Textual's automatic
+    ones keep a column's first width when the table is filled again)."""
+    widths = [max([len(h)] + [len(r[k]) for r in rows]) for k, h in enumerate(headers)]
+    room = max(16, width - sum(w + 2 for k, w in enumerate(widths) if k != frame) - 2)
+    rows = [[fit_stack(c, room) if k == frame else c for k, c in enumerate(r)] for r in rows]
+    widths[frame] = max([len(headers[frame])] + [len(r[frame]) for r in rows])
+    table.clear(columns=True)
+    for h, w in zip(headers, widths):
+        table.add_column(h, width=w)
+    for r, key in zip(rows, keys or [None] * len(rows)):
+        table.add_row(*r, key=key)
 
 
 class TimelinePlot(PlotextPlot):
@@ -73,7 +89,7 @@ class TimelinePlot(PlotextPlot):
         p.vline(self._tx(self.cursor))
         p.xlabel("seconds" if s.x_unit == "us" else "allocation #")
         p.ylabel(unit)
-        p.title(f"allocated memory · peak {size(s.peak_bytes)}")
+        p.title(f"allocated memory · peak {format_bytes(s.peak_bytes)}")
         self.refresh()
 
 
@@ -83,11 +99,11 @@ class SnapshotViewScreen(Screen):
     DEFAULT_CSS = """
     SnapshotViewScreen { layout: vertical; }
     SnapshotViewScreen #header { height: auto; padding: 0 1; color: $text-muted; }
-    SnapshotViewScreen TimelinePlot { height: 1fr; min-height: 12; }
+    SnapshotViewScreen TimelinePlot { height: 1fr; min-height: 6; }
     SnapshotViewScreen #inspector { height: auto; max-height: 9; padding: 0 1;
                                     border-top: solid $primary-darken-2; }
-    SnapshotViewScreen #tables { height: 14; }
-    SnapshotViewScreen DataTable { width: 1fr; }
+    SnapshotViewScreen #tables { height: 1fr; min-height: 6; layout: vertical; }
+    SnapshotViewScreen #tables > DataTable { width: 100%; height: 1fr; min-height: 3; }
     """
     BINDINGS = [
         # priority: the tables below have focus and would take the arrows for themselves
@@ -95,9 +111,10 @@ class SnapshotViewScreen(Screen):
         Binding("right", "move(1)", "→", show=False, priority=True),
         Binding("shift+left", "move(-20)", "← ×20", show=False, priority=True),
         Binding("shift+right", "move(20)", "→ ×20", show=False, priority=True),
+        # short labels: at 80 columns the footer keeps every key, q quit included
         Binding("plus,equals_sign", "zoom(0.5)", "zoom in"),
-        Binding("minus", "zoom(2)", "zoom out"),
-        Binding("0", "reset", "whole run"),
+        Binding("minus", "zoom(2)", "out"),
+        Binding("0", "reset", "all"),
         Binding("p", "peak", "peak"),
         Binding("o", "next_oom", "next OOM"),
         Binding("escape", "back", "back"),
@@ -127,30 +144,38 @@ class SnapshotViewScreen(Screen):
     def _header(self) -> str:
         s = self.summary
         guess = " (guess)" if s.guessed else ""
-        parts = [fr.short_path(s.file) if s.file else "snapshot", f"{s.events:,} entries",
-                 f"peak {size(s.peak_bytes)} at {when(s, s.peak_time_us)}",
+        parts = [fr.short_path(s.file) if s.file else "snapshot", f"{number(s.events)} entries",
+                 f"peak {format_bytes(s.peak_bytes)} at {when(s, s.peak_time_us)}",
                  f"phase{guess}: {s.peak_phase or '—'}",
                  f"made by {s.peak_where or '—'}"]
         if s.reserved_peak_bytes is not None:
-            parts.insert(3, f"reserved peak {size(s.reserved_peak_bytes)}")
+            parts.insert(3, f"reserved peak {format_bytes(s.reserved_peak_bytes)}")
         if s.ooms:
             parts.append(f"{len(s.ooms)} OOM")
         return " · ".join(parts)
 
     def on_mount(self) -> None:
-        s = self.summary
-        groups = self.query_one("#groups", DataTable)
-        groups.add_columns("live at the peak, by first user frame", "bytes", "blocks", "share")
-        total = s.peak_bytes or 1
-        for g in s.groups:
-            groups.add_row(g["where"], size(g["bytes"]), f"{g['count']:,}",
-                           f"{g['bytes'] / total:.0%}")
-        blocks = self.query_one("#blocks", DataTable)
-        blocks.add_columns("largest blocks", "allocated", "phase", "where")
-        for a in s.live_at_peak:
-            blocks.add_row(size(a.bytes), when(s, a.time_us), a.phase, a.where,
-                           key=str(a.index) if a.index is not None else None)
+        self._tables()
         self._inspect()
+
+    def on_resize(self, event) -> None:
+        self._tables()
+
+    def _tables(self) -> None:
+        """The two tables, one above the other, each frame ("file.py:23 main") fitted to the
+        width its table leaves it: a long path loses its head, never its file:line."""
+        s = self.summary
+        width = (self.size.width or self.app.size.width) - 2  # the table's scrollbar
+        total = s.peak_bytes or 1
+        fill(self.query_one("#groups", DataTable), width, ["live at the peak, by first user "
+                                                           "frame", "bytes", "blocks", "share"],
+             [[g["where"], format_bytes(g["bytes"]), number(g["count"]),
+               percent(g["bytes"] / total, signed=False)] for g in s.groups], frame=0)
+        fill(self.query_one("#blocks", DataTable), width,
+             ["largest blocks", "allocated", "phase", "where"],
+             [[format_bytes(a.bytes), when(s, a.time_us), a.phase, a.where]
+              for a in s.live_at_peak], frame=3,
+             keys=[str(a.index) if a.index is not None else None for a in s.live_at_peak])
 
     # ---- the cursor and the window ------------------------------------------------------------
     @property
@@ -226,11 +251,11 @@ class SnapshotViewScreen(Screen):
         x = self.plot.cursor
         i = s.entry_near(x)
         e = s.entry(i)
-        lines = [f"cursor {when(s, int(x))} · allocated {size(s.allocated_at(i))}"
+        lines = [f"cursor {when(s, int(x))} · allocated {format_bytes(s.allocated_at(i))}"
                  + (f" · phase {s.band_at(x)}" if s.band_at(x) else "")]
         if e is not None:
             frames = e.get("frames") or []
-            lines.append(f"entry #{i:,}: {e.get('action')} {size(e.get('size', 0))} · "
+            lines.append(f"entry #{number(i)}: {e.get('action')} {format_bytes(e.get('size', 0))} · "
                          f"{stack_heading(frames)}")
             lines += [f"    {line}" for line in frame_lines(frames)]
         elif s.source == "memlab-result":

@@ -14,7 +14,9 @@ from textual.widgets import Static
 from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
 
-from ..look import category_color, size
+from lab.report import format_bytes
+
+from ..look import category_color
 from .fit import Col, Fit, FitTable
 
 SHORT = {"parameters": "params", "gradients": "grads", "optimizer_state": "optim.",
@@ -73,7 +75,7 @@ class CategoryBars(Static):
             cats = r.peak.by_category
             present += [c for c in CATEGORIES if cats.get(c, 0) > 0 and c not in present]
             grid.add_row(Text(lbl, style=f"bold {col}"), stacked_bar(cats, r.peak.bytes, top, width),
-                         size(r.peak.bytes))
+                         format_bytes(r.peak.bytes))
         legend = Text("  ")
         for c in (c for c in CATEGORIES if c in present):
             legend.append("■ ", style=category_color(c))
@@ -87,9 +89,9 @@ class CategoryBars(Static):
             detail.add_column(lbl, justify="right", style=col, no_wrap=True)
         for c in cats:
             detail.add_row(Text(c.replace("_", " "), style=category_color(c)),
-                           *[size(r.peak.by_category.get(c, 0)) for _, _, r in rows])
+                           *[format_bytes(r.peak.by_category.get(c, 0)) for _, _, r in rows])
         turned = FitTable("", [Col("at the peak", key=True)] + [
             Col(c.replace("_", " "), "right", numeric=True, short=SHORT.get(c, c)) for c in cats],
-            [[Text(lbl, style=f"bold {col}")] + [size(r.peak.by_category.get(c, 0)) for c in cats]
+            [[Text(lbl, style=f"bold {col}")] + [format_bytes(r.peak.by_category.get(c, 0)) for c in cats]
              for lbl, col, r in rows])
         return Group(grid, legend, Fit(detail, turned))

@@ -2,8 +2,9 @@
 and above it the technique's own code that variant runs (lab/tui/technique_code.py: the
 autocast block and the GradScaler of `run_with(run, "bf16")`, the checkpoint call, ...).
 
-It scrolls both ways (long lines are scrolled to, never wrapped or cut) and takes the focus when
-the Experiment tab opens, so ↑/↓/←/→ and the mouse scroll it without tabbing into it first.
+It scrolls both ways (long lines are scrolled to, never wrapped, and a line that goes on past the
+right edge ends in `›` there: `CutMarks`) and takes the focus when the Experiment tab opens, so
+↑/↓/←/→ and the mouse scroll it without tabbing into it first.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from textual.containers import ScrollableContainer
 from textual.widgets import Static
 
 from ..technique_code import Snippet, technique_snippets
+from .cut_marks import CutMarks
 from .fit import natural_width
 
 
@@ -45,12 +47,14 @@ class CodeView(ScrollableContainer, can_focus=True):
         self.marked: str | None = None
         self.span: tuple[int, int] | None = None
         self.snippets: list[Snippet] = []
+        self._pending: bool | None = None  # marked while hidden: drawn when shown (scroll?)
 
     def compose(self):
         code = self._render_code()
         static = Static(code, id="code")
         static.styles.width = natural_width(self.app.console, self.app.console.options, code)
         yield static
+        yield CutMarks(code, tall=True)
 
     def _theme(self) -> tuple[str, str]:
         dark = getattr(self.app, "current_theme", None)
@@ -88,16 +92,29 @@ class CodeView(ScrollableContainer, can_focus=True):
         return sum(len(s.source.splitlines()) + 2 for s in self.snippets) + 1
 
     def mark(self, variant: str | None, scroll: bool = True) -> None:
-        """Highlight `def variant(...)`, show the technique code it runs, bring both into view."""
+        """Highlight `def variant(...)`, show the technique code it runs, bring both into view.
+        While the view is hidden (another tab), it is drawn when next shown: a run marks each
+        variant as it starts, and highlighting a long file costs a tenth of a second."""
         self.marked = variant
         self.span = function_lines(self.code, variant) if variant else None
         self.snippets = technique_snippets(self.code, variant) if variant else []
+        self._pending = scroll or bool(self._pending)
+        if self.content_region.width:
+            self._draw()
+
+    def on_show(self) -> None:
+        if self._pending is not None:
+            self._draw()
+
+    def _draw(self) -> None:
+        scroll, self._pending = self._pending, None
         code = self._render_code()
         static = self.query_one("#code", Static)
         static.update(code)
         # as wide as its longest line, so the view scrolls sideways to it (width: auto would
         # clamp the code to the view and cut the line)
         static.styles.width = natural_width(self.app.console, self.app.console.options, code)
+        self.query_one(CutMarks).measure(code)
         if scroll and self.span:
             y = 0 if self.snippets else max(0, self.span[0] - 3)
             self.call_after_refresh(lambda: self.scroll_to(x=0, y=y, animate=False))

@@ -12,12 +12,16 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
 from lab.course.curriculum import Lesson
 from lab.measure.modes import MODES
 
-from ..look import size, variant_color
+from lab.report.units import as_given
+
+from ..author_text import described
+from ..look import variant_color
 from .fit import Fit
 
 MODE_HELP = {
@@ -31,14 +35,6 @@ SCALE_HELP = ("seed = the full sizes of the tutorials this course comes from (a 
               "small = the same code shrunk to run in seconds on a laptop CPU")
 SCALE_HELP_SHORT = "seed = the tutorials' full sizes (a GPU run) · small = seconds on a laptop CPU"
 ONE_ROW = 92  # narrower than this, the mode/scale and the GPU/Run controls take two rows
-
-
-def cap_text(n: int) -> str:
-    """A lesson's virtual GPU as it was written: '16 GiB', '24 MiB'."""
-    for name, div in (("GiB", 2**30), ("MiB", 2**20)):
-        if n % div == 0:
-            return f"{n // div} {name}"
-    return size(n)
 
 
 class RunControls(Vertical):
@@ -58,6 +54,13 @@ class RunControls(Vertical):
     RunControls > .hint { height: auto; color: $text-muted; }
     """
 
+    class Chosen(Message):
+        """The learner looked at a variant (tabbed onto its box, or checked it): it runs first."""
+
+        def __init__(self, variant: str) -> None:
+            super().__init__()
+            self.variant = variant
+
     def __init__(self, lesson: Lesson, auto_label: str, default_scale: str, *,
                  id: str | None = None):
         super().__init__(id=id)
@@ -73,7 +76,8 @@ class RunControls(Vertical):
             for i, v in enumerate(lesson.variants):
                 only = "" if v.recorded else f" ({'/'.join(v.modes)})"  # simulated, not recorded
                 yield Checkbox(f"[{variant_color(i)}]■[/] {v.name}{only}", True, compact=True,
-                               id=f"v-{v.name}", tooltip=f"{v.title}. {v.description}")
+                               id=f"v-{v.name}",
+                               tooltip=f"{v.title}. {described(lesson, v.description)}")
         with Vertical(id="mode-rows"):
             with Horizontal(id="mode-row"):
                 yield Label("mode")
@@ -93,6 +97,14 @@ class RunControls(Vertical):
                      classes="hint", id="scale-help")
         yield Static("", classes="hint", id="predict-row")
 
+    def on_descendant_focus(self, event) -> None:
+        if (event.widget.id or "").startswith("v-"):
+            self.post_message(self.Chosen(event.widget.id.removeprefix("v-")))
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        if event.value and (event.checkbox.id or "").startswith("v-"):
+            self.post_message(self.Chosen(event.checkbox.id.removeprefix("v-")))
+
     def on_resize(self, event) -> None:
         # as many variant columns as fit (each ~26 cells): wraps instead of cutting one off
         cols = max(1, min(len(self.lesson.variants), (event.size.width - 2) // 26))
@@ -105,7 +117,7 @@ class RunControls(Vertical):
 
     def _cap_placeholder(self, scale: str) -> str:
         cap = self.lesson.scales.get(scale, {}).get("gpu_memory")
-        return f"{cap_text(int(cap))} (lesson)" if cap else "no cap"
+        return f"{as_given(int(cap))} (lesson)" if cap else "no cap"
 
     # ---- reading the controls ----------------------------------------------------------------
     def selected_variants(self) -> tuple[str, ...]:
@@ -126,12 +138,21 @@ class RunControls(Vertical):
 
     # ---- calls down --------------------------------------------------------------------------
     def set_auto_label(self, label: str) -> None:
+        """What auto resolves to, in the mode list; the GPU box's hint for the scale."""
+        self.query_one("#gpu-memory", Input).placeholder = self._cap_placeholder(self.scale)
+        if label == self.auto_label:
+            return  # a Select set to its own value again would post Changed again
         self.auto_label = label
         select = self.query_one("#mode", Select)
         value = select.value
-        select.set_options(self._modes())
-        select.value = value
-        self.query_one("#gpu-memory", Input).placeholder = self._cap_placeholder(self.scale)
+        options = self._modes()
+        with select.prevent(Select.Changed):
+            select.set_options(options)
+            # set_options keeps the same value, so the box would still show the old label: set
+            # another option and back, which redraws it (no Changed: the choice did not change)
+            if len(options) > 1:
+                select.value = options[1][1] if value == options[0][1] else options[0][1]
+            select.value = value
 
     def show_prediction(self, text: Text) -> None:
         self.query_one("#predict-row", Static).update(text)

@@ -36,6 +36,10 @@ class Col:
 WIDE = 10_000  # measure at this width: Rich clamps a measurement to the width it is given
 
 
+def cell_plain(cell) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
 def natural_width(console: Console, options: ConsoleOptions, renderable) -> int:
     """How wide `renderable` wants to be, unwrapped (not clamped to the width at hand)."""
     return Measurement.get(console, options.update_width(WIDE), renderable).maximum
@@ -67,16 +71,29 @@ class FitTable:
                  caption: str | None = None, notes: Text | None = None):
         self.heading, self.columns, self.rows = heading, list(columns), [list(r) for r in rows]
         self.caption, self.notes = caption, notes
+        self._chosen: dict[int, list[Table]] = {}  # width -> the layout drawn there
 
-    def table(self, keep: Sequence[int], short: bool) -> Table:
+    def table(self, keep: Sequence[int], short: bool, rows: list | None = None) -> Table:
         t = Table(header_style="bold", pad_edge=False, box=box.SIMPLE_HEAD)
         for i in keep:
             c = self.columns[i]
+            # a prose column wraps at spaces, never inside a word: no narrower than its longest
+            longest = max((len(w) for r in self.rows for w in cell_plain(r[i]).split()),
+                          default=0) if c.wrap else None
             t.add_column((c.short or c.header) if short else c.header, justify=c.justify,
-                         no_wrap=not c.wrap, overflow="fold" if c.wrap else "ellipsis")
-        for row in self.rows:
+                         no_wrap=not c.wrap, overflow="fold" if c.wrap else "ellipsis",
+                         min_width=longest)
+        for row in self.rows if rows is None else rows:
             t.add_row(*(row[i] for i in keep))
         return t
+
+    def squeezed(self, keep: Sequence[int], short: bool) -> Table:
+        """The layout at its narrowest: each prose cell as its longest word (where it wraps to),
+        every other cell whole. (Rich's own minimum takes a cell's longest word for a column
+        that must not wrap too, and would then crop a number.)"""
+        return self.table(keep, short, rows=[
+            [max(cell_plain(cell).split(), key=len, default="") if c.wrap else cell
+             for c, cell in zip(self.columns, r)] for r in self.rows])
 
     def specs(self) -> list[tuple[list[int], bool]]:
         """(columns kept, short headers) of every layout, widest first: all columns, short
@@ -105,13 +122,19 @@ class FitTable:
         return [self.table(keys + p, True) for p in parts]
 
     def _tables(self, console: Console, options: ConsoleOptions) -> list[Table]:
+        """The layout at this width (measured once a width: a screen redraws it often)."""
+        if options.max_width not in self._chosen:
+            self._chosen[options.max_width] = self._choose(console, options)
+        return self._chosen[options.max_width]
+
+    def _choose(self, console: Console, options: ConsoleOptions) -> list[Table]:
         layouts = self.layouts()
         for t in layouts:
             if natural_width(console, options, t) <= options.max_width:
                 return [t]
         last = layouts[-1]
-        if any(c.wrap for c in self.columns) and Measurement.get(
-                console, options.update_width(WIDE), last).minimum <= options.max_width:
+        if any(c.wrap for c in self.columns) and natural_width(
+                console, options, self.squeezed(*self.specs()[-1])) <= options.max_width:
             return [last]  # the prose columns (a check's name) wrap; the numbers stay whole
         if any(c.key for c in self.columns):
             return self.split(console, options)

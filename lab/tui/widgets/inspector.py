@@ -20,7 +20,9 @@ from textual.widgets import DataTable, Select, Static
 from lab.course.curriculum import Lesson
 from lab.measure.result import Block, RunResult
 
-from ..look import category_color, size, variant_rgb
+from lab.report import format_bytes
+
+from ..look import category_color, variant_rgb
 from .fit import Fit
 from .tables import variant_index
 from .timeline import Series, TimelinePlot
@@ -39,6 +41,26 @@ def short_stack(stack: str) -> str:
         return "—"
     head, _, tail = stack.partition("/experiment.py")
     return "experiment.py" + tail if tail or stack.endswith("/experiment.py") else stack
+
+
+def fit_stack(stack: str, room: int) -> str:
+    """The frame that allocated, in `room` columns: its file:line always (what a learner opens),
+    so a long path loses its head, not its tail: "…/loss/loss_utils.py:47 ForCausalLMLoss",
+    then "…/loss_utils.py:47 ForCausalLMLoss", then without the function, then "…" and the
+    end of "file.py:line"."""
+    text = short_stack(stack)
+    if len(text) <= room:
+        return text
+    where, _, func = text.partition(" ")
+    parts = where.split("/")
+    for k in range(1, len(parts)):
+        shorter = "…/" + "/".join(parts[k:]) + (f" {func}" if func else "")
+        if len(shorter) <= room:
+            return shorter
+    last = "…/" + parts[-1] if len(parts) > 1 else parts[-1]
+    if len(last) <= room:
+        return last
+    return "…" + parts[-1][-(max(1, room - 1)):]
 
 
 def phase_at(result: RunResult, index: int) -> str:
@@ -96,6 +118,9 @@ class InspectorView(Vertical, can_focus=True):
         yield Static("", id="cursor-info")
         table = DataTable(id="blocks", cursor_type="row", zebra_stripes=True)
         yield table
+
+    def on_resize(self, event) -> None:
+        self._refresh_view()  # the frames' column takes what the width leaves
 
     def on_mount(self) -> None:
         table = self.query_one("#blocks", DataTable)
@@ -198,18 +223,26 @@ class InspectorView(Vertical, can_focus=True):
         text = Text.assemble(("event ", "dim"), (f"{idx}", "bold"),
                              ("/", "dim"), f"{r.timeline.index[-1] if r.timeline.index else len(r.timeline.live) - 1}",
                              ("  phase ", "dim"), (phase_at(r, idx) or "—", "bold"),
-                             ("  live ", "dim"), (size(live), "bold"))
+                             ("  live ", "dim"), (format_bytes(live), "bold"))
         if r.peak.index == idx:
             text.append("  ◆ the peak", style="bold red")
         if not r.blocks:
             text.append("\nno block details: the run did not finish", style="dim")
         elif blocks:
-            text.append(f"\n{len(blocks)} largest live storages shown: {size(shown)} of {size(live)}",
+            text.append(f"\n{len(blocks)} largest live storages shown: {format_bytes(shown)} of {format_bytes(live)}",
                         style="dim")
         info.update(text)
-        for b in blocks[:50]:
-            life = f"#{b.alloc_index}→" + (f"#{b.free_index}" if b.free_index is not None else "end")
-            table.add_row(Text(size(b.nbytes), justify="right"),
-                          Text(b.category.replace("_", " "), style=category_color(b.category)),
-                          b.phase, life, short_stack(b.stack))
+        rows = [(format_bytes(b.nbytes), b.category.replace("_", " "), b.phase,
+                 f"#{b.alloc_index}→" + (f"#{b.free_index}" if b.free_index is not None
+                                         else "end"), b) for b in blocks[:50]]
+        # the frame takes what the other columns leave (2 columns of padding each, and the
+        # scrollbar): file:line stays in view at 80 columns
+        used = sum(max([len(h)] + [len(r[k]) for r in rows]) + 2
+                   for k, h in enumerate(("size", "category", "phase", "lifetime"))) + 2 + 2
+        width = table.size.width or self.size.width or self.app.size.width
+        room = max(12, width - used)
+        for size_text, category, phase, life, b in rows:
+            table.add_row(Text(size_text, justify="right"),
+                          Text(category, style=category_color(b.category)), phase, life,
+                          fit_stack(b.stack, room))
         self.post_message(self.CursorMoved(r.variant, idx))

@@ -5,7 +5,8 @@ the question is locked (no reveal-and-retry), and `QuizView.Answered` goes up to
 which saves it. The predict-the-peak question holds the prediction committed before the run
 when there is one. A predict-the-peak answer is also compared with the peak of the same
 variant and scale when a result has one (the H200 recording, or the learner's run). The
-feedback is scrolled into view, and focus moves on to the next open question.
+feedback is scrolled into view, then the next open question, highlighted ("next"), which takes
+the focus.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from lab.course.curriculum import Lesson, Question, predicted_answer_gb
 from lab.course.progress import parse_prediction
 from lab.report.numbers import NumberError
 
-from ..look import percent, size, size_delta
+from lab.report import format_bytes, percent, signed_bytes
+from lab.report.units import given_gb, number
 
 
 def grade_prediction(predicted_gb: float, answer_gb: float, tolerance: float) -> bool:
@@ -70,6 +72,7 @@ class QuestionCard(Vertical):
     QuestionCard > RadioSet > RadioButton { height: auto; }
     QuestionCard > Input { width: 24; }
     QuestionCard > .feedback { height: auto; margin-top: 1; display: none; }
+    QuestionCard.-next { border: round $accent; }
     """
 
     def __init__(self, lesson: Lesson, index: int, question: Question):
@@ -142,7 +145,7 @@ class QuizView(VerticalScroll, can_focus=True):
                 if q.kind == "choice" and isinstance(ans.answer, int) and 0 <= ans.answer < len(q.choices):
                     self._grade_choice(i, ans.answer, post=False)
                 elif q.kind == "predict_peak" and isinstance(ans.answer, (int, float)):
-                    self.query_one(f"#q{i}-gb", Input).value = f"{ans.answer:g}"
+                    self.query_one(f"#q{i}-gb", Input).value = number(ans.answer, digits=6)
                     self._grade_prediction(i, float(ans.answer), post=False)
         finally:
             self._restoring = False
@@ -151,7 +154,7 @@ class QuizView(VerticalScroll, can_focus=True):
         """The prediction committed before the run is the predict question's answer."""
         for i, q in enumerate(self.lesson.quiz):
             if q.kind == "predict_peak" and i not in self.correct:
-                self.query_one(f"#q{i}-gb", Input).value = f"{gb_value:g}"
+                self.query_one(f"#q{i}-gb", Input).value = number(gb_value, digits=6)
                 self._grade_prediction(i, gb_value, post=True, move_on=False)
 
     def set_measured(self, measured: dict[tuple[str, str], tuple[int, str]]) -> None:
@@ -207,14 +210,15 @@ class QuizView(VerticalScroll, can_focus=True):
         correct = grade_prediction(value, answer, q.tolerance)
         text = Text("✔ Within tolerance. " if correct else "✘ Outside the tolerance. ",
                     style="bold green" if correct else "bold red")
-        text.append(f"The answer: {answer:.2f} GB (±{q.tolerance:.0%} accepted); you said "
-                    f"{value:g} GB ({size_delta(int((value - answer) * 1e9))}).\n")
+        text.append(f"The answer: {format_bytes(int(answer * 1e9))} (±"
+                    f"{percent(q.tolerance, signed=False)} accepted); you said {given_gb(value)} "
+                    f"({signed_bytes(int((value - answer) * 1e9))}).\n")
         measured = self.measured.get((q.variant, q.scale))
         if measured:
             m_bytes, source = measured
             gap = int(value * 1e9) - m_bytes
-            text.append(f"{source}: {size(m_bytes)} ({q.variant}, {q.scale} scale); your answer "
-                        f"is off by {size_delta(gap)}"
+            text.append(f"{source}: {format_bytes(m_bytes)} ({q.variant}, {q.scale} scale); your answer "
+                        f"is off by {signed_bytes(gap)}"
                         + (f" ({percent(gap / m_bytes)})" if m_bytes else "") + ".\n",
                         style="cyan")
         else:
@@ -232,10 +236,22 @@ class QuizView(VerticalScroll, can_focus=True):
         if post:
             self.post_message(self.Answered(i, answer, correct))
         if move_on and had_focus:  # the locked control lost focus: on to the next open one
-            nxt = next((k for k in range(len(self.lesson.quiz)) if k not in self.correct), None)
-            target = (self.query_one(f"#q{nxt}").query("RadioSet, Input").first()
-                      if nxt is not None else self)
-            target.focus(scroll_visible=False)
+            n = len(self.lesson.quiz)  # the next open one below, else the first open above
+            nxt = next(((i + d) % n for d in range(1, n) if (i + d) % n not in self.correct), None)
+            for card in self.query(QuestionCard):
+                card.set_class(card.index == nxt, "-next")
+                card.border_subtitle = "next" if card.index == nxt else ""
+            if nxt is None:
+                self.focus(scroll_visible=False)
+                return
+            card = self.query_one(f"#q{nxt}", QuestionCard)
+            card.query("RadioSet, Input").first().focus(scroll_visible=False)
+            # after the feedback is brought into view: the next question below too, by the least
+            # scroll (the feedback stays on screen where both fit); one above (the last open
+            # question was skipped) is marked, and the feedback just given stays in view
+            if nxt > i:
+                self.call_after_refresh(lambda: self.call_after_refresh(
+                    card.scroll_visible, animate=False))
 
     def _score(self) -> None:
         if not self.lesson.quiz:

@@ -18,18 +18,22 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Collapsible, Static
 
 from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.course.progress import RunRecord
 
-from ..look import percent, size, size_delta, variant_rgb
-from ..provenance import is_version_note
+from lab.report import capacity, format_bytes, given_gb, recorded_on, rough_percent, signed_bytes
+
+from ..look import variant_rgb
+from ..author_text import one_sentence_a_line
+from ..provenance import code_path_line, is_version_note
 from ..result_set import ResultSet
 from .category_bars import CategoryBars
 from .fit import Fit
+from .lesson_text import CodeBlock
 from .tables import (check_notes, checks_table, color, diff_tables, failure_box, history_table,
                      recorded_variant, summary_table, variant_index, versus_table)
 from .timeline import Series, TimelinePlot
@@ -81,6 +85,18 @@ class ResultsData:
     versions: tuple[str, ...] | None = None  # (long … short): other code paths than the recording
     restored: str | None = None  # "from your last session (date)"
 
+    @classmethod
+    def of(cls, lesson: Lesson, state, lp, question, history: list[RunRecord]) -> ResultsData:
+        """What a lesson screen's state puts on the Results tab (lab/tui/lesson_model.py)."""
+        mine, recording = state.mine, state.recording
+        return cls(
+            lesson=lesson, lead=state.lead, beside=state.beside,
+            prediction_gb=lp.prediction_gb if lp else None,
+            prediction_question=(question.variant, question.scale) if question else None,
+            prediction_late=bool(lp and lp.prediction_late), history=history,
+            versions=code_path_line(mine.results, recording.results) if mine and recording
+            else None, restored=state.restored)
+
     def color(self, variant: str) -> str:
         return color(self.lesson, variant)
 
@@ -91,15 +107,16 @@ class ResultsData:
 
 
 def capacity_of(results: list[RunResult]) -> tuple[int, str] | None:
-    """The GPU size that applied: a virtual cap (lesson or controls), else a real GPU's total."""
+    """The GPU size that applied: a virtual cap (lesson or controls), else a real GPU's total;
+    said once in GB and GiB (lab.report.capacity), the unit PyTorch's OOM message uses."""
     for r in results:
         cap = r.device.virtual_bytes
         if cap:
-            gib = f" ({cap // 2**30} GiB)" if cap % 2**30 == 0 else ""
-            return cap, f"GPU capped at {size(cap)}{gib}"
+            return cap, f"GPU capped at {capacity(cap)}"
     for r in results:
         if r.on_gpu and r.device.total_bytes:
-            return r.device.total_bytes, f"{r.device.name} capacity {size(r.device.total_bytes)}"
+            total = r.device.total_bytes
+            return total, f"{r.device.name} capacity {capacity(total)}"
     return None
 
 
@@ -115,7 +132,7 @@ def plot_title(rs: ResultSet) -> str:
     if not measured:  # e.g. cancelled before anything was measured: not "peak 0 GB"
         return f"{where} · stopped before a peak was measured"
     top = max(measured, key=lambda r: r.peak.bytes)
-    return f"{where} · peak {size(top.peak.bytes)} {top.variant}"
+    return f"{where} · peak {format_bytes(top.peak.bytes)} {top.variant}"
 
 
 def prediction_text(data: ResultsData) -> Text | None:
@@ -123,7 +140,7 @@ def prediction_text(data: ResultsData) -> Text | None:
         return None
     variant, scale = data.prediction_question
     text = Text("Your prediction: ", style="bold")
-    text.append(f"{data.prediction_gb:g} GB for the {variant} peak at {scale} scale")
+    text.append(f"{given_gb(data.prediction_gb)} for the {variant} peak at {scale} scale")
     text.append(" (made after a result was shown: not counted)" if data.prediction_late
                 else " (committed before the run)", style="dim")
     text.append(". ")
@@ -131,10 +148,10 @@ def prediction_text(data: ResultsData) -> Text | None:
         r = rs.get(variant) if rs else None
         if r is not None and r.scale == scale and r.ok:
             gap = int(data.prediction_gb * 1e9) - r.peak.bytes
-            text.append(f"{rs.source.short}: {size(r.peak.bytes)}; your guess was off by "
-                        f"{size_delta(gap)}")
+            text.append(f"{rs.source.short}: {format_bytes(r.peak.bytes)}; your guess was off by "
+                        f"{signed_bytes(gap)}")
             if r.peak.bytes:
-                text.append(f" ({percent(gap / r.peak.bytes)})")
+                text.append(f" ({rough_percent(gap / r.peak.bytes)})")
             text.append(".")
             return text
     text.append(f"Run {variant} at {scale} scale to compare.", style="dim")
@@ -160,7 +177,8 @@ class ResultsView(VerticalScroll):
     ResultsView > .box { height: auto; margin: 0 1 1 1; }
     ResultsView > #source { margin: 0 1; height: auto; }
     ResultsView > #versions { margin: 0 1; height: auto; color: $warning; }
-    ResultsView > #failures { border: round $error; padding: 0 1; }
+    ResultsView > #failures { border: round $error; padding: 0 1; height: auto; }
+    ResultsView > #failures > CodeBlock { margin: 0 0 1 0; }
     ResultsView > #beside-note { color: $text-muted; margin: 0 1; height: auto; }
     ResultsView > Collapsible { margin: 0 1 1 1; padding: 0; border: none; }
     ResultsView > Collapsible > Contents { padding: 0 1; }
@@ -173,7 +191,7 @@ class ResultsView(VerticalScroll):
         yield Static("", id="first", classes="box")  # yours vs the recording, when yours leads
         yield TimelinePlot("", id="timeline")
         yield Static("", id="summary", classes="box")
-        yield Static("", id="failures", classes="box")
+        yield Vertical(id="failures", classes="box")
         yield Static("What was live at the peak", classes="box heading", id="bars-title")
         yield CategoryBars(id="bars", classes="box")
         yield Static("", id="prediction", classes="box")
@@ -190,6 +208,8 @@ class ResultsView(VerticalScroll):
     def on_mount(self) -> None:
         self._live_done: int | None = None  # variants finished in the live view (None: not live)
         self._live_series: list[Series] = []
+        self._live = None  # the run's latest state, not drawn yet
+        self.set_interval(0.25, self._draw_live)
         self.show(None)
 
     ALL = ("#source", "#versions", "#first", "#timeline", "#summary", "#failures", "#bars-title",
@@ -197,7 +217,7 @@ class ResultsView(VerticalScroll):
            "#beside-table", "#history", "#notes", "#recorded-notes")
 
     def show(self, data: ResultsData | None, empty_hint: Text | str = "") -> None:
-        self._live_done = None
+        self._live_done, self._live = None, None
         lead = data.lead if data else ResultSet()
         empty = self.query_one("#results-empty", Static)
         empty.display = not lead
@@ -228,9 +248,14 @@ class ResultsView(VerticalScroll):
         self._set("#versions", Fit(*(Text(v) for v in data.versions)) if data.versions else None)
         self._set("#first", versus_table(lesson, lead, data.beside) if data.mine_first else None)
         failures = [r for r in lead.results if not r.ok]
-        box = self.query_one("#failures", Static)
+        box = self.query_one("#failures", Vertical)
         box.display = bool(failures)
-        box.update(Text("\n").join(failure_box(r, src) for r in failures))
+        box.remove_children()
+        for r in failures:  # the message in a block that scrolls: a URL in it is never broken
+            head, message = failure_box(r, src)
+            box.mount(Static(head))
+            if message:
+                box.mount(CodeBlock(one_sentence_a_line(message), "text"))
         box.set_class(any(r.status in ("oom", "error") for r in failures), "-bad")
         self.query_one("#timeline", TimelinePlot).set_series(
             series_of(lesson, lead), plot_title(lead), capacity_of(lead.results))
@@ -249,7 +274,8 @@ class ResultsView(VerticalScroll):
                                  "." if not b.recorded else " — not run on this machine.")
             unrecorded = [r.variant for r in lead.results if not recorded_variant(lesson, r.variant)]
             if beside.is_recording and unrecorded:  # a variant of sim only (lesson.toml: modes = ["sim"])
-                note.append(f" {', '.join(unrecorded)}: simulated, not recorded on the H200.",
+                note.append(f" {', '.join(unrecorded)}: simulated, not recorded on the "
+                            f"{recorded_on(beside.results)}.",
                             style="dim")
             self.query_one("#beside", TimelinePlot).set_series(
                 series_of(lesson, beside), plot_title(beside), capacity_of(beside.results))
@@ -276,10 +302,23 @@ class ResultsView(VerticalScroll):
             self.query_one("#recorded-notes-text", Static).update(
                 Text("\n".join(f"• {n}" for n in folded), style="dim"))
 
-    def show_live(self, lesson: Lesson, head: Text, finished: ResultSet,
-                  partial: list[Series], capacity: tuple[int, str] | None) -> None:
-        """During a run: the variants done so far and the running one's growing timeline.
-        Called ~4×/s: the layout changes only when the run starts and when a variant ends."""
+    def show_live(self, lesson: Lesson, head: Text, state, capacity: tuple[int, str] | None,
+                  now: bool = False) -> None:
+        """During a run (a `LessonRun` state): the variants done so far and the running ones'
+        growing timelines. Drawn at most 4×/s (`now`: at once); the layout changes only when
+        the run starts and when a variant ends."""
+        self._live = (lesson, head, state, capacity)
+        if now:
+            self._draw_live()
+
+    def _draw_live(self) -> None:
+        if self._live is None:
+            return
+        lesson, head, state, capacity = self._live
+        self._live = None
+        finished = ResultSet(state.finished, state.plan.origin).in_order(state.variants)
+        partial = [Series(name, variant_rgb(variant_index(lesson, name)), list(d.x), list(d.y),
+                          list(d.phases)) for name, d in state.live if d.x]
         if self._live_done != len(finished.results):
             if self._live_done is None:
                 for wid in ("#results-empty", *self.ALL):

@@ -16,7 +16,15 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Sparkline
 
+from lab.report.units import elapsed
+
 from .fit import Fit
+
+
+def styled(words, variant_color: str = "") -> Text:
+    """(text, style) pieces (lab/tui/lesson_words.py) as Rich Text; "variant": its colour."""
+    return Text.assemble(*((t, f"bold {variant_color}" if s == "variant" else s)
+                           for t, s in words))
 
 
 class StatusText(Widget):
@@ -43,7 +51,7 @@ class StatusText(Widget):
 class RunStatus(Horizontal):
     DEFAULT_CSS = """
     RunStatus { height: 1; background: $panel; padding: 0 1; }
-    RunStatus > Sparkline { width: 24; display: none; }
+    RunStatus > Sparkline { width: 24; margin-left: 1; display: none; }
     RunStatus.-running > Sparkline { display: block; }
     """
 
@@ -67,14 +75,20 @@ class RunStatus(Horizontal):
         self._line = None
         self.query_one("#status-text", StatusText).say(text)
 
-    def start(self) -> None:
+    def start(self, line: Text | None = None) -> None:
+        """A run starts (or its next variant is queued): the clock from 0, the sparkline on."""
+        if line is not None:
+            self.say(line)
         self._started = self.clock()
         self.add_class("-running")
         self.query_one("#status-spark", Sparkline).data = []
         if self._timer is not None:
             self._timer.resume()
 
-    def stop(self) -> None:
+    def stop(self, line: Text | Fit | None = None) -> None:
+        """The run is over: `line` says how it went."""
+        if line is not None:
+            self.say(line)
         self._started = None
         self.remove_class("-running")
         if self._timer is not None:
@@ -97,9 +111,9 @@ class RunStatus(Horizontal):
         forms = []
         for line in self._line:
             text = line.copy()
-            text.append(f" · {self.elapsed():.0f} s", style="dim")
+            text.append(f" · {elapsed(self.elapsed())}", style="dim")
             forms.append(text)
         self.query_one("#status-text", StatusText).say(forms[0] if len(forms) == 1 else Fit(*forms))
 
 
-__all__ = ["RunStatus", "StatusText"]
+__all__ = ["RunStatus", "StatusText", "styled"]

@@ -1,9 +1,11 @@
 """The results tab's tables: peaks, checks, what each technique changed, the recording vs
 your own run, the run history. Rich renderables built from results, nothing else.
 
-Every table names where its numbers came from (`provenance.Source`). Sizes go through
-`look.size` / `look.size_delta` (lab.report.units). A value that was never reached (an OOM
-stopped the run first) says so instead of showing a measured zero.
+The numbers, the rows and the Δ-vs-baseline rule are lab.report's (one display policy for the
+app, `memlab run` and the exports: the same peak, the same Δ, the same rounding); this module
+picks the columns and styles the cells. Every table names where its numbers came from
+(`provenance.Source`). A value that was never reached (an OOM stopped the run first) says so
+instead of showing a measured zero.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
 from lab.course.progress import RunRecord
+from lab.report import (DASH, delta_text as delta_words, difference, format_bytes,
+                        peak_text as peak_words, result_rows, row_of, seconds, signed_bytes,
+                        status_text as status_word, step_text as step_words, vs_text)
+from lab.report.rows import check_gap, delta_note
 
 from ..align import merge_orders, phase_keys
-from ..look import (STATUS_LABEL, STATUS_STYLE, category_color, percent, seconds, size,
-                    size_delta, variant_color)
+from ..look import STATUS_STYLE, category_color, variant_color
 from ..provenance import Source
 from ..result_set import ResultSet
 from .fit import Col, FitTable
@@ -33,47 +38,22 @@ def color(lesson: Lesson, variant: str) -> str:
     return variant_color(variant_index(lesson, variant))
 
 
+def signed_style(d: int | None) -> str:
+    """Less memory is green, more is red."""
+    return "" if not d else "green" if d < 0 else "red"
+
+
 def status_text(status: str) -> Text:
-    return Text(STATUS_LABEL.get(status, status), style=STATUS_STYLE.get(status, ""))
+    return Text(status_word(status), style=STATUS_STYLE.get(status, ""))
 
 
 def peak_text(r: RunResult) -> Text:
-    if r.ok:
-        return Text(size(r.peak.bytes))
-    if r.status == "oom" and r.peak.bytes:
-        return Text(f"≥{size(r.peak.bytes)}", style="red")  # it needed more than it reached
-    return Text("—", style="dim")
+    """'4.40 GB'; 'OOM after 2.20 GB' (where it stopped: it needed more); '—'."""
+    return Text(peak_words(row_of(r)), style="" if r.ok else "red")
 
 
-def baseline_of(results) -> RunResult | None:
-    return next((r for r in results if r.variant == "baseline" and r.ok), None)
-
-
-def reached_baseline(results) -> RunResult | None:
-    """The baseline when it ran out of memory after reaching some bytes: a lower bound."""
-    return next((r for r in results if r.variant == "baseline" and r.status == "oom"
-                 and r.peak.bytes), None)
-
-
-def delta_text(r: RunResult, base: RunResult | None, bound: RunResult | None) -> Text:
-    """Δ vs the baseline; against a baseline that ran out of memory, a bound: it needed at
-    least what it reached, so a variant that fits saved at least the difference (lesson 18)."""
-    if r is base or r is bound:
-        return Text("(baseline)", style="dim")
-    if base is not None and r.ok:
-        d = r.peak.bytes - base.peak.bytes
-        pct = f" ({percent(d / base.peak.bytes)})" if base.peak.bytes else ""
-        return Text(size_delta(d) + pct, style="green" if d < 0 else "red" if d > 0 else "")
-    if bound is not None and r.ok and r.peak.bytes < bound.peak.bytes:
-        d = r.peak.bytes - bound.peak.bytes
-        return Text(f"≤{size_delta(d)} (≤{percent(d / bound.peak.bytes)})", style="green")
-    return Text("—", style="dim")
-
-
-def step_text(r: RunResult) -> str:
-    if r.step_time_s is not None:
-        return seconds(r.step_time_s)
-    return "—" if r.timed else "none (sim)"
+def dim_dash() -> Text:
+    return Text(DASH, style="dim")
 
 
 def cpu_timing_note(results) -> str | None:
@@ -86,36 +66,30 @@ def cpu_timing_note(results) -> str | None:
 
 def summary_table(lesson: Lesson, rs: ResultSet) -> Group:
     """Peaks, Δ vs the baseline, step times; the CUDA allocator's own peaks in a second table.
-    Each table drops what it can spare at 80 columns (step time, peak phase) before a number
-    would wrap."""
+    At 80 columns the headers take their short forms, then the status goes (the peak cell says
+    "OOM after …" itself), then the table splits in two with the variant in each part: the peak
+    phase and the step time are never dropped."""
     results = rs.results
-    base, bound = baseline_of(results), reached_baseline(results)
-    all_ok = all(r.ok for r in results)
-    cols = [Col("variant", key=True), Col("status", drop=2 if all_ok else 0),
+    rows = result_rows(results)
+    cols = [Col("variant", key=True), Col("status", drop=2),
             Col("peak", "right", numeric=True), Col("Δ vs baseline", "right", numeric=True,
                                                     short="Δ"),
-            Col("peak phase", drop=3), Col("step time", "right", numeric=True, short="step",
-                                           drop=4)]
-    rows = [[Text(r.variant, style=f"bold {color(lesson, r.variant)}"), status_text(r.status),
-             peak_text(r), delta_text(r, base, bound), r.peak.phase or "—", step_text(r)]
-            for r in results]
-    notes = []
-    if base is None and bound is not None:
-        notes.append("the baseline ran out of memory: Δ is against what it reached (≤: at least "
-                     "that much less)")
-    elif base is None and any(r.variant == "baseline" for r in results):
-        notes.append("the baseline did not finish: no Δ to compare with")
-    cpu = cpu_timing_note(results)
-    if cpu:
-        notes.append(cpu)
-    parts = [FitTable(f"Peak per variant — {rs.source.short}", cols, rows,
+            Col("peak phase"), Col("step time", "right", numeric=True, short="step")]
+    cells = [[Text(r.variant, style=f"bold {color(lesson, r.variant)}"), status_text(r.status),
+              peak_text(r), Text(delta_words(row), style=signed_style(row.delta_bytes)
+                                 if not row.is_baseline else "dim"),
+              r.peak.phase or DASH, step_words(row)]
+             for r, row in zip(results, rows)]
+    notes = [n for n in (delta_note(rows), cpu_timing_note(results)) if n]
+    parts = [FitTable(f"Peak per variant — {rs.source.short}", cols, cells,
                       caption="; ".join(notes) or None)]
     if any(r.allocator for r in results):
         a_cols = [Col("variant", key=True), Col("tensors", "right", numeric=True),
                   Col("allocated", "right", numeric=True, short="alloc."),
                   Col("reserved", "right", numeric=True, short="resv.")]
         a_rows = [[Text(r.variant, style=color(lesson, r.variant)), peak_text(r),
-                   size(r.allocator.peak_allocated_bytes), size(r.allocator.peak_reserved_bytes)]
+                   format_bytes(r.allocator.peak_allocated_bytes),
+                   format_bytes(r.allocator.peak_reserved_bytes)]
                   for r in results if r.allocator]
         parts.append(FitTable("The CUDA caching allocator's own peaks (its blocks: rounding "
                               "and workspaces included)" if not any(
@@ -150,17 +124,13 @@ def checks_table(lesson: Lesson, rs: ResultSet, with_notes: bool = True) -> FitT
         if not reached:
             measured, mark = Text("not reached", style="dim"), Text("")
         else:
-            measured = Text(size(c.measured_bytes))
-            if c.expected_bytes == 0:
-                good = c.measured_bytes == 0
-                mark = Text("✔ match" if good else f"{size_delta(c.measured_bytes)} more",
-                            style="green" if good else "yellow")
-            else:
-                good = abs(c.ratio - 1) <= 0.01
-                mark = Text("✔ match" if good else f"×{c.ratio:.3f}",
-                            style="green" if good else "yellow")
+            measured = Text(format_bytes(c.measured_bytes))
+            close = (c.measured_bytes == c.expected_bytes if c.expected_bytes == 0
+                     else abs(c.ratio - 1) <= 0.01)  # within 1 %: the allocator's rounding
+            gap = check_gap(c)
+            mark = Text("✔ match" if gap == "none" else gap, style="green" if close else "yellow")
         table_rows.append([c.name, Text(r.variant, style=color(lesson, r.variant)),
-                           size(c.expected_bytes), measured, mark])
+                           format_bytes(c.expected_bytes), measured, mark])
     notes = check_notes(rs) if with_notes else []
     return FitTable(f"Expected vs measured — {rs.source.short}", cols, table_rows,
                     notes=Text("\n".join(f"• {n}" for n in notes[:6]), style="dim")
@@ -179,7 +149,7 @@ def _delta_header(lesson: Lesson, r: RunResult) -> tuple[Text, str]:
 def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
     """Per phase and per category: what each variant changed against the baseline. Many
     variants at 80 columns: the Δ columns go in parts, the phase (category) in each."""
-    base = baseline_of(rs.results)
+    base = next((r for r in rs.results if r.variant == "baseline" and r.ok), None)
     others = [r for r in rs.results if r is not base and r.phases]
     if base is None or not others:
         return None
@@ -196,29 +166,29 @@ def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
     rows = []
     for key in order:
         b = by_phase[0].get(key)
-        row = [key[0], size(b.peak_bytes) if b else Text("—", style="dim")]
+        row = [key[0], format_bytes(b.peak_bytes) if b else Text("—", style="dim")]
         for r, phases in zip(others, by_phase[1:]):
             p = phases.get(key)
             if p is None:
                 row.append(Text("not reached" if r.status == "oom" else "—", style="dim"))
             elif b is None:
-                row.append(Text(size(p.peak_bytes), style="dim"))
+                row.append(Text(format_bytes(p.peak_bytes), style="dim"))
             else:
                 d = p.peak_bytes - b.peak_bytes
-                row.append(Text(size_delta(d), style="green" if d < 0 else "red" if d > 0 else "dim"))
+                row.append(Text(signed_bytes(d), style="green" if d < 0 else "red" if d > 0 else "dim"))
         rows.append(row)
     cat_rows = []
     for cat in CATEGORIES:
         values = [r.peak.by_category.get(cat, 0) for r in [base, *others]]
         if not any(values):
             continue
-        row = [Text(cat.replace("_", " "), style=category_color(cat)), size(values[0])]
+        row = [Text(cat.replace("_", " "), style=category_color(cat)), format_bytes(values[0])]
         for r, v in zip(others, values[1:]):
             if not r.ok:
                 row.append(Text("—", style="dim"))
                 continue
             d = v - values[0]
-            row.append(Text(size_delta(d), style="green" if d < 0 else "red" if d > 0 else "dim"))
+            row.append(Text(signed_bytes(d), style="green" if d < 0 else "red" if d > 0 else "dim"))
         cat_rows.append(row)
     return Group(
         FitTable(f"What each technique changed, phase by phase (peak in the phase) — "
@@ -252,11 +222,9 @@ def versus_table(lesson: Lesson, mine: ResultSet, theirs: ResultSet) -> FitTable
             diff = Text("—", style="dim")
         elif r.scale != other.scale:
             diff = Text(f"{r.scale} vs {other.scale} scale: compare shapes", style="dim")
-        elif not (r.ok and other.ok) or not other.peak.bytes:
-            diff = Text("—", style="dim")
         else:
-            d = r.peak.bytes - other.peak.bytes
-            diff = Text(f"{size_delta(d)} ({percent(d / other.peak.bytes)})")
+            d, frac = difference(row_of(r), row_of(other))
+            diff = Text(vs_text(d, frac)) if d is not None else dim_dash()
         rows.append([Text(r.variant, style=color(lesson, r.variant)), peak_text(r),
                      peak_text(other) if other else Text("not recorded" if unrecorded else "—",
                                                          style="dim"), diff])
@@ -281,33 +249,33 @@ def history_table(lesson: Lesson, history: list[RunRecord],
     rows = []
     for h in older:
         r = now.get((h.variant, h.mode, h.scale))
-        vs = size_delta(r.peak.bytes - h.peak_bytes) if r and r.ok and h.status == "ok" else "—"
+        vs = signed_bytes(r.peak.bytes - h.peak_bytes) if r and r.ok and h.status == "ok" else "—"
         rows.append([h.created.replace("T", " ")[:16],
                      Text(h.variant, style=color(lesson, h.variant)), f"{h.mode}/{h.scale}",
-                     status_text(h.status), size(h.peak_bytes) if h.status == "ok" else "—", vs,
+                     status_text(h.status), format_bytes(h.peak_bytes) if h.status == "ok" else "—", vs,
                      seconds(h.step_time_s)])
     return FitTable("Your earlier runs of this lesson, newest first", cols, rows)
 
 
-def failure_box(r: RunResult, source: Source) -> Text:
+def failure_box(r: RunResult, source: Source) -> tuple[Text, str | None]:
+    """What a failed variant means, and the message it failed with (quoted in a block of its
+    own that scrolls: PyTorch's OOM text is read as it is, a URL in it whole), or None."""
     where = f" ({source.short})"
     if r.status == "oom":
         t = Text("⚠ Out of memory — ", style="bold red")
         t.append(f"{r.variant} did not fit{where}. ", style="bold")
         t.append("This is a result, not a bug: the timeline stops at the allocation that failed "
-                 "(✕ on the plot). Try a bigger GPU, or a variant that lowers the peak.\n")
-        t.append(r.error or "", style="red")
-        return t
+                 "(✕ on the plot). Try a bigger GPU, or a variant that lowers the peak. "
+                 "PyTorch's message:")
+        return t, r.error or None
     if r.status == "cancelled":
         return Text(f"■ {r.variant}: cancelled{where} — the timeline shows what streamed before "
-                    "the stop.", style="yellow")
+                    "the stop.", style="yellow"), None
     if r.status == "timeout":
-        return Text(f"⏱ {r.variant}{where}: {r.error}", style="yellow")
-    t = Text(f"✘ {r.variant} failed{where} — ", style="bold red")
-    t.append(r.error or "unknown error")
-    return t
+        return Text(f"⏱ {r.variant}{where}: {r.error}", style="yellow"), None
+    return Text(f"✘ {r.variant} failed{where}:", style="bold red"), r.error or "unknown error"
 
 
-__all__ = ["ResultSet", "baseline_of", "beside_table", "check_notes", "checks_table", "color",
-           "cpu_timing_note", "delta_text", "diff_tables", "failure_box", "history_table",
-           "peak_text", "status_text", "summary_table", "variant_index", "versus_table"]
+__all__ = ["ResultSet", "beside_table", "check_notes", "checks_table", "color", "cpu_timing_note",
+           "diff_tables", "failure_box", "history_table", "peak_text", "status_text",
+           "summary_table", "variant_index", "versus_table"]

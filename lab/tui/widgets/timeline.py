@@ -3,7 +3,7 @@
 Aligned (results): the x axis is the phase-aligned axis of `lab.tui.align` — every phase gets
 a segment as wide as its longest variant, so a before/after comparison reads phase by phase;
 the phase names are written under the frame. Not aligned (inspector): x is the
-allocation-event index and a cursor can be drawn. y is in the unit `look.axis_unit` picks
+allocation-event index and a cursor can be drawn. y is in the unit `lab.report.axis_unit` picks
 (GB = 10**9, stepping down). Series are downsampled at draw time to ~2× the widget width,
 keeping the max of every bucket so a peak is never lost.
 
@@ -23,11 +23,12 @@ from textual.message import Message
 from textual_plotext import PlotextPlot
 
 from lab.measure.result import RunResult
+from lab.report import axis_unit, number
+from lab.report.downsample import downsample
 
 from ..align import Axis, align
-from ..plotting import coincide, downsample_max, phase_label, step_points, tried_bytes
-from ..look import (CURSOR_RGB, PHASE_RGB, Rgb, axis_unit, hex_of, int_ticks, nice_ticks,
-                    tick_label)
+from ..plotting import coincide, phase_label, step_points, tried_bytes
+from ..look import CURSOR_RGB, PHASE_RGB, Rgb, hex_of, int_ticks, nice_ticks
 
 CAPACITY_RGB: Rgb = (214, 39, 40)
 @dataclass
@@ -181,7 +182,7 @@ class TimelinePlot(PlotextPlot):
         plt.title(f"{self.title} · y in {unit}" if self.title else f"y in {unit}")
         ticks = nice_ticks(top / div or 1e-9, n=max(2, min(5, (height - 4) // 2)))
         plt.ylim(0, ticks[-1])
-        plt.yticks(ticks, [tick_label(t) for t in ticks])
+        plt.yticks(ticks, [number(t) for t in ticks])
         xs = [self._xs(k, s) for k, s in enumerate(self.series)]
         xmin = min(x[0] for x in xs)
         xmax = max(x[-1] for x in xs)
@@ -205,7 +206,7 @@ class TimelinePlot(PlotextPlot):
             plt.hline(self.capacity[0] / div, color=CAPACITY_RGB)
         buckets = max(8, 2 * width)
         for k, s in enumerate(self.series):
-            dx, dy = downsample_max(xs[k], s.y, buckets)
+            dx, dy = downsample(xs[k], s.y, buckets)
             sx, sy = step_points(dx, dy)
             plt.plot(sx, [v / div for v in sy], color=s.rgb, marker="braille")
         for k, s in enumerate(self.series):
@@ -289,5 +290,5 @@ class TimelinePlot(PlotextPlot):
             self.post_message(self.Clicked(self, index))
 
 
-__all__ = ["Series", "TimelinePlot", "coincide", "downsample_max", "phase_label", "step_points",
+__all__ = ["Series", "TimelinePlot", "coincide", "phase_label", "step_points",
            "tried_bytes"]

@@ -30,8 +30,8 @@ from lab.playground.compare import Comparison
 from lab.playground.text import comparison_header, comparison_table
 from lab.report import (allocator_line, axis_unit, checks_table, format_bytes, metric, provenance_of,
                         result_rows, table)
-from lab.report.provenance import code_path_note
-from lab.report.rows import comparison_table as results_table, row_of, with_deltas
+from lab.report.provenance import code_path_note, recorded_on
+from lab.report.rows import comparison_table as results_table, delta_note, row_of, with_deltas
 
 Exportable = Union[RunResult, list, Comparison]
 FORMATS = ("json", "md", "profile")
@@ -87,7 +87,7 @@ def to_json(obj: Exportable) -> Any:
 # ---- text plots (plotext, lazily) ----------------------------------------------------------------
 def timeline_plot(results: list[RunResult], width: int = 100, height: int = 18) -> str:
     """Overlaid live-memory timelines (allocation # on x), one line per result."""
-    from lab.results_text import timeline_plot as plot
+    from lab.report.text import timeline_plot as plot
 
     ok = [r for r in results if r.timeline.index]
     return plot(ok, width=width, height=height, color=False) if ok else "(no timeline)"
@@ -174,12 +174,17 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool,
         source += f", {results[0].scale} scale"
     out = [f"# {title or results[0].lesson}", "", f"Numbers: {source}."]
     if refs:
-        out.append(f"H200 columns: {provenance_of(refs.values(), recorded=True)}.")
+        card = recorded_on(refs.values())  # the card they ran on, read from them
+        out.append(f"{card} columns: {provenance_of(refs.values(), recorded=True)}.")
         note = code_path_note(results, refs.values())  # the one rule (lab.report.provenance)
         if note:
             out.append(note[0])
     ref_rows = {row.name: row for row in with_deltas([row_of(r) for r in refs.values()])}
-    out += ["", results_table(result_rows(results), ref_rows or None, markdown=True), ""]
+    rows = result_rows(results)
+    out += ["", results_table(rows, ref_rows or None, markdown=True,
+                              reference_label=recorded_on(refs.values())), ""]
+    if delta_note(rows):  # a baseline that stopped: what its Δ column means
+        out += [f"*{delta_note(rows)}*", ""]
     for r in results:
         out += [f"## {r.variant}", ""]
         if r.error:

@@ -17,7 +17,8 @@ from lab.measure.result import RunResult
 from lab.report import (allocator_line, DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
                         format_bytes, metric, peak_text, provenance, provenance_of, result_rows,
                         row_of, seconds, status_text, step_text, table, with_deltas)
-from lab.report.rows import reference_cells
+from lab.report.provenance import recorded_on
+from lab.report.rows import delta_note, reference_cells
 
 References = Mapping[str, RunResult]  # variant -> the recorded run (assets/reference)
 
@@ -96,14 +97,15 @@ def _recording_label(references: References | None) -> str:
 def comparison(results: list[RunResult], references: References | None = None) -> str:
     """The lesson's variants side by side (Δ vs the `baseline` variant), and the recording."""
     refs = _ref_rows(results, references)
-    return comparison_table(result_rows(results), refs or None,
-                            reference_label=_ref_name(references))
+    rows = result_rows(results)
+    note = delta_note(rows)  # a baseline that stopped: what its Δ column means
+    return comparison_table(rows, refs or None, reference_label=_ref_name(references)) + (
+        f"\n{note}" if note else "")
 
 
 def _ref_name(references: References | None) -> str:
-    """'H200' for the course's recordings; 'recorded' for any other GPU's."""
-    names = {ref.device.name for ref in (references or {}).values()}
-    return "H200" if names and all("H200" in n for n in names) else "recorded"
+    """The card the recordings ran on, read from them ('H200', 'H100', 'H200/H100')."""
+    return recorded_on((references or {}).values())
 
 
 def _on(results) -> str:
@@ -194,15 +196,16 @@ def summary_table(results: list[RunResult], references: Mapping[str, References]
                          delta_text(row),
                          step_text(row), wall,
                          *reference_cells(row, refs.get(r.variant))])
-    headers = ["lesson", "variant", "status", "peak", "Δ vs baseline", "step", "wall",
-               "H200 peak (recorded)", "vs H200"]
     recorded = [ref for refs in references.values() for ref in refs.values()]
+    card = recorded_on(recorded)  # the cards they ran on (lesson 27: an H100)
+    headers = ["lesson", "variant", "status", "peak", "Δ vs baseline", "step", "wall",
+               f"{card} peak (recorded)", f"vs {card}"]
     lines = [f"numbers: {provenance_of(results)}"
              + (f", on a virtual GPU of {capacity(gpu_memory)}" if gpu_memory else "")]
     if recorded:
         capped = sorted({(r.lesson, r.device.virtual_bytes) for r in recorded
                          if r.device.virtual_bytes})
-        lines.append(f"H200 columns: {provenance_of(recorded, recorded=True)}"
+        lines.append(f"{card} columns: {provenance_of(recorded, recorded=True)}"
                      + "".join(f"; {lesson} on a virtual GPU of {capacity(cap)}"
                                for lesson, cap in capped))
     return "\n".join(lines + ["", table(headers, body, right={3, 4, 5, 6, 7, 8})])
