@@ -33,6 +33,7 @@ import fnmatch
 import subprocess
 import sys
 from pathlib import Path
+from lab import python_source
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -75,7 +76,7 @@ def import_graph(root: Path, package: str = "lab.measure") -> dict[str, dict[str
     for mod, path in mods.items():
         here = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         out: dict[str, list[str]] = {}
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(python_source.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     parts = here.split(".")[: len(here.split(".")) - node.level + 1]
@@ -184,7 +185,7 @@ def private_torch(root: Path) -> dict[str, list[tuple[int, str]]]:
     """The checkout's own scanner (tests/unit/test_torch_compat.py's `private_uses` and
     PRIVATE_ATTRS), run on every module of lab/ but the shim modules and every file of lessons/."""
     test = (root / "tests" / "unit" / "test_torch_compat.py").read_text()
-    tree = ast.parse(test)
+    tree = python_source.parse(test)
     keep = [n for n in tree.body if isinstance(n, ast.FunctionDef)
             and n.name in ("_private", "_chain", "private_uses")]
     keep += [n for n in tree.body if isinstance(n, ast.Assign)
@@ -206,7 +207,7 @@ def private_torch(root: Path) -> dict[str, list[tuple[int, str]]]:
 def shim_modules(root: Path) -> tuple[str, ...]:
     """The modules of lab/measure allowed to name private torch APIs: the checkout's
     SHIM_MODULES, or torch_compat alone (before issue 41's torch_compat_compile)."""
-    tree = ast.parse((root / "tests" / "unit" / "test_torch_compat.py").read_text())
+    tree = python_source.parse((root / "tests" / "unit" / "test_torch_compat.py").read_text())
     for n in tree.body:
         if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SHIM_MODULES"
                                              for t in n.targets):
@@ -216,7 +217,7 @@ def shim_modules(root: Path) -> tuple[str, ...]:
 
 def taught(root: Path) -> set[tuple[str, str]]:
     """(lesson folder, use) a lesson shows by its torch name: the checkout's TAUGHT, if any."""
-    tree = ast.parse((root / "tests" / "unit" / "test_torch_compat.py").read_text())
+    tree = python_source.parse((root / "tests" / "unit" / "test_torch_compat.py").read_text())
     for n in tree.body:
         if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "TAUGHT" for t in n.targets):
             return set(ast.literal_eval(n.value))

@@ -52,6 +52,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from lab import python_source
 from lab.course.claims import ClaimError, check_quantity_name, quantity
 from lab.course.curriculum import Lesson
 from lab.measure.formula import FormulaError, evaluate
@@ -107,7 +108,8 @@ class Challenge:
         import ast
 
         try:
-            return ast.get_docstring(ast.parse(self.file.read_text(encoding="utf-8"))) or self.title
+            tree = python_source.parse(self.file.read_text(encoding="utf-8"))
+            return ast.get_docstring(tree) or self.title
         except (OSError, ValueError, SyntaxError, RecursionError):  # a file edited since loading
             return self.title
 

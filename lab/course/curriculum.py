@@ -60,6 +60,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from lab import python_source
 from lab.course.claims import Claim, ClaimError, claim_from_toml
 from lab.decode import MALFORMED
 from lab.measure.formula import FormulaError, names_in
@@ -445,7 +446,7 @@ def _strings(data: dict, key: str, path: Path, default=(), where: str | None = N
 def experiment_functions(path: Path) -> set[str]:
     """Top-level function names in experiment.py, without importing it."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = python_source.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as e:
         raise LessonError(path, f"line {e.lineno}", f"syntax error: {e.msg}") from None
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import operator
 from typing import Any
+from lab import python_source
 
 _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -24,14 +25,15 @@ class FormulaError(ValueError):
 
 
 def names_in(expr: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(str(expr), mode="eval")) if isinstance(n, ast.Name)}
+    tree = python_source.parse(str(expr), mode="eval")
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
 
 
 def evaluate(expr: str | int | float, params: dict[str, Any]) -> float:
     if isinstance(expr, (int, float)):
         return expr
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = python_source.parse(expr, mode="eval")
     except SyntaxError as e:
         raise FormulaError(f"{expr!r} is not an arithmetic expression ({e.msg})") from None
     return _eval(tree.body, params, expr)

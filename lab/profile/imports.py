@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import os
 from pathlib import Path
+from lab import python_source
 
 MAX_FILES = 200  # a script's own folder, not a whole project tree
 
@@ -71,7 +72,7 @@ def _entry(cmd) -> tuple[Path | None, Path]:
 def _imports_of(path: Path) -> list[tuple[str, int]]:
     """(module name, relative level) of every import in the file."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
+        tree = python_source.parse(path.read_text(encoding="utf-8", errors="replace"), str(path))
     except (OSError, SyntaxError, ValueError):
         return []
     out: list[tuple[str, int]] = []

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from lab import python_source
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"
 
@@ -101,7 +102,7 @@ def _bind(fn: ast.FunctionDef, call: ast.Call, outer: dict[str, Any]) -> dict[st
 def config_of(code: str, variant: str) -> dict[str, Any]:
     """The TrainConfig fields `def variant(run)` sets; {} when it sets none (or is not found)."""
     try:
-        tree = ast.parse(code)
+        tree = python_source.parse(code)
     except SyntaxError:
         return {}
     funcs = _functions(tree)
@@ -113,7 +114,7 @@ def config_of(code: str, variant: str) -> dict[str, Any]:
 def _source(file: str) -> tuple[str, dict[str, tuple[int, int]]]:
     text = (WORKLOADS / file).read_text(encoding="utf-8")
     spans = {n.name: (n.lineno, n.end_lineno or n.lineno)
-             for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
+             for n in python_source.parse(text).body if isinstance(n, ast.FunctionDef)}
     return text, spans
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import lab.tui
+from lab import python_source
 
 TUI = Path(lab.tui.__file__).parent
 MODULES = sorted(TUI.rglob("*.py"))
@@ -34,7 +35,7 @@ def spec_text(spec: ast.JoinedStr) -> str:
 def number_formats(source: str) -> list[tuple[int, str]]:
     """(line, what) for every place `source` formats a number itself."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(python_source.parse(source)):
         if isinstance(node, ast.FormattedValue) and node.format_spec is not None:
             spec = spec_text(node.format_spec)
             if not LAYOUT_ONLY.match(spec):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lab import python_source
 from lab.measure.modes import MODES
 
 from ..conftest import ROOT
@@ -40,7 +41,7 @@ def _mode_literals(node: ast.AST) -> set[str]:
 
 def mode_comparisons(source: str) -> list[tuple[int, str]]:
     out = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(python_source.parse(source)):
         if not isinstance(node, ast.Compare):
             continue
         operands = [node.left, *node.comparators]
@@ -69,5 +70,5 @@ def test_modes_are_defined_once():
     hits = [p for p in LAB.rglob("*.py")
             if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MODES"
                                                      for t in n.targets)
-                   for n in ast.walk(ast.parse(p.read_text())))]
+                   for n in ast.walk(python_source.parse(p.read_text())))]
     assert hits == [LAB / "measure" / "modes.py"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 
+from lab import python_source
 from lab.measure.sim.ports import PORTS
 
 from ..conftest import ROOT
@@ -16,7 +17,7 @@ UPSTREAM = re.compile(r"\b(?:c10|aten|torch/csrc)/[\w/]+\.(?:cpp|cuh|cu|h)\b")
 
 
 def _docstring(module: str) -> str:
-    return ast.get_docstring(ast.parse((SIM / f"{module}.py").read_text())) or ""
+    return ast.get_docstring(python_source.parse((SIM / f"{module}.py").read_text())) or ""
 
 
 def _source(module: str) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from lab import python_source
 from lab.measure import torch_compat, torch_compat_compile
 
 from ..conftest import ROOT
@@ -59,7 +60,7 @@ def _chain(node: ast.AST) -> list[str] | None:
 
 def private_uses(source: str) -> list[tuple[int, str]]:
     """(line, what) for every private torch API `source` uses."""
-    tree = ast.parse(source)
+    tree = python_source.parse(source)
     torch_names = {"torch"}  # names bound to torch or something of it
     ops_names: set[str] = set()  # names bound to torch.ops (aten op names: allowed)
     out = []

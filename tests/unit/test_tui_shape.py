@@ -9,13 +9,14 @@ import ast
 from pathlib import Path
 
 import lab.tui
+from lab import python_source
 
 TUI = Path(lab.tui.__file__).parent
 SCREEN = TUI / "screens" / "lesson.py"
 
 
 def classes(path: Path) -> list[ast.ClassDef]:
-    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    return [n for n in ast.walk(python_source.parse(path.read_text(encoding="utf-8")))
             if isinstance(n, ast.ClassDef)]
 
 

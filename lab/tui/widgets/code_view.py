@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.containers import ScrollableContainer
 from textual.widgets import Static
 
+from lab import python_source
 from ..technique_code import Snippet, technique_snippets
 from .cut_marks import CutMarks
 from .fit import natural_width
@@ -25,7 +26,7 @@ from .fit import natural_width
 def function_lines(code: str, name: str) -> tuple[int, int] | None:
     """First and last line (1-based) of the top-level `def name`, decorators included."""
     try:
-        tree = ast.parse(code)
+        tree = python_source.parse(code)
     except SyntaxError:
         return None
     for node in tree.body:
