@@ -1,6 +1,14 @@
 import os
 from pathlib import Path
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One compute thread per xdist worker (and per process it starts, which inherit this): with
+    # `-n auto` there is a worker per core already, and torch's OpenMP pool of one thread per
+    # core in every worker oversubscribes the box; its spinning threads then made a small
+    # cpu-mode lesson run 3-4 times slower on CI's 2 cores. Set before torch is imported.
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 import pytest
 
 from . import budget
