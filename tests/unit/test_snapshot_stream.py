@@ -216,3 +216,17 @@ def test_view_text_and_help_name_the_window(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _cli("view", "--help", capsys=capsys)
     assert "--window START:END" in capsys.readouterr().out
+
+
+def test_a_real_h200_snapshot_streams_as_it_loads():
+    from .test_snapshots import H200
+
+    if not H200.exists():
+        pytest.skip("tests/fixtures/h200_snapshot.pickle is not here")
+    [full] = open_summary(H200, freeze_gc=False)
+    [whole] = open_summary(H200, window="0:", freeze_gc=False)
+    _same(full, whole)
+    lo, hi = full.events // 3, 2 * full.events // 3
+    [win] = open_summary(H200, window=f"{lo}:{hi}", freeze_gc=False)
+    assert [a + win._base for a in win._alloc] == [a + full._base for a in full._alloc[lo:hi]]
+    assert win.live_bytes == win.peak_bytes and not any("dropped" in n for n in win.notes)
