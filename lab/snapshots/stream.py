@@ -292,6 +292,9 @@ class _WindowUnpickler(pickle._Unpickler):
                 cut.kept += 1
                 target.append(e)
                 self._forget_dict(e)  # kept by the list; never referred to again
+                if act == FREE or act in SEGMENT_DOWN:  # a block from before the window ends
+                    for s in self._frames_due.pop(e.get("addr"), ()):
+                        self.memo.pop(s, None)
                 continue
             addr = e.get("addr")
             if where == 0:
