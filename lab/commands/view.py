@@ -6,6 +6,8 @@
     memlab view oom.pickle --cap 10GiB          an out-of-memory explained (fragmentation or
                                                 shortage) and replayed under other allocator
                                                 settings: would it have fit?
+    memlab view huge.pickle --window 60s:90s    part of a huge trace, streamed in bounded memory
+                                                (a pickle over 500 MB needs a window)
 
 Pickles are loaded with a restricted unpickler: plain containers, numbers and strings only;
 anything else is refused before it runs. The --json path imports neither plotext nor Textual.
@@ -46,6 +48,13 @@ def add_parser(sub) -> None:
                         "(repeatable)")
     p.add_argument("--no-replay", action="store_true",
                    help="explain an out-of-memory without replaying it under other settings")
+    p.add_argument("--window", metavar="START:END",
+                   help="stream the pickle and summarize only this part of its trace: seconds "
+                        "since the first entry (10s:20s, 1.5s:, :500ms) or entry numbers "
+                        "(1000000:2000000), START included, END not. Memory follows the window, "
+                        "not the file (~25 µs an entry to read); a pickle over 500 MB opens only "
+                        "this way. The peak and what was live there are the window's; an "
+                        "out-of-memory is not explained or replayed (that needs the whole trace)")
     p.set_defaults(func=main)
 
 
@@ -58,10 +67,11 @@ def main(args) -> int:
         raise UsageError("--device must be 0 or more")
     cap = _cap(args.cap)
     tries = _tries(args.tries)
+    window = _window(args.window)
     _hint_per_variant_files(args.file)
     try:
         summaries = open_summary(args.file, device=args.device, variant=args.variant,
-                                 top=max(args.top, 20))
+                                 top=max(args.top, 20), window=window)
     except SnapshotError as e:
         raise UsageError(str(e)) from None
     if args.app:
@@ -71,7 +81,9 @@ def main(args) -> int:
         return 0
     from lab.snapshots.oom import diagnose
 
-    found = [diagnose(s, cap=cap, message=args.oom_message or "", replay=not args.no_replay,
+    # a window's trace is a slice: the state at its out-of-memory cannot be rebuilt from it
+    found = [(None, None) if s.window else
+             diagnose(s, cap=cap, message=args.oom_message or "", replay=not args.no_replay,
                       settings=tries) for s in summaries]
     if args.json:
         dicts = [s.to_dict(timeline=not args.no_timeline) for s in summaries]
@@ -115,6 +127,17 @@ def _tries(given: list[str] | None) -> list[str] | None:
     return given
 
 
+def _window(text: str | None):
+    if text is None:
+        return None
+    from lab.snapshots.stream import WindowError, parse_window
+
+    try:
+        return parse_window(text)
+    except WindowError as e:
+        raise UsageError(str(e)) from None
+
+
 def _cap(text: str | None) -> int | None:
     if text is None:
         return None
@@ -150,7 +173,9 @@ def timeline_text(s, width: int = 110, height: int = 20, color: bool = False) ->
     if not xs:
         return "(no allocation history to plot)"
     scale_x = 1e6 if s.x_unit == "us" else 1.0
-    x0 = s.start_us if s.x_unit == "us" else 0
+    from lab.snapshots.text import origin_us
+
+    x0 = origin_us(s) if s.x_unit == "us" else 0
 
     def tx(v):
         return (v - x0) / scale_x

@@ -16,6 +16,7 @@ from lab.decode import MALFORMED, DecodeError, loads, result_from_dict
 from lab.user_files import SNAPSHOT_LIMIT, UserFileError, open_gzip_or_plain
 
 from . import frames as fr
+from .stream import FULL_OPEN_LIMIT, Window, WindowError, cuts_by_device, load_window, parse_window
 from .summary import Allocation, Band, Oom, Series, SnapshotSummary, summarize
 from .unpickle import RefusedPickle, gc_paused, load_plain
 
@@ -35,11 +36,14 @@ def read(path: str | Path) -> tuple[str, Any]:
     """('snapshot', dict) or ('result', dict | list). Raises SnapshotError.
 
     The file is read through lab.user_files: a FIFO, a device or a folder is refused before it
-    is opened, and neither the file nor what a gzip inflates to may pass SNAPSHOT_LIMIT."""
+    is opened, and neither the file nor what a gzip inflates to may pass SNAPSHOT_LIMIT. A
+    pickle of more than FULL_OPEN_LIMIT bytes is refused with a pointer to --window (a full
+    load needs ~7 times the pickle's size in memory)."""
     try:
         with open_gzip_or_plain(path, SNAPSHOT_LIMIT) as f:
             head = f.peek(1)[:1]
             if head == PICKLE_MAGIC:
+                _check_size(path)
                 return "snapshot", _check_snapshot(path, load_plain(f))
             text = f.read()
     except UserFileError as e:
@@ -66,6 +70,47 @@ def read(path: str | Path) -> tuple[str, Any]:
     raise SnapshotError(f"{path} is JSON but not {ACCEPTS}")
 
 
+def read_window(path: str | Path, window: Window) -> tuple[dict, dict[int, Any], int]:
+    """A snapshot pickle streamed (lab.snapshots.stream): (the snapshot with the window's trace
+    entries only, {device: Cut}, stacks lost). Raises SnapshotError."""
+    try:
+        with open_gzip_or_plain(path, SNAPSHOT_LIMIT) as f:
+            if f.peek(1)[:1] != PICKLE_MAGIC:
+                raise SnapshotError(f"{path}: --window reads a PyTorch memory snapshot pickle; "
+                                    "this file is not one (a result JSON opens whole)")
+            data, cuts, lost = load_window(f, window)
+    except WindowError as e:
+        raise SnapshotError(f"{path}: {e}") from None
+    except UserFileError as e:
+        raise SnapshotError(str(e)) from None
+    except RefusedPickle as e:
+        raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
+                            "containers, numbers and strings, so nothing in it was run") from None
+    except (pickle.UnpicklingError, EOFError, MemoryError, gzip.BadGzipFile, *MALFORMED) as e:
+        raise SnapshotError(f"{path}: not a readable pickle ({type(e).__name__}: "
+                            f"{_one_line(e) if str(e) else 'damaged or truncated'})") from None
+    except OSError as e:
+        raise SnapshotError(f"{path}: cannot read it ({e.strerror or e})") from None
+    data = _check_snapshot(path, data)
+    return data, cuts_by_device(data, cuts), lost
+
+
+def _check_size(path) -> None:
+    """A pickle past FULL_OPEN_LIMIT (a gzip's inflated size, from its trailer) is not opened whole."""
+    from lab.report import format_bytes
+
+    size = Path(path).stat().st_size
+    with open(path, "rb") as f:
+        if f.read(2) == GZIP_MAGIC and size >= 18:
+            f.seek(-4, 2)  # ISIZE: the inflated size mod 2**32 (a wrapped one reads small)
+            size = max(size, int.from_bytes(f.read(4), "little"))
+    if size > FULL_OPEN_LIMIT:
+        raise SnapshotError(f"{path}: a {format_bytes(size)} pickle is more than memlab view "
+                            f"opens whole ({format_bytes(FULL_OPEN_LIMIT)}, ~7 times that in "
+                            "memory); give --window START:END to read part of its trace, e.g. "
+                            "--window 0s:30s or --window 0:2000000")
+
+
 def _is_result(data: Any) -> bool:
     if isinstance(data, list):
         return bool(data) and all(_is_result(x) for x in data)
@@ -90,8 +135,12 @@ def _check_snapshot(path, data: Any) -> dict:
 
 
 def open_summary(path: str | Path, *, device: int | None = None, variant: str | None = None,
-                 top: int = 20, freeze_gc: bool = True) -> list[SnapshotSummary]:
+                 top: int = 20, freeze_gc: bool = True,
+                 window: Window | str | None = None) -> list[SnapshotSummary]:
     """Read and summarize a file: one summary (a snapshot), or one per result in a JSON list.
+
+    `window` (a `Window` or its text, '10s:20s', '0:1000000'): stream the pickle and summarize
+    that part of the trace only, in memory that follows the window (lab.snapshots.stream).
 
     A big snapshot is millions of small dicts that live as long as the summary (the viewer
     inspects raw entries). They hold no cycles, but every full collection of the cyclic garbage
@@ -99,8 +148,14 @@ def open_summary(path: str | Path, *, device: int | None = None, variant: str | 
     `freeze_gc` they are moved out of its reach (`gc.freeze()`; reference counting still frees
     them when the summary goes).
     """
+    if isinstance(window, str):
+        try:
+            window = parse_window(window)
+        except WindowError as e:
+            raise SnapshotError(str(e)) from None
     with gc_paused():
-        out = _open_summary(path, device, variant, top)
+        out = (_open_window(path, device, top, window) if window is not None
+               else _open_summary(path, device, variant, top))
     if freeze_gc and any(s.events > 100_000 for s in out):
         gc.freeze()
     return out
@@ -127,6 +182,36 @@ def _open_summary(path, device, variant, top) -> list[SnapshotSummary]:
     except MALFORMED as e:
         raise SnapshotError(f"{path}: malformed result JSON ({type(e).__name__}: "
                             f"{_one_line(e)})") from None
+
+
+def _open_window(path, device, top, window: Window) -> list[SnapshotSummary]:
+    data, cuts, lost = read_window(path, window)
+    traces = data.get("device_traces") or []
+    if device is not None and device >= max(len(traces), 1):
+        raise SnapshotError(f"{path}: no device {device} in this snapshot "
+                            f"(devices: {', '.join(map(str, range(len(traces)))) or 'none'})")
+    if device is None and cuts:  # the device with the most entries, as a full load picks it
+        device = max(cuts, key=lambda d: cuts[d].total)
+    cut = cuts.get(device if device is not None else 0)
+    if cut is None:
+        raise SnapshotError(f"{path}: --window {window.describe()}: this snapshot has no "
+                            "allocation history to take a window of")
+    if not cut.kept:
+        raise SnapshotError(f"{path}: --window {window.describe()} holds none of device "
+                            f"{device}'s trace entries (it spans {cut.span_text()})")
+    try:
+        s = summarize(data, device=device, file=str(path), top=top, cut=cut)
+    except MALFORMED as e:
+        raise SnapshotError(f"{path}: malformed snapshot ({type(e).__name__}: "
+                            f"{_one_line(e)})") from None
+    s.devices = {d: c.total for d, c in sorted(cuts.items())}
+    s.notes.append(f"--window {window.describe()}: entries {cut.first:,} to "
+                   f"{cut.first + cut.kept - 1:,} of {cut.total:,}; the peak, what was live there "
+                   "and the counts are the window's")
+    if lost:
+        s.notes.append(f"{lost:,} stacks inside the window were shared with entries outside it "
+                       "and were dropped: those entries show no stack")
+    return [s]
 
 
 def result_dicts(path, data: Any, variant: str | None) -> list[dict]:

@@ -153,6 +153,8 @@ class SnapshotSummary:
     title: str = ""
     at_oom: LiveAt | None = None  # what was live at the (last) out-of-memory
     extras: Any = None  # lab.snapshots.extras.Extras: what newer snapshots record (None: a result)
+    # a --window's part of the trace (lab.snapshots.stream): {window, first_entry, entries, of}
+    window: dict | None = None
     # full resolution, for the viewer (zoom, inspector); never serialized
     _t: Any = field(default=None, repr=False)  # array('q'): x of every entry
     _alloc: Any = field(default=None, repr=False)  # array('q'): allocated after every entry
@@ -307,8 +309,13 @@ def _frames_out(frames: list[dict]) -> list[dict]:
 
 
 def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
-              top: int = TOP_N, points: int = 1000) -> SnapshotSummary:
-    """Summarize a PyTorch memory snapshot dict. `points`: size of the serialized timeline."""
+              top: int = TOP_N, points: int = 1000, cut: Any = None) -> SnapshotSummary:
+    """Summarize a PyTorch memory snapshot dict. `points`: size of the serialized timeline.
+
+    `cut` (lab.snapshots.stream.Cut): the trace holds only a window's entries and `cut` what
+    the rest of it did; the columns are then the full load's, sliced to the window (the same
+    base, the same allocated after every entry), and what was live at the window's peak counts
+    the blocks allocated before it."""
     segments = snapshot.get("segments") or []
     traces = snapshot.get("device_traces") or []
     dev = _pick_device(traces, segments, device)
@@ -317,6 +324,10 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
                         devices={i: len(t or ()) for i, t in enumerate(traces)},
                         events=len(entries))
     s._raw = snapshot
+    if cut is not None:
+        # times and entry numbers stay the whole trace's, so a window can be narrowed
+        s.window = {"window": cut.window.describe(), "first_entry": cut.first,
+                    "entries": len(entries), "of": cut.total, "trace_start_us": cut.t0}
     has_stacks_kind = _stacks_kind(entries, segments)
     s.stacks = has_stacks_kind
     has_stacks = has_stacks_kind != "none"
@@ -343,8 +354,9 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
             t_arr = array("q", map(itemgetter("time_us"), entries))
         except KeyError:
             t_arr = array("q", (e.get("time_us", 0) for e in entries))
-    else:
-        t_arr = array("q", range(n))
+    else:  # entry numbers: the whole trace's, also in a window
+        first = cut.first if cut is not None else 0
+        t_arr = array("q", range(first, first + n))
     rare = sorted(i for a in counts if a not in _COMMON for i in _indices(acts, a))
     seg_points: list[tuple[int, int]] = []  # (entry index, reserved change so far)
     oom_idx: list[int] = []
@@ -365,15 +377,18 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
     if not has_time and entries:
         s.notes.append("the trace has no time_us (torch < 2.1?): the x axis is the entry number")
 
-    lowest = min(a_arr) if n else 0
+    # what the trace outside a window did (nothing, without one)
+    before, after = (cut.before_alloc, cut.after_alloc) if cut is not None else (0, 0)
+    lowest = cut.lowest if cut is not None and cut.lowest is not None else (min(a_arr) if n else 0)
     if has_state:
-        base = final_alloc - cur
+        base = final_alloc - (before + cur + after)
         if base < -lowest:
             s.notes.append("the final allocator state does not match the trace; "
                            "what was allocated before recording is estimated from the trace")
             base = -lowest
     else:
         base = max(0, -lowest)
+    base += before  # allocated when the window opens (the trace's start without one)
     # the array stays as accumulated; `_base` is added wherever a value leaves the summary
     s.start_bytes, s.end_bytes = base, (cur + base if n else final_alloc)
     if entries:
@@ -387,8 +402,11 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
     # before recording began)
     if seg_points or segments:
         seg_lowest = min([v for _, v in seg_points] + [0])
-        r_base = final_reserved - seg if segments else max(0, -seg_lowest)
-        r_base = max(r_base, -seg_lowest)
+        seg_before, seg_after = (cut.before_seg, cut.after_seg) if cut is not None else (0, 0)
+        if cut is not None:
+            seg_lowest = cut.seg_lowest
+        r_base = final_reserved - (seg_before + seg + seg_after) if segments else max(0, -seg_lowest)
+        r_base = max(r_base, -seg_lowest) + seg_before
         rx, ry = [t_arr[0] if entries else 0], [r_base]
         for i, v in seg_points:
             rx.append(t_arr[i])
@@ -406,13 +424,14 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
         s.peak_bytes, s.peak_index, s.peak_time_us = peak + base, pi, t_arr[pi]
         # the trace's own allocations live at the peak add up to peak - base when nothing from
         # before recording is still live there; only otherwise is the rest searched
-        live_items = _live_at(entries, acts, pi, active, peak + base)
+        live_items = _live_at(entries, acts, pi, active, peak + base, cut)
         # phase bands first: the lifetimes of live blocks refine their guessed category
         s.bands = _bands(entries, t_arr, has_stacks)
         lifetimes = Lifetimes(entries, acts, pi, t_arr, s.bands, has_stacks)
         if oom_idx:  # the state that failed matters more than the peak before it
             s.at_oom = _live_described(entries, acts, oom_idx[-1], active,
-                                       a_arr[oom_idx[-1]] + base, t_arr, s.bands, has_stacks, top)
+                                       a_arr[oom_idx[-1]] + base, t_arr, s.bands, has_stacks, top,
+                                       cut)
         del acts
         pe = entries[pi]
         s.peak_frames = _frames_out(pe.get("frames") or [])
@@ -440,8 +459,8 @@ def summarize(snapshot: dict, *, device: int | None = None, file: str = "",
     return s
 
 
-def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]], peak: int
-             ) -> list[tuple[int, int | None, list, str]]:
+def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]], peak: int,
+             cut: Any = None) -> list[tuple[int, int | None, list, str]]:
     """(bytes, alloc index or None, frames, note) of every block live just after entry `pi`.
 
     A block is live at the peak when its address's last alloc at or before the peak comes after
@@ -449,6 +468,10 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
     address and runs entirely in C; reversed, it keeps the first. Only when the trace's own
     blocks fall short of `peak` (blocks allocated before recording were still live there) is the
     rest of the trace searched for those.
+
+    With a window's `cut`, blocks allocated before the window and live when it opened count
+    where the window did not touch their address; after it, `cut` knows which addresses the
+    rest of the trace touched and which blocks it freed first.
     """
     n = len(entries)
     try:
@@ -461,6 +484,9 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
     del head_a, head_k
     live = [i for i in last.values() if acts[i] == ALLOC]
     items = [(entries[i].get("size", 0), i, entries[i].get("frames") or [], "") for i in live]
+    before = cut.live_before if cut is not None else {}
+    items += [(e.get("size", 0), None, list(e.get("frames") or []), "allocated before the window")
+              for a, e in before.items() if a not in last]
     if sum(it[0] for it in items) >= peak:
         return items
     tail = entries[:pi:-1]
@@ -472,21 +498,28 @@ def _live_at(entries: list, acts: list, pi: int, active: list[tuple[int, dict]],
     pre: list[tuple[int, int | None, list, str]] = []
     for a, j in first_free.items():
         # freed after the peak, not allocated in the trace before that: allocated before recording
-        if a not in last and first_alloc.get(a, n) > j:
+        if a not in last and a not in before and first_alloc.get(a, n) > j:
             e = entries[j]
             pre.append((e.get("size", 0), None, list(e.get("frames") or []),
                         "allocated before recording; the stack is where it was freed"))
+    after = cut.touched_after if cut is not None else ()
+    if cut is not None:  # freed after the window, not allocated since it opened
+        for a, e in cut.freed_after.items():
+            if not (a in last or a in first_alloc or a in first_free or a in before):
+                pre.append((e.get("size", 0), None, list(e.get("frames") or []),
+                            "allocated before recording; the stack is where it was freed"))
     for addr, b in active:
-        if not (addr in last or addr in first_alloc
-                or addr in first_free):  # live from before recording to the end
+        if not (addr in last or addr in first_alloc or addr in first_free or addr in before
+                or addr in after):  # live from before recording to the end
             pre.append((b.get("size", 0), None, _block_frames(b),
                         "allocated before recording began; still live at the end"))
     return items + pre
 
 
-def _live_described(entries, acts, i, active, allocated, t_arr, bands, has_stacks, top) -> LiveAt:
+def _live_described(entries, acts, i, active, allocated, t_arr, bands, has_stacks, top,
+                    cut=None) -> LiveAt:
     """`LiveAt` entry `i`: the blocks live there, described as the peak's are."""
-    items = _live_at(entries, acts, i, active, allocated)
+    items = _live_at(entries, acts, i, active, allocated, cut)
     tmp = SnapshotSummary(source="pytorch-snapshot")
     tmp._entries = entries
     _describe_live(tmp, items, has_stacks, top, Lifetimes(entries, acts, i, t_arr, bands,

@@ -18,8 +18,15 @@ def when(s: SnapshotSummary, x: int | None) -> str:
     if x is None:  # a snapshot: allocated before history was recorded; a result: not kept
         return "before recording" if s.source == "pytorch-snapshot" else "—"
     if s.x_unit == "us":
-        return f"{(x - s.start_us) / 1e6:,.3f} s"
+        return f"{(x - origin_us(s)) / 1e6:,.3f} s"
     return f"#{x:,}"
+
+
+def origin_us(s: SnapshotSummary) -> int:
+    """Where times count from: the trace's first entry (a --window's too, so it can be narrowed)."""
+    if s.window and s.window.get("trace_start_us") is not None:
+        return s.window["trace_start_us"]
+    return s.start_us
 
 
 def _frame_line(f: dict) -> str:
@@ -43,7 +50,15 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6, ooms: bool = True
     else:
         head += f" · {s.events:,} allocation events"
     out.append(head)
-    if s.source == "pytorch-snapshot" and s.events:
+    if s.source == "pytorch-snapshot" and s.events and s.window:
+        w = s.window
+        out.append(f"window {w['window']}: entries {w['first_entry']:,} to "
+                   f"{w['first_entry'] + w['entries'] - 1:,} of {w['of']:,}, "
+                   f"{when(s, s.start_us)} to {when(s, s.end_us)} (streamed) · allocated when it "
+                   f"opens {format_bytes(s.start_bytes)}, when it closes "
+                   f"{format_bytes(s.end_bytes)} · reserved: peak "
+                   f"{format_bytes(s.reserved_peak_bytes)}, end {format_bytes(s.reserved_end_bytes)}")
+    elif s.source == "pytorch-snapshot" and s.events:
         span = when(s, s.end_us)
         out.append(f"recorded span {span} · allocated at the start {format_bytes(s.start_bytes)}, at the "
                    f"end {format_bytes(s.end_bytes)} · reserved: peak {format_bytes(s.reserved_peak_bytes)}, end "
@@ -51,9 +66,10 @@ def render(s: SnapshotSummary, top: int = 10, frames: int = 6, ooms: bool = True
     if s.extras is not None:  # what newer snapshots record: settings, compile contexts, ...
         out.extend(s.extras.lines())
     guess = " (guess from the stack)" if s.guessed else ""
+    first = s.window["first_entry"] if s.window else 0  # entry numbers: the whole trace's
     out.append("")
     out.append(f"peak {format_bytes(s.peak_bytes)} allocated ({s.peak_bytes:,} B) at "
-               f"{when(s, s.peak_time_us)}" + (f", entry #{s.peak_index:,}" if s.peak_index >= 0
+               f"{when(s, s.peak_time_us)}" + (f", entry #{s.peak_index + first:,}" if s.peak_index >= 0
                                                and s.x_unit == "us" else "")
                + f" · phase{guess}: {s.peak_phase or '—'}")
     if s.peak_where:
