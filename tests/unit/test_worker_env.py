@@ -1,5 +1,6 @@
 """A warm worker whose variant sets its own environment restarts cold (lesson 17's
-PYTORCH_CUDA_ALLOC_CONF must be set before torch reads it), keeping its pid and pipes."""
+PYTORCH_CUDA_ALLOC_CONF must be set before torch reads it), keeping its pid and pipes; a simulated
+run, whose allocator model reads the setting when its backend is built, keeps its warm imports."""
 
 import json
 import subprocess
