@@ -50,7 +50,8 @@ class RunRequest:
     params: dict[str, Any] = field(default_factory=dict)  # run.p: the scale's, overrides applied
     checks: list[dict[str, Any]] = field(default_factory=list)  # lesson.toml's [[checks]]
     # set in the worker before torch is imported (a lesson variant's `env`: lesson 17's
-    # PYTORCH_CUDA_ALLOC_CONF, which torch reads once)
+    # PYTORCH_CUDA_ALLOC_CONF, which torch reads once); in sim, only before the run's backend
+    # is built (lab.runner.worker.needs_cold_start)
     env: dict[str, str] = field(default_factory=dict)
     gpu_memory: int | None = None  # virtual GPU capacity in bytes
     gpu: str | None = None  # sim: the card it stands for (a key of lab.measure.sim.gpus; the H200)

@@ -95,15 +95,34 @@ def read_request(emit) -> tuple[str, dict[str, str]]:
     return json.dumps(msg["request"]), msg.get("env") or {}
 
 
+def needs_cold_start(request: dict) -> bool:
+    """Whether a warm worker must restart cold for `request`'s environment: yes when it has
+    one, unless the run is simulated and the environment is only the allocator's settings.
+    Those are read by CUDA's caching allocator when CUDA starts, which a simulated run never
+    does; sim's allocator model reads them when its backend is built (lab.measure.backends.sim),
+    as `memlab dev goldens` runs lesson 23 in one process. A cold start is a fresh import of
+    torch and transformers (~4 s of CPU): most of lesson 23's `y` in sim."""
+    env = request.get("env") or {}
+    if not env or not isinstance(env, dict):
+        return False
+    from lab.measure.modes import MODE_INFO
+    from lab.measure.sim.allocator.settings import ENV_VARS
+
+    info = MODE_INFO.get(request.get("mode"))
+    return not (info is not None and info.simulated and set(env) <= set(ENV_VARS))
+
+
 def restart_cold_if_env(raw: str, emit) -> None:
     """A variant with an environment of its own (lesson 17's PYTORCH_CUDA_ALLOC_CONF) in a warm
     worker: torch is imported already and may have read that environment, so this process
-    becomes a cold worker (exec: same pid, same pipes, same process group) that sets it first."""
+    becomes a cold worker (exec: same pid, same pipes, same process group) that sets it first
+    (`needs_cold_start` says when)."""
     try:
-        env = json.loads(raw).get("env") or {}
-    except (ValueError, AttributeError):  # a bad request is reported by the normal path
-        return
-    if not env or not isinstance(env, dict):
+        request = json.loads(raw)
+        if not needs_cold_start(request):
+            return
+        env = request["env"]
+    except (ValueError, AttributeError, TypeError):  # a bad request: the normal path reports it
         return
     os.environ.update({str(k): str(v) for k, v in env.items()})
     sys.stdout.flush()

@@ -57,8 +57,9 @@ SIM_NOTES = (
 def new_allocator(cap: int | None, gpu: Gpu = H200) -> Replay:
     """The allocator model of a run on `gpu` capped at `cap` (None: the whole card).
 
-    The real allocator reads PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) when CUDA starts; a
-    variant's env sets it before the worker imports torch (lessons 17 and 23). A setting the
+    The real allocator reads PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF) when CUDA starts;
+    the model reads it here, when the run's backend is built: a variant's env (lessons 17 and 23)
+    is set by then, and a warm worker needs no cold start for it (lab.runner.worker). A setting the
     allocator would refuse fails the run's first allocation with a one-line
     AllocatorSettingsError, as CUDA's first allocation would (lab.measure.sim.allocator.settings).
     """

@@ -45,6 +45,7 @@ Not modelled: CUDA graph pools and memory pools (`torch.cuda.MemPool`), free-mem
 from __future__ import annotations
 
 import bisect
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -125,15 +126,17 @@ class _Pool:
         self.unmapped_blocks: dict[tuple, Block] = {}
         self.free_calls = 0  # get_free_blocks_call_count: counts only while GC is on
 
+    # add / remove run a few times per allocation: Block.key() written out (no method call)
     def add(self, b: Block) -> None:
         b.gc_base = self.free_calls  # insert_into_blocks
-        k = b.key()
-        bisect.insort(self.keys, k)
+        k = (b.stream, b.size, b.addr)
+        insort(self.keys, k)
         self.blocks[k] = b
 
     def remove(self, b: Block) -> None:
-        k = b.key()
-        del self.keys[bisect.bisect_left(self.keys, k)]
+        k = (b.stream, b.size, b.addr)
+        keys = self.keys
+        del keys[bisect_left(keys, k)]
         del self.blocks[k]
 
     def add_unmapped(self, b: Block) -> None:
@@ -238,7 +241,7 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
         """`memory_allocated()` drops now; the block is cached now, or, used on other streams
         (record_stream), once their events complete (lab.measure.sim.allocator.streams)."""
         block.allocated = False
-        self._add_stat("allocated", -block.size)
+        self.stats.allocated -= block.size  # a drop sets no peak (`_add_stat` without it)
         if block.uses:
             self._insert_events(block)
         else:
@@ -323,7 +326,10 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
             pool.add(remaining)
         block.allocated = True
         self.active.add(block)
-        self._add_stat("allocated", block.size)
+        s = self.stats  # `_add_stat("allocated", ...)` written out: once per allocation
+        s.allocated = v = s.allocated + block.size
+        if v > s.peak_allocated:
+            s.peak_allocated = v
         return block
 
     def _merge(self, dst: Block, src: Block | None, pool: _Pool) -> None:

@@ -116,10 +116,12 @@ class Replay:
                                        stream)
             raise SimulatedOutOfMemory(oom_message(e, self.model.total)) from None
         finally:
-            self._step()
+            if self.series:  # `_step()` written out: once per event
+                self._add_to_series()
+            self.index += 1
 
     def free(self, key: Hashable) -> None:
-        if key in self._aliases:  # remade by relayout(): its successors go instead
+        if self._aliases and key in self._aliases:  # remade by relayout(): its successors go
             for successor in self._aliases.pop(key):
                 self.free(successor)
             return
@@ -128,7 +130,9 @@ class Replay:
         block = self.live.pop(key, None)
         if block is not None:
             self.model.free(block)
-        self._step()
+        if self.series:
+            self._add_to_series()
+        self.index += 1
 
     def record_stream(self, key: Hashable, stream: int) -> None:
         """The live allocation `key` was used on `stream` (Tensor.record_stream): freed, its
@@ -188,13 +192,16 @@ class Replay:
 
     def _step(self) -> None:
         if self.series:
-            s, r = self.model.stats, self.result
-            x = self.clock() if self.clock is not None else self.index
-            if not r.allocated_series or r.allocated_series[-1][1] != s.allocated:
-                r.allocated_series.append((x, s.allocated))
-            if not r.reserved_series or r.reserved_series[-1][1] != s.reserved:
-                r.reserved_series.append((x, s.reserved))
+            self._add_to_series()
         self.index += 1
+
+    def _add_to_series(self) -> None:
+        s, r = self.model.stats, self.result
+        x = self.clock() if self.clock is not None else self.index
+        if not r.allocated_series or r.allocated_series[-1][1] != s.allocated:
+            r.allocated_series.append((x, s.allocated))
+        if not r.reserved_series or r.reserved_series[-1][1] != s.reserved:
+            r.reserved_series.append((x, s.reserved))
 
     def finish(self) -> ReplayResult:
         s, r = self.model.stats, self.result
