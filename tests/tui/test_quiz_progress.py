@@ -17,7 +17,7 @@ from lab.tui.screens import ConfirmScreen, HomeScreen
 from lab.tui.widgets.quiz import QuizView, grade_prediction, parse_gb
 
 from tui_helpers import (COURSE, REFERENCE, RUNS, make_app, notices, open_first_lesson,
-                         run_and_wait, text_of)
+                         run_and_wait, text_of, wait_until)
 
 LESSON = COURSE.find("linear-baseline")
 CHOICES = [i for i, q in enumerate(LESSON.quiz) if q.kind == "choice"]
@@ -31,7 +31,7 @@ def feedback(screen, i: int) -> str:
 async def answer_choice(pilot, i: int, choice: int) -> None:
     radio = pilot.app.screen.query_one(f"#q{i}-choices", RadioSet)
     radio.query("RadioButton")[choice].value = True
-    await pilot.pause()
+    await answered(pilot, i)
 
 
 async def answer_prediction(pilot, i: int, text: str) -> None:
@@ -39,7 +39,13 @@ async def answer_prediction(pilot, i: int, text: str) -> None:
     box.focus()
     box.value = text
     await pilot.press("enter")
-    await pilot.pause()
+    await answered(pilot, i)
+
+
+async def answered(pilot, i: int) -> None:
+    # the answer's feedback is shown once the quiz has taken it (a loaded box takes more than
+    # one pause: CI once read the score with two of three answers counted)
+    await wait_until(pilot, lambda: feedback(pilot.app.screen, i).strip() != "")
 
 
 def test_prediction_grading_uses_the_tolerance():
