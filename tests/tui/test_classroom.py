@@ -108,6 +108,7 @@ async def test_served_mode_opens_no_path_and_writes_no_screenshot(monkeypatch, t
     assert delivered == [1] and not list(tmp_path.glob("*.svg"))
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_test_state_file_follows_the_screen(monkeypatch, memlab_home):
     monkeypatch.setenv("MEMLAB_TEST_STATE", "1")
     app = MemLabApp(runner=ReplayRunner(RUNS), course=COURSE, progress=Progress.load(), gpu=None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 from textual.widgets import Checkbox, Input
 
@@ -18,6 +19,7 @@ from tui_helpers import COURSE, make_app, screen_text
 OOM_LESSON = next(l for l in COURSE.lessons if l.id == "out-of-memory")
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_lesson_13_shows_its_own_gpu_cap_and_every_variant_at_80x24():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -41,6 +43,7 @@ async def test_lesson_13_shows_its_own_gpu_cap_and_every_variant_at_80x24():
         assert screen.query_one("#gpu-memory", Input).placeholder == "24 MiB (lesson)"
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_a_cpu_run_at_seed_scale_asks_first():
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
@@ -81,6 +84,7 @@ def test_checks_never_show_nan_or_unreached_zeros():
     assert "not reached" in text  # the OOM stopped before the output existed
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_the_status_line_follows_the_mode_and_the_scale_at_once():
     """Issue 36: after switching to cpu the status line said `(sim, seed)` until the scale
     changed; the controls fold into the lesson's model and the line follows each change."""

@@ -42,6 +42,7 @@ async def test_two_runs_side_by_side_with_the_difference_coloured():
     assert app.return_code in (0, None)
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_palette_entry_asks_for_two_files_and_opens_the_diff():
     app = make_app()
     async with app.run_test(size=(100, 30)) as pilot:

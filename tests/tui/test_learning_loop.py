@@ -95,6 +95,7 @@ async def check_nothing_given_away(lesson, course) -> None:
         assert "H200 recording" not in text_of(app.screen, "#results-empty")
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_before_predicting_no_number_near_the_answer_is_on_screen(split_course):
     await check_nothing_given_away(split_course.lessons[0], split_course)
 
@@ -120,6 +121,7 @@ async def test_split_lessons_on_disk_give_nothing_away():
     assert given_away == {}
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_after_predicting_the_h200_recording_is_the_result_and_run_it_yourself_is_near(
         split_course):
     lesson = split_course.lessons[0]
@@ -184,6 +186,7 @@ async def test_after_predicting_the_h200_recording_is_the_result_and_run_it_your
     assert lp.calibration_error == pytest.approx(4.0 / 4.4002 - 1)
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_a_prediction_is_committed_once_and_quiz_answers_are_final(split_course):
     lesson = split_course.lessons[0]
     predict = next(i for i, q in enumerate(lesson.quiz) if q.kind == "predict_peak")
@@ -227,6 +230,7 @@ async def test_a_prediction_is_committed_once_and_quiz_answers_are_final(split_c
         assert "within the tolerance" in table
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_keys_work_as_the_footer_says(split_course):
     lesson = split_course.lessons[0]
     predict = next(i for i, q in enumerate(lesson.quiz) if q.kind == "predict_peak")
@@ -253,6 +257,7 @@ async def test_keys_work_as_the_footer_says(split_course):
         assert app.progress.lessons[lesson.id].prediction_gb is None
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_typing_a_prediction_on_the_lesson_screen_opens_the_prediction_box(split_course):
     # Given a learner on the text tab who types "4.4" without opening anything first
     lesson = split_course.lessons[0]
@@ -275,6 +280,7 @@ async def test_typing_a_prediction_on_the_lesson_screen_opens_the_prediction_box
         assert app.progress.lessons[lesson.id].prediction_gb == 4.4
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_the_last_questions_feedback_is_reached_with_the_keyboard():
     lesson = COURSE.lessons[0]
     last = len(lesson.quiz) - 1
@@ -298,6 +304,7 @@ async def test_the_last_questions_feedback_is_reached_with_the_keyboard():
         assert q.explain.split()[-1].strip(".") in screen_text(app)
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_after_an_answer_the_next_question_is_scrolled_to_and_highlighted():
     """80×24: answering the first question brings the next one into view, marked "next", with
     the focus on it (the focus used to move to a question below the fold)."""

@@ -39,6 +39,7 @@ async def test_open_lesson_switch_tabs_and_back_home():
         assert isinstance(app.screen, HomeScreen)
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_next_and_previous_lesson_stop_at_the_ends():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -89,6 +90,7 @@ async def test_help_opens_and_closes():
         assert isinstance(app.screen, HomeScreen)
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_command_palette_lists_the_lab_actions():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -106,6 +108,7 @@ OOM = COURSE.find("out-of-memory")  # by its number as the course map shows it (
 @pytest.mark.parametrize("query, lesson_id", [  # by words: the full suite's (~3 s each)
     (OOM.key, OOM.id), pytest.param("out of memory", OOM.id, marks=pytest.mark.slow),
     pytest.param("checkpoint", "gradient-checkpointing", marks=pytest.mark.slow)])
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_the_command_palette_opens_a_lesson_by_number_or_words(query, lesson_id):
     from textual.command import CommandPalette
 

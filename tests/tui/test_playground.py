@@ -32,6 +32,7 @@ async def open_playground(pilot) -> PlaygroundScreen:
     return screen
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_the_playground_explains_itself_and_loads_its_workloads_off_the_ui_thread():
     app = make_app(PlaygroundReplay(RUNS))
     async with app.run_test(size=(80, 24)) as pilot:
@@ -63,6 +64,7 @@ async def test_the_playground_explains_itself_and_loads_its_workloads_off_the_ui
         assert "r Run" in text
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_r_runs_every_combination_and_a_new_workload_clears_the_old_results():
     runner = PlaygroundReplay(RUNS)
     app = make_app(runner)
@@ -107,6 +109,7 @@ async def test_bad_combinations_are_one_line_and_nothing_runs():
         assert runner.requests == []
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_escape_leaves_the_playground():
     app = make_app(PlaygroundReplay(RUNS))
     async with app.run_test(size=(80, 24)) as pilot:

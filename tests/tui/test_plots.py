@@ -93,6 +93,7 @@ async def test_capacity_line_oom_points_and_a_legend_under_the_data():
         assert all("━" not in line for line in inside[:3])  # no legend over the data
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_two_variants_drawn_on_top_of_each_other_are_named():
     lesson = next(l for l in COURSE.lessons if l.id == "mixed-precision")
     app = make_app(references=REFERENCE_DIR)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from lab.runner.client import failed_result
 from lab.tui.screens import LessonScreen
 
@@ -25,6 +27,7 @@ class QueuedRunner:
         return failed_result(req, "linear-baseline", "cancelled", "cancelled while waiting")
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_waiting_in_the_gpu_queue_is_shown_and_esc_cancels_it():
     runner = QueuedRunner()
     app = make_app(runner)

@@ -107,6 +107,7 @@ async def test_passing_the_quiz_is_saved_and_resumed_in_a_new_session():
         assert "quiz passed" in text_of(app.screen, "#quiz-score")
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_prediction_before_the_run_shows_the_gap_to_the_measurement():
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
@@ -122,6 +123,7 @@ async def test_prediction_before_the_run_shows_the_gap_to_the_measurement():
     assert Progress.load().lessons["linear-baseline"].prediction_gb == 4.0
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_run_history_is_kept_and_compared_with_todays_run():
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
@@ -134,6 +136,7 @@ async def test_run_history_is_kept_and_compared_with_todays_run():
         assert "±0 B" in history  # the same peak as today's run
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_reset_asks_first_then_forgets_everything():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -85,6 +85,7 @@ async def test_inspector_cursor_keys_mouse_and_live_blocks():
         assert inspector.index == 15
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_run_at_small_scale_in_cpu_mode_passes_the_controls():
     runner = ReplayRunner(RUNS)
     app = make_app(runner)
@@ -105,6 +106,7 @@ async def test_run_at_small_scale_in_cpu_mode_passes_the_controls():
         assert "ms" in summary  # a real step time in cpu mode
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_virtual_gpu_size_is_passed_and_bad_sizes_are_refused():
     runner = ReplayRunner(RUNS, overrides=OOM)
     app = make_app(runner)
@@ -124,6 +126,7 @@ async def test_virtual_gpu_size_is_passed_and_bad_sizes_are_refused():
         assert screen.results[0].status == "oom"
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_cancel_stops_the_run_and_the_app_keeps_working():
     runner = ReplayRunner(RUNS, hold=True, hold_timeout_s=600)  # until cancelled, however loaded
     app = make_app(runner)
@@ -152,6 +155,7 @@ async def test_cancel_stops_the_run_and_the_app_keeps_working():
         assert [r.status for r in screen.results] == ["ok", "ok"]
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_oom_is_shown_as_a_lesson_moment():
     app = make_app(overrides=OOM)
     async with app.run_test(size=(120, 36)) as pilot:
@@ -174,6 +178,7 @@ async def test_oom_is_shown_as_a_lesson_moment():
         assert any("out of memory" in n.message for n in notices(app))
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_crashed_worker_is_an_error_and_the_app_keeps_working():
     runner = ReplayRunner(RUNS, overrides=CRASH)
     app = make_app(runner)
@@ -195,6 +200,7 @@ async def test_crashed_worker_is_an_error_and_the_app_keeps_working():
         assert "run" in str(app.screen.query_one("#lessons").get_row_at(0)[1])
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_a_runner_that_raises_is_reported_not_fatal():
     class Broken:
         def run(self, req, on_event=None, cancel=None):
@@ -208,6 +214,7 @@ async def test_a_runner_that_raises_is_reported_not_fatal():
         assert "the runner failed: RuntimeError: boom" in text_of(app.screen, "#failures")
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_with_a_gpu_your_run_leads_and_the_h200_sits_beside_it():
     gpu = type("Gpu", (), {"name": "NVIDIA H200", "total_bytes": 150_117_679_104})()
     runner = ReplayRunner(RUNS)
@@ -250,6 +257,7 @@ async def test_no_reference_without_cuda_is_said_plainly_and_none_with_cuda():
                                                                                 "#banner")
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_keys_are_handled_while_a_run_is_in_flight():
     # Given a run held in flight (the replay waits before its result), when the learner
     # switches tabs and presses ?, then each key is handled at once (the tab changes, help

@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from textual.widgets import Input
 
 from lab.tui.screens.diff_view import DiffViewScreen
@@ -28,6 +29,7 @@ async def _diff(app, pilot, text: str) -> None:
     await pilot.pause()
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_a_served_tab_diffs_only_files_in_its_learners_folder(memlab_home, monkeypatch):
     monkeypatch.setenv("MEMLAB_SERVED", "1")
     memlab_home.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from tui_helpers import FIXTURES, make_app, screen_text, wait_until
 SNAPSHOT = FIXTURES / "h200_snapshot.pickle"
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_standalone_viewer_escape_and_q_leave_instead_of_a_blank_screen():
     for key in ("escape", "q"):
         app = SnapshotViewApp(open_summary(SNAPSHOT)[0])
@@ -59,6 +60,7 @@ async def test_viewer_in_the_app_shows_the_peak_moves_and_goes_back(tmp_path):
         assert isinstance(app.screen, HomeScreen)  # back where it was opened, not blank
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
 async def test_a_lessons_recorded_snapshot_opens_with_s(tmp_path):
     from lab.course.reference import REFERENCE_DIR
 

@@ -79,6 +79,7 @@ def test_lesson_01_cpu_small_text_report(tmp_path):
     assert "peak" in out and "weights" in out
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_doctor_says_what_this_machine_gives():
     proc = memlab("doctor", "--json")
     assert proc.returncode == 0, proc.stderr

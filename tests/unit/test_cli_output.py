@@ -194,6 +194,7 @@ def test_run_json_into_a_closed_pipe_is_no_traceback():
     assert code == 0
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_run_all_is_one_summary_beside_the_recordings(no_gpu, capsys):
     code, out, err = _cli(capsys, "run", "--all")
     assert code == 0, err

@@ -46,6 +46,7 @@ def measured(key: str, variant: str, mode: str = "cpu", scale: str = "small"):
 
 
 # ---- the lab: an experiment that records the allocator history itself ------------------------
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_a_kept_snapshot_is_what_snapshot_saves(tmp_path):
     # Given an experiment that makes its own snapshot and hands it over (lesson 04's way),
     # when the lab is asked for a profile, then the file is the experiment's, not the tracker's
@@ -67,6 +68,7 @@ def test_a_kept_snapshot_is_what_snapshot_saves(tmp_path):
     assert s.events == 1 and s.peak_bytes == 1024
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_without_a_kept_snapshot_the_tracker_snapshot_is_saved(tmp_path):
     out = tmp_path / "p.pkl"
     res = measure(lambda run: torch.ones(256),

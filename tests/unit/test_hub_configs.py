@@ -139,6 +139,7 @@ def test_the_slurm_configuration_submits_a_gpu_job_that_finds_the_class_service(
     assert spawner.default_url == "/memlab/"
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_the_mig_list_is_what_the_runners_rule_says():
     from lab.serve.hub.placement import fits, markdown
 

@@ -151,6 +151,7 @@ def test_model_states_per_rank_in_sim_are_the_strategies_bytes(n):
     assert max(embedding, 8 * P // n) <= state <= 8 * P // n + embedding + 4 * tensors
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_sharding_lowers_the_per_rank_peak_in_sim():
     peaks = {v: sim(v, 2).peak.bytes for v in VARIANTS}
     assert peaks["fsdp"] < peaks["zero1"] < peaks["baseline"]

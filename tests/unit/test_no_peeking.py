@@ -78,6 +78,7 @@ _installed: list = []
 @pytest.mark.parametrize("key,variant", [("01", "baseline"),
                                          pytest.param("18", "bf16", marks=pytest.mark.slow),
                                          ("17", "expandable_segments")])
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_simulating_a_lesson_opens_no_recording(watch_opens, key, variant):
     from lab.course.curriculum import load_course
     from lab.runner.protocol import RunRequest

@@ -43,6 +43,7 @@ def _cli(capsys, *argv):
     return code, out, err
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_known_footprint_exact_bytes_and_peak_line(capsys):
     # Given a script whose every tensor is known from its shapes (fp32, two steps, plain SGD)
     code, out, err = _cli(capsys, "profile", "--mode", "cpu", "--json", "--", "python",

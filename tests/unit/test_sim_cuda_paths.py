@@ -1,9 +1,9 @@
 """Sim takes CUDA's paths: autocast lists and weight cache, SDPA backend, cuBLAS workspaces."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
-
 from lab.measure.sim.allocator.replay import Replay
 from lab.measure.sim.dispatch.fake_mode import fake_mode
 from lab.measure.sim.gpus import H200
@@ -154,6 +154,7 @@ def test_cublas_workspaces_per_thread_and_cublaslt_for_a_biased_addmm():
     assert r.peak_allocated >= 2 * CUBLAS_WORKSPACE + CUBLASLT_WORKSPACE
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: over 2 CPU-s
 def test_transformers_causal_lm_passes_no_mask_to_sdpa_in_sim():
     from lab.workloads.models import build_model
     from lab.workloads.registry import Layout
