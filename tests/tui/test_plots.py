@@ -37,8 +37,8 @@ def test_merge_keeps_every_runs_order_and_labels_are_never_cut():
     assert tried_bytes("Tried to allocate 1.53 GiB. GPU 0") == int(1.53 * 2**30)
 
 
-# mixed precision; out of memory in the full suite only (~3 s)
-@pytest.mark.parametrize("number", [8, pytest.param(18, marks=pytest.mark.slow)])
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~6 CPU-s (Textual's layout)
+@pytest.mark.parametrize("number", [8, 18])  # mixed precision; out of memory
 async def test_each_variant_is_drawn_and_labelled_at_its_own_phases(number):
     # Given the H200 recordings of a lesson whose variants do different work per phase
     lesson = next(l for l in COURSE.lessons if l.number == number)

@@ -177,6 +177,7 @@ def test_replays_of_h200_allocator_traces_match_to_the_byte():
         assert {k: got[k] for k in real} == real, (run["lesson"], run["variant"], run["overrides"])
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: a sim run, then its replays, ~7 CPU-s
 def test_a_recorded_sim_run_replays_offline_under_any_cap():
     """What `memlab fit` builds on: run sim once without a cap, recording what the allocator model
     received; replaying the log gives the same peaks, and under a cap the same OOM as a capped run."""

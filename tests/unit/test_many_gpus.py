@@ -126,7 +126,8 @@ def test_the_extrapolation_is_named_beyond_what_was_measured():
     assert "rank-0 extrapolation" in note and "NCCL" in note and "CUDA context" in note
 
 
-@pytest.mark.parametrize("n", [2, pytest.param(8, marks=pytest.mark.slow)])  # 8: full suite
+@pytest.mark.slow  # the quick tier's 2 minutes: simulated ranks, ~4 CPU-s each
+@pytest.mark.parametrize("n", [2, 8])
 def test_model_states_per_rank_in_sim_are_the_strategies_bytes(n):
     # Given the small Qwen2 layout (P parameters, every dim divisible by 8, fp32, AdamW), when
     # each strategy runs on n simulated ranks, then at the end of step 1 each rank holds:
