@@ -200,21 +200,34 @@ def probed_by_name(name: str):
 
 
 def run_probed_apart(name: str) -> tuple[dict[str, Any], list[str], bool]:
-    """`run_probed` in a fresh child forked from a forkserver that imported only the lab: what
-    an earlier run in this process left behind (a global hook, a patch, a reference held) cannot
+    """`run_probed` in a child forked from a forkserver that imported only the lab: what an
+    earlier run in this process left behind (a global hook, a patch, a reference held) cannot
     move a golden's numbers. The lab's own runs get the same from the runner's forked workers."""
     return probed_apart(name)[1:]
 
 
 def probed_apart(name: str):
     """`run_probed_apart` with the RunResult first (None for a PlainEntry): the suite's one sim
-    run of a golden lesson variant, which the lesson's own tests read too."""
-    from concurrent.futures import ProcessPoolExecutor
+    run of a golden lesson variant, which the lesson's own tests read too.
 
-    with ProcessPoolExecutor(max_workers=1, mp_context=_forkserver()) as pool:
-        return pool.submit(probed_by_name, name).result()
+    One child serves every golden this process asks for, one after another, as `memlab dev
+    goldens --check` runs them all in one process: a fresh child per golden paid transformers'
+    import and sim's warm-up each time (~6 s against ~0.3 s)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    global _APART
+    if _APART is None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        _APART = ProcessPoolExecutor(max_workers=1, mp_context=_forkserver())
+    try:
+        return _APART.submit(probed_by_name, name).result()
+    except BrokenProcessPool:
+        _APART = None  # the child died (killed, out of memory): the next golden gets a new one
+        raise
 
 
+_APART = None
 _FORKSERVER = None
 
 
