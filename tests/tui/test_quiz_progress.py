@@ -57,6 +57,7 @@ def test_prediction_grading_uses_the_tolerance():
     assert parse_gb(" 4.4 GB") == 4.4 and parse_gb("lots") is None and parse_gb("-1") is None
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~5 CPU-s (Textual's layout)
 async def test_quiz_grades_choices_and_predictions_and_saves_them():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
