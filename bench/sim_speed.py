@@ -48,7 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-DEFAULT_LESSONS = ["03", "08", "18", "22", "25"]
+# by id: the course map's numbers move when a lesson is inserted (lessons 27-28 moved many-gpus
+# from 22 to 26, and "22" then measured allocator-tuning)
+DEFAULT_LESSONS = ["training-cycle", "mixed-precision", "out-of-memory", "many-gpus", "memory-budget"]
 FIT_ARGS = ["fit", "gpt2-small", "--gpu-memory", "16GiB", "--combo", "baseline",
             "--combo", "bf16+ckpt"]
 
