@@ -23,6 +23,7 @@ async def test_home_lists_every_lesson_with_status_and_banner():
         assert "simulation at full scale" in banner
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~5 CPU-s (Textual's layout)
 async def test_open_lesson_switch_tabs_and_back_home():
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:

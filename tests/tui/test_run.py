@@ -20,6 +20,7 @@ OOM = {"baseline": "linear-baseline/baseline.oom.jsonl"}
 CRASH = {"no_grad": "linear-baseline/baseline.crash.jsonl"}
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~4 CPU-s (Textual's layout)
 async def test_run_shows_results_for_every_variant(memlab_home):
     runner = ReplayRunner(RUNS)
     app = make_app(runner)

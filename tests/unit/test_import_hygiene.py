@@ -79,6 +79,7 @@ def test_torch_free_module_imports_neither_torch_nor_a_ui(module):
     assert pulled == [], f"{module} pulled in {pulled}"
 
 
+@pytest.mark.slow  # the quick tier's 2 minutes: ~4 CPU-s (lint-imports checks it statically)
 def test_core_modules_import_no_ui():
     pulled = _pulled_in(CORE_WITH_TORCH, UI)
     assert {m: p for m, p in pulled.items() if p} == {}
