@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import gzip
 import pickle
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,24 +40,12 @@ def read(path: str | Path) -> tuple[str, Any]:
     is opened, and neither the file nor what a gzip inflates to may pass SNAPSHOT_LIMIT. A
     pickle of more than FULL_OPEN_LIMIT bytes is refused with a pointer to --window (a full
     load needs ~7 times the pickle's size in memory)."""
-    try:
-        with open_gzip_or_plain(path, SNAPSHOT_LIMIT) as f:
-            head = f.peek(1)[:1]
-            if head == PICKLE_MAGIC:
-                _check_size(path)
-                return "snapshot", _check_snapshot(path, load_plain(f))
-            text = f.read()
-    except UserFileError as e:
-        raise SnapshotError(str(e)) from None
-    except RefusedPickle as e:
-        raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
-                            "containers, numbers and strings, so nothing in it was run") from None
-    except (pickle.UnpicklingError, EOFError, MemoryError, gzip.BadGzipFile, *MALFORMED) as e:
-        # (a damaged FRAME length is an OverflowError, a deep one a RecursionError)
-        raise SnapshotError(f"{path}: not a readable pickle ({type(e).__name__}: "
-                            f"{_one_line(e) if str(e) else 'damaged or truncated'})") from None
-    except OSError as e:
-        raise SnapshotError(f"{path}: cannot read it ({e.strerror or e})") from None
+    with _read_errors(path), open_gzip_or_plain(path, SNAPSHOT_LIMIT) as f:
+        head = f.peek(1)[:1]
+        if head == PICKLE_MAGIC:
+            _check_size(path)
+            return "snapshot", _check_snapshot(path, load_plain(f))
+        text = f.read()
     try:
         data = loads(text, what=str(path))
     except DecodeError as e:
@@ -70,27 +59,36 @@ def read(path: str | Path) -> tuple[str, Any]:
     raise SnapshotError(f"{path} is JSON but not {ACCEPTS}")
 
 
-def read_window(path: str | Path, window: Window) -> tuple[dict, dict[int, Any], int]:
-    """A snapshot pickle streamed (lab.snapshots.stream): (the snapshot with the window's trace
-    entries only, {device: Cut}, stacks lost). Raises SnapshotError."""
+@contextmanager
+def _read_errors(path):
+    """What opening or unpickling `path` raised, as one SnapshotError line (the full load's and
+    the window's alike)."""
     try:
-        with open_gzip_or_plain(path, SNAPSHOT_LIMIT) as f:
-            if f.peek(1)[:1] != PICKLE_MAGIC:
-                raise SnapshotError(f"{path}: --window reads a PyTorch memory snapshot pickle; "
-                                    "this file is not one (a result JSON opens whole)")
-            data, cuts, lost = load_window(f, window)
-    except WindowError as e:
-        raise SnapshotError(f"{path}: {e}") from None
+        yield
     except UserFileError as e:
         raise SnapshotError(str(e)) from None
     except RefusedPickle as e:
         raise SnapshotError(f"{path}: refused: {e}; a memory snapshot holds only plain "
                             "containers, numbers and strings, so nothing in it was run") from None
     except (pickle.UnpicklingError, EOFError, MemoryError, gzip.BadGzipFile, *MALFORMED) as e:
+        # (a damaged FRAME length is an OverflowError, a deep one a RecursionError)
         raise SnapshotError(f"{path}: not a readable pickle ({type(e).__name__}: "
                             f"{_one_line(e) if str(e) else 'damaged or truncated'})") from None
     except OSError as e:
         raise SnapshotError(f"{path}: cannot read it ({e.strerror or e})") from None
+
+
+def read_window(path: str | Path, window: Window) -> tuple[dict, dict[int, Any], int]:
+    """A snapshot pickle streamed (lab.snapshots.stream): (the snapshot with the window's trace
+    entries only, {device: Cut}, stacks lost). Raises SnapshotError."""
+    with _read_errors(path), open_gzip_or_plain(path, SNAPSHOT_LIMIT) as f:
+        if f.peek(1)[:1] != PICKLE_MAGIC:
+            raise SnapshotError(f"{path}: --window reads a PyTorch memory snapshot pickle; "
+                                "this file is not one (a result JSON opens whole)")
+        try:
+            data, cuts, lost = load_window(f, window)
+        except WindowError as e:
+            raise SnapshotError(f"{path}: {e}") from None
     data = _check_snapshot(path, data)
     return data, cuts_by_device(data, cuts), lost
 

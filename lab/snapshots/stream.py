@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from lab.measure.snapshot_format import ALLOC, FREE, SEGMENT_DOWN, SEGMENT_UP
 
-from .unpickle import _ALLOWED, RefusedPickle, gc_paused
+from .unpickle import PlainDataOnly, gc_paused
 
 FULL_OPEN_LIMIT = 500 * 10**6  # bytes of pickle opened whole; past it, --window (bench: 15 s, 4 GB)
 
@@ -156,7 +156,7 @@ class _Memo(dict):
         return []
 
 
-class _WindowUnpickler(pickle._Unpickler):
+class _WindowUnpickler(PlainDataOnly, pickle._Unpickler):  # plain data only
     """The standard library's pure-Python unpickler, with trace batches diverted to `Cut`s."""
 
     dispatch = dict(pickle._Unpickler.dispatch)
@@ -195,16 +195,6 @@ class _WindowUnpickler(pickle._Unpickler):
             raise pickle.UnpicklingError("pickle data was truncated")
 
     dispatch[pickle.FRAME[0]] = load_frame
-
-    # -- plain data only (lab.snapshots.unpickle says why) -----------------------------------------
-    def find_class(self, module: str, name: str) -> Any:
-        allowed = _ALLOWED.get((module, name))
-        if allowed is None:
-            raise RefusedPickle(f"it asks for `{module}.{name}`")
-        return allowed
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise RefusedPickle("it uses a persistent id (an object stored outside the pickle)")
 
     # -- the memo: slots counted apart from its size (slots are deleted) ---------------------------
     def _remember(self, i: int, obj: Any) -> None:
