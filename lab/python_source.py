@@ -19,11 +19,12 @@ _ATTEMPTS = 3
 
 def parse(source: str | bytes, filename: str = "<unknown>", mode: str = "exec") -> ast.AST:
     """`ast.parse(source, filename, mode)`; a SyntaxError still raises as usual."""
-    for attempt in range(_ATTEMPTS):
+    for _ in range(_ATTEMPTS - 1):
         try:
             with _ONE_AT_A_TIME:
                 return ast.parse(source, filename, mode)
         except SystemError as err:
-            if "recursion depth mismatch" not in str(err) or attempt == _ATTEMPTS - 1:
+            if "recursion depth mismatch" not in str(err):
                 raise
-    raise AssertionError("unreachable")
+    with _ONE_AT_A_TIME:  # the last attempt: whatever it raises is the answer
+        return ast.parse(source, filename, mode)
