@@ -22,11 +22,12 @@ import torch
 # name -> (shape of a, shape of b, offsets or None); the layouts of the meta rules' tests. The
 # inputs' rows must be 16-byte multiples (CUDA and the CPU refuse others); "-odd" takes b
 # column-major (experts' weights transposed, as transformers passes them), so the output's rows
-# (30 elements) are not, and CUDA pads them
+# (30 elements) are not, and CUDA pads them. Offsets must lie within the split dimension: CUDA
+# checks them on the device (a device-side assert, which ends the process's CUDA context)
 LAYOUTS = {
     "2d-3d": ((64, 96), (4, 96, 40), [16, 32, 48, 64]),
     "3d-3d": ((4, 16, 96), (4, 96, 40), None),
-    "3d-2d": ((4, 16, 64), (64, 40), [16, 32, 48, 64]),
+    "3d-2d": ((4, 16, 64), (64, 64), [16, 32, 48, 64]),  # offsets split b's columns
     "2d-2d": ((40, 64), (64, 24), [16, 32, 48, 64]),
     "2d-3d-odd": ((64, 96), (4, 96, 30), [16, 32, 48, 64]),
 }
@@ -36,6 +37,8 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 def _row(fn) -> dict:
     try:
         out = fn()
+        if out.is_cuda:  # an asynchronous kernel error belongs to this row, not the next
+            torch.cuda.synchronize()
     except Exception as exc:  # the GPU's answer is the record: a refusal is one too
         return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
     return {"shape": list(out.shape), "stride": list(out.stride()),

@@ -38,7 +38,7 @@ OFFS = torch.tensor([16, 32, 48, 64], dtype=torch.int32)
 LAYOUTS = {  # transformers' experts: tokens x hidden against experts x hidden x out
     "2d-3d": ((64, 96), (4, 96, 40), OFFS),
     "3d-3d": ((4, 16, 96), (4, 96, 40), None),
-    "3d-2d": ((4, 16, 64), (64, 40), OFFS),
+    "3d-2d": ((4, 16, 64), (64, 64), OFFS),  # the offsets split b's 64 columns
     "2d-2d": ((40, 64), (64, 24), OFFS),
 }
 
