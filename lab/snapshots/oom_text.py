@@ -62,7 +62,7 @@ def render_oom(s, x: OomExplanation, r: ReplayReport | None, top: int = 8) -> st
 def _served(t: Trial) -> str:
     if t.served is None:
         return f"if the cap ≥ {b(t.fits_from)}" if t.fits_from else "depends on the cap"
-    return "yes" if t.served else "no"
+    return ("yes" if t.served else "no") + (" (compact start)" if t.compact_start else "")
 
 
 def _peak(t: Trial) -> str:

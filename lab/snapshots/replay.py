@@ -73,6 +73,10 @@ class Trial:
     largest_free: int | None = None  # ... the largest free block of its pool when it failed
     peak_reserved_hi: int | None = None  # at the bracket's other end, when it differs
     fits_from: int | None = None  # served None: the smallest limit in the bracket that serves it
+    # replayed from the compact start: the trace begins with live memory (a ring buffer's) that
+    # the recorded settings laid out in cudaMalloc'd segments, and this setting turns expandable
+    # segments on, under which those segments would not have existed (replay_oom's note)
+    compact_start: bool = False
 
 
 @dataclass
@@ -234,10 +238,22 @@ def given(recorded: AllocatorSettings, conf: str) -> AllocatorSettings:
 
 
 def _trial(conf: str, events: list, start: list, settings: AllocatorSettings, limit: Limit,
-           stop: int, total: int) -> Trial:
+           stop: int, total: int, recorded: AllocatorSettings | None = None) -> Trial:
+    """`recorded`: the recorded settings, when `settings` is a changed one; a start with live
+    blocks is then replayed compact if `settings` turns expandable segments on."""
+    compact = (recorded is not None and settings.expandable_segments
+               and not recorded.expandable_segments and any(seg.live for seg in start))
+    t = _one_trial(conf, events, start, settings, limit, stop, total, compact)
+    t.compact_start = compact
+    return t
+
+
+def _one_trial(conf: str, events: list, start: list, settings: AllocatorSettings, limit: Limit,
+               stop: int, total: int, compact: bool) -> Trial:
     def run(at: int) -> TraceReplayResult:
         kw = {"cap": at} if limit.kind == "cap" else {"device_limit": at}
-        return replay_trace(events, start=start, settings=settings, stop=stop, total=total, **kw)
+        return replay_trace(events, start=start, settings=settings, stop=stop, total=total,
+                            compact_start=compact, **kw)
 
     lo = run(limit.lo)
     hi = lo if limit.exact else run(limit.hi)
@@ -252,7 +268,7 @@ def _trial(conf: str, events: list, start: list, settings: AllocatorSettings, li
             a, z = (a, mid) if run(mid).served else (mid, z)
         fits_from = z
     return Trial(conf, served, lo.peak_reserved, lo.peak_allocated, lo.retries,
-                 events[f.index][4] if f else None, f.request if f else None,
+                 events[f.index][4] if f and f.index >= 0 else None, f.request if f else None,
                  f.largest_free if f else None,
                  hi.peak_reserved if hi.peak_reserved != lo.peak_reserved else None, fits_from)
 
@@ -289,8 +305,11 @@ def replay_oom(snapshot: dict, device: int, entries: list, *, cap: int | None = 
             f"the trace begins with {len(start.live):,} live blocks in {len(start.segments):,} "
             "segments made before its first entry (a ring buffer drops the oldest): rebuilt from "
             "the snapshot's segments, laid out as the recorded settings had left them, so a "
-            "setting is not credited for holes made before the trace began (record with a larger "
-            "max_entries for a whole answer)")
+            "setting is not credited for holes made before the trace began; under "
+            "expandable_segments those segments would not have existed: there the live blocks "
+            "are requested afresh, in address order, into expandable segments (a compact start: "
+            "holes made before the trace are not known). Record with a larger max_entries for a "
+            "whole answer")
     report.notes.extend(start.problems[:3])
     recorded, notes = recorded_settings(snapshot)
     report.notes.extend(notes)
@@ -311,7 +330,8 @@ def replay_oom(snapshot: dict, device: int, entries: list, *, cap: int | None = 
         tries = candidates(recorded, report.limit) if settings is None else [
             (conf, given(recorded, conf)) for conf in settings]
         for conf, s in tries:
-            report.trials.append(_trial(conf, events, seeds, s, report.limit, stop, card))
+            report.trials.append(_trial(conf, events, seeds, s, report.limit, stop, card,
+                                        recorded))
     except NotReplayable as e:
         report.refused = str(e)
         return report

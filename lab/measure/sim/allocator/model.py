@@ -194,6 +194,11 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
         # (tests/unit/test_allocator_hf_traces.py), descending ones give the GPU's max reserved
         # on all ten, ascending ones miss four by up to 5.5 %. 1 TiB apart: no segment overlaps.
         self._addr = self.next_address or count(1 << 62, -(1 << 40)).__next__
+        # cudaMalloc'd segments held now, by address. A replayed trace's addresses repeat (the
+        # GPU reuses a freed segment's): under other settings the model may still hold that
+        # segment when the trace hands its address out again, and two free blocks of one key
+        # would corrupt the pool, so such an address is skipped
+        self._segment_addrs: set[int] = set()
         self._init_streams()
 
     # ---- public --------------------------------------------------------------------------
@@ -273,6 +278,7 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
     def _release_segment(self, pool: _Pool, b: Block) -> None:
         """cudaFree of a whole cached segment (`release_block`)."""
         pool.remove(b)
+        self._segment_addrs.discard(b.addr)
         self._add_stat("reserved", -b.size)
         self.stats.segments -= 1
         self.stats.num_device_free += 1
@@ -360,7 +366,11 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
         self._add_stat("reserved", alloc)
         self.stats.segments += 1
         self.stats.num_device_alloc += 1
-        return Block(self._addr(), alloc, stream, pool.small)
+        addr = self._addr()
+        while addr in self._segment_addrs:
+            addr = self._addr()
+        self._segment_addrs.add(addr)
+        return Block(addr, alloc, stream, pool.small)
 
     def _add_stat(self, name: str, n: int) -> None:
         s = self.stats

@@ -50,7 +50,7 @@ class StartSegment:
 class Failure:
     """Where the model could not serve a request, and the state that failed."""
 
-    index: int  # into the events
+    index: int  # into the events (-1: the compact start's live blocks did not fit)
     request: int  # bytes asked for
     segment: int  # the new segment it needed
     allocated: int
@@ -86,23 +86,40 @@ class _State:
 def replay_trace(events: Sequence[tuple], *, start: Iterable[StartSegment] = (),
                  settings: AllocatorSettings | None = None, cap: int | None = None,
                  device_limit: int | None = None, stop: int | None = None,
-                 total: int = H200_TOTAL, real_addresses: bool = True) -> TraceReplayResult:
+                 total: int = H200_TOTAL, real_addresses: bool = True,
+                 compact_start: bool = False) -> TraceReplayResult:
     """Replay `events` [(action, addr, size[, stream])] from `start` until the first request the
     model cannot serve, or until event `stop` (included; None: the end).
 
     `cap`: what `set_per_process_memory_fraction` allowed (bytes); `device_limit`: what
     cudaMalloc could get at most (PyTorch's reserved + the driver's free memory); `settings`:
-    PYTORCH_CUDA_ALLOC_CONF; `total`: the card's memory (sizes expandable segments' ranges)."""
+    PYTORCH_CUDA_ALLOC_CONF; `total`: the card's memory (sizes expandable segments' ranges).
+    `compact_start`: instead of `start`'s own layout (its segments and holes, as the recorded
+    settings left them), its live blocks requested afresh under `settings`, in address order,
+    with nothing freed between: the tightest layout those settings could have had then."""
     segment_addrs = (e[1] for e in events if e[0] == fmt.SEGMENT_ALLOC)
     addrs = chain(segment_addrs, count(1 << 50, 1 << 44))
     model = CachingAllocatorModel(cap=cap, total=total, device_free=device_limit,
                                   next_address=(lambda: next(addrs)) if real_addresses else None)
     model.apply(settings or AllocatorSettings())
     state = _State(model)
-    for seg in start:
-        _seed(state, seg)
     result = TraceReplayResult(served=True)
+    if compact_start:
+        live = sorted((a, n, seg.stream) for seg in start for a, n in seg.live)
+        for addr, size, stream in live:
+            try:
+                state.live[addr] = model.malloc(size, stream)
+            except AllocatorOutOfMemory as e:  # the live blocks alone do not fit the limit
+                result.served = False
+                result.failure = Failure(-1, size, e.requested, e.allocated, e.reserved,
+                                         _largest_free(model, size, stream), model.stats.segments)
+                break
+    else:
+        for seg in start:
+            _seed(state, seg)
     end = len(events) if stop is None else min(stop + 1, len(events))
+    if not result.served:  # the compact start did not fit: no event is replayed
+        end = 0
     for i in range(end):
         ev = events[i]
         act = ev[0]
@@ -178,6 +195,7 @@ def _seed(state: _State, seg: StartSegment) -> None:
     m._add_stat("reserved", seg.size)
     m._add_stat("allocated", live_bytes)
     m.stats.segments += 1
+    m._segment_addrs.add(seg.address)
 
 
 def _chain(last: Block | None):
