@@ -77,7 +77,8 @@ def _outside(path) -> bool:
 
 
 def _audit(event: str, args: tuple) -> None:
-    if not _WATCH["on"]:
+    # an audit hook outlives its module: at interpreter exit the module's globals are None
+    if _WATCH is None or not _WATCH["on"]:
         return
     if event == "open":
         path, mode, flags = (tuple(args) + (None, None, 0))[:3]
