@@ -95,3 +95,45 @@ def test_an_allocation_with_only_the_labs_own_frames_says_so_and_lists_none():
     assert stack_heading(mine).startswith("me/train.py:12 step")
     assert frame_lines(mine) == ["me/train.py:12 step"]
     assert stack_heading([]) == "(no Python stack)" and frame_lines([]) == []
+
+
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
+async def test_x_explains_and_replays_the_out_of_memory_of_lesson_22s_recorded_snapshot():
+    from pathlib import Path
+
+    from lab.tui.screens.dialogs import TextScreen
+
+    # lesson 22's baseline at its out-of-memory, recorded on a GPU (bench/oom_replay_gpu.py)
+    path = (Path(__file__).resolve().parents[2] / "assets" / "reference" / "allocator-tuning"
+            / "baseline.profile.pkl.gz")
+    app = SnapshotViewApp(open_summary(path)[0])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert "x why" in screen_text(app)  # the key is offered: the snapshot has an OOM
+        await pilot.press("o", "x")
+        await wait_until(pilot, lambda: isinstance(app.screen, TextScreen), tries=1500)
+        page = str(app.screen.text)
+        # what `memlab view` prints: the verdict and the replay, the GPU's rerun's answers
+        assert "verdict: FRAGMENTATION" in page
+        rows = {line.split()[0]: line for line in page.splitlines()
+                if line.startswith(("expandable_segments", "max_split_size_mb:128"))}
+        assert " yes " in rows["expandable_segments:True"]
+        assert " yes " in rows["max_split_size_mb:128"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, SnapshotViewScreen)  # back to the viewer
+
+
+@pytest.mark.slow  # the quick tier's 2 minutes: an app test, ~3-7 CPU-s (Textual's layout)
+async def test_a_snapshot_without_an_oom_neither_shows_nor_takes_x():
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[2] / "assets" / "reference" / "mixed-precision"
+            / "bf16.profile.pkl.gz")  # a training step on the H200, no out-of-memory in it
+    app = SnapshotViewApp(open_summary(path)[0])
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        assert "x why" not in screen_text(app)
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, SnapshotViewScreen)

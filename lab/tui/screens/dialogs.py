@@ -1,11 +1,11 @@
-"""Small modal screens: help, confirmation, and "the terminal is too small"."""
+"""Small modal screens: help, confirmation, a page of text, and "the terminal is too small"."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from rich.text import Text
-from textual.containers import Grid, Vertical, VerticalScroll
+from textual.containers import Grid, ScrollableContainer, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Label, Markdown, Static
 
@@ -31,6 +31,7 @@ HELP = """\
 | `←` `→` (shift: ×10), `m`, `v` | inspector | move the cursor, jump to the peak, next variant |
 | `g` | anywhere | the playground: compare technique combinations on a workload |
 | `o` | anywhere | open a memory snapshot (`_dump_snapshot` pickle) or a result JSON |
+| `o` / `x` | snapshot viewer | the next out-of-memory / why it failed, and would it have fit under other allocator settings (the trace replayed) |
 | `ctrl+s` | anywhere | save this screen (e.g. the results) as an SVG file |
 | `ctrl+p` | anywhere | command palette: every action by name; type a lesson's number or words to open it |
 | `?` / `q` | anywhere | this help / quit |
@@ -69,6 +70,32 @@ class HelpScreen(ModalScreen):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help"):
             yield Markdown(HELP)
+
+
+class TextScreen(ModalScreen):
+    """A page of plain text (a report `memlab view` prints), scrollable both ways: its tables
+    keep their lines unwrapped. Esc closes."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    TextScreen { align: center middle; }
+    TextScreen #text-page { width: 96%; height: 92%; border: round $primary; padding: 0 1;
+                            background: $surface; }
+    TextScreen #text-page > Static { width: auto; }
+    """
+
+    def __init__(self, title: str, text: str):
+        super().__init__()
+        self.title_text, self.text = title, text
+
+    def compose(self) -> ComposeResult:
+        with ScrollableContainer(id="text-page") as page:
+            page.border_title = self.title_text
+            page.border_subtitle = "Esc closes · arrows scroll"
+            yield Static(Text(self.text, no_wrap=True))
+
+    def on_mount(self) -> None:
+        self.query_one("#text-page").focus()  # the arrows scroll the page
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -7,7 +7,8 @@ The plot shows allocated (and reserved) bytes over time, downsampled to ~2× its
 each bucket's maximum, so a peak survives any zoom. A cursor walks the timeline; the inspector
 under the plot shows the entry there: its action, size, allocated bytes, phase, and stack.
 Keys: ←/→ move (shift: ×20), +/- zoom around the cursor, 0 whole run, p the peak,
-o the next OOM, escape back (standalone, `memlab view FILE --app`: escape or q quits — the
+o the next OOM, x why it failed (`memlab view`'s explanation and replay, in a page), escape back
+(standalone, `memlab view FILE --app`: escape or q quits — the
 viewer is the app's only screen, so there is no blank screen to fall back to).
 Sizes follow the lab's one unit policy (GB = 10**9, stepping down), like every other screen.
 """
@@ -116,7 +117,8 @@ class SnapshotViewScreen(Screen):
         Binding("minus", "zoom(2)", "out"),
         Binding("0", "reset", "all"),
         Binding("p", "peak", "peak"),
-        Binding("o", "next_oom", "next OOM"),
+        Binding("o", "next_oom", "OOM"),
+        Binding("x", "explain_oom", "why"),
         Binding("escape", "back", "back"),
     ]
 
@@ -218,8 +220,41 @@ class SnapshotViewScreen(Screen):
         target = (later or first or [None])[0]
         if target is not None:
             self._jump(target)
+            self.notify("x: why it failed, and would it have fit under other allocator settings",
+                        timeout=4)
         else:
             self.notify("no out-of-memory event in this snapshot")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "explain_oom" and not self.summary.ooms:
+            return False  # no out-of-memory: the key is neither shown nor taken
+        return True
+
+    def action_explain_oom(self) -> None:
+        """What `memlab view FILE` prints under an out-of-memory: the failing request, the
+        verdict (fragmentation or shortage) and the replay under other allocator settings. The
+        replay can take seconds on a long trace: a worker thread computes it."""
+        self.notify("replaying the trace to the out-of-memory…", timeout=3)
+        self.run_worker(self._explain, thread=True, exclusive=True, group="explain")
+
+    def _explain(self) -> None:
+        from lab.snapshots.oom import diagnose
+        from lab.snapshots.oom_text import render_oom
+
+        try:
+            x, r = diagnose(self.summary)
+            text = (render_oom(self.summary, x, r) if x is not None else
+                    "This out-of-memory cannot be explained here: that needs the snapshot's "
+                    "whole trace (a --window view holds part of it; `memlab view FILE` without "
+                    "one explains it).")
+        except Exception as e:  # a snapshot the replay cannot take: say so, keep the viewer
+            text = f"The out-of-memory could not be replayed: {type(e).__name__}: {e}"
+        self.app.call_from_thread(self._show_explanation, text)
+
+    def _show_explanation(self, text: str) -> None:
+        from .dialogs import TextScreen
+
+        self.app.push_screen(TextScreen("the out-of-memory, explained and replayed", text))
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 1:
