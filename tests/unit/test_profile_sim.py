@@ -275,3 +275,27 @@ def test_profiling_is_refused_in_a_served_workshop(capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and len(own_lines(err)) == 1
     assert "memlab profile (your own script) is off in a lab served to a browser" in err
+
+
+CONV_SCRIPT = """\
+import torch
+import torch.nn as nn
+
+torch.backends.cudnn.benchmark = True
+model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3)).cuda()
+x = torch.randn(2, 3, 16, 16, device="cuda")
+model(x).sum().backward()  # CONV_LINE
+"""
+
+
+def test_a_script_that_convolves_is_told_what_sim_does_not_model(tmp_path):
+    script = tmp_path / "convolve.py"
+    script.write_text(CONV_SCRIPT)
+    r = _profile(script, gpu="h100")
+    assert r.ok, r.error
+    note = _note(r, "convolutions")
+    # two convolutions forward (backward's run inside autograd, not as torch.conv2d calls);
+    # the site is the script's, not nn.Conv2d's nor memlab's own module wrapper
+    assert "(2 calls, the first at convolve.py:" in note
+    assert "cuDNN's workspaces are not modelled" in note
+    assert "cudnn.benchmark = True" in note  # the script set it: the search is said too

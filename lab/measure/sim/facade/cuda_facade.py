@@ -232,6 +232,9 @@ class CudaFacade:
             self.placement = stack.enter_context(DevicePlacement(self.log))
             routing = self.placement.routing
             stack.callback(lambda: routing.note() and self.log.note("routing", routing.note()))
+            placement = self.placement
+            stack.callback(lambda: placement.convolution_note() and self.log.note(
+                "convolutions", placement.convolution_note()))
             stack.callback(setattr, self, "placement", None)
             placeholders = stack.enter_context(HostPlaceholders())
             stack.callback(lambda: placeholders.note() and self.log.note(

@@ -20,7 +20,10 @@ import os
 import sys
 from collections import Counter
 
-_LAB_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the lab package (lab/): its frames are never the script's site (lab/profile wraps modules'
+# __call__ for the evaluation cap: a site inside it would name memlab, not the script)
+_LAB_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))) + os.sep
 _STDLIB_DIR = os.path.dirname(os.__file__)
 MAX_SITES = 8  # sites listed per note; the rest are counted
 
