@@ -8,7 +8,8 @@
 #                  /tmp/extras; transformers 5.24 (the ground truth's, as sim runs here) into /tmp/gt
 #     gt           the ground truth of issue 22 (bench/ground_truth/run_h200.py), GT_BUDGET s
 #     compiled     issue 22's compiled-script GPU test (tests/gpu/test_profile_compiled_cuda.py)
-#     NN           record lesson NN: every variant, cuda, seed scale, a GPU of its own
+#     NN | ID      record lesson NN (its key: the teaching order, not the folder's number) or
+#                  lesson ID (overlapped-offload): every variant, cuda, seed scale, a GPU of its own
 #                  (--exclusive), into DIR/reference (04 also writes its memory snapshots)
 #     traces       lesson 23's allocator traces (bench/allocator_settings_traces.py)
 #     streams      side-stream allocator traces (bench/stream_traces.py, issue 42) into DIR/traces
@@ -116,7 +117,7 @@ for step in "$@"; do
         python3 -m pytest -q -m cuda tests/gpu -p no:cacheprovider -o addopts="" \
         > "$DIR/logs/pytest_cuda.txt" 2>&1
       say "gputests: rc=$? in $((SECONDS - t0)) s; $(tail -n 1 "$DIR/logs/pytest_cuda.txt")" ;;
-    [0-9][0-9]) record "$step" ;;
+    [0-9][0-9]|[a-z]*-*) record "$step" ;;  # a course key (teaching order) or a lesson id
     *) say "unknown step $step" ;;
   esac
 done

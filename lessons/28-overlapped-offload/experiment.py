@@ -28,8 +28,8 @@ The offload is a pair of saved_tensors_hooks, as torchtune's OffloadActivations 
         torch.cuda.current_stream().wait_stream(side)
         return host.to("cuda", non_blocking=True)
 
-Every offloaded tensor's checksum (its sum, on the compute stream, before the copy) is compared
-in backward with the sum of what came back: `corrupted_saved_tensors` counts those that differ
+Every offloaded tensor's checksum (the integer sum of its bits, on the compute stream, before the
+copy) is compared in backward with the checksum of what came back: `corrupted_saved_tensors` counts those that differ
 (on the GPU; sim has no values). The loop waits for each step's end (as one that prints its
 loss does).
 
@@ -50,6 +50,17 @@ from lab.workloads import TrainConfig
 from lab.workloads.phases import phase
 from lab.workloads.tasks import LM
 from lab.workloads.train import autocast, enable_checkpointing, get_batch, setup
+
+
+_SAME_WIDTH_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def checksum(t):
+    """The sum of t's bits as integers: exact, so the same whatever the order of the reduction.
+    A float sum is not: the copy is contiguous where a saved tensor may not be (a transposed
+    view), and summing the two layouts in different orders gives different floats (the first
+    GPU recording counted 44 such "corrupted" tensors with record_stream)."""
+    return t.view(_SAME_WIDTH_INT[t.element_size()]).sum(dtype=torch.int64)
 
 
 class OverlappedOffload(saved_tensors_hooks):
@@ -79,7 +90,7 @@ class OverlappedOffload(saved_tensors_hooks):
         if isinstance(t, torch.nn.Parameter) or \
                 t.numel() * t.element_size() < self.run.p.min_offload:
             return t
-        total = t.sum(dtype=torch.float32) if self.check else None  # before the copy, in order
+        total = checksum(t) if self.check else None  # before the copy, in stream order
         self.side.wait_stream(self.dev.current_stream())  # the copy starts after t is computed
         with self.dev.stream(self.side):
             host = self.pinned_like(t)
@@ -103,7 +114,7 @@ class OverlappedOffload(saved_tensors_hooks):
             return torch.empty(host.size(), dtype=host.dtype, device=device)
         back = host.to(device, non_blocking=True)
         if self.check:
-            self.corrupted += back.sum(dtype=torch.float32) != total
+            self.corrupted += checksum(back) != total
         return back
 
 
