@@ -56,11 +56,15 @@ _SAME_WIDTH_INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64
 
 
 def checksum(t):
-    """The sum of t's bits as integers: exact, so the same whatever the order of the reduction.
-    A float sum is not: the copy is contiguous where a saved tensor may not be (a transposed
-    view), and summing the two layouts in different orders gives different floats (the first
-    GPU recording counted 44 such "corrupted" tensors with record_stream)."""
-    return t.view(_SAME_WIDTH_INT[t.element_size()]).sum(dtype=torch.int64)
+    """The sum of t's bits as integers of t's own width, wrapping: exact, so the same whatever
+    the order of the reduction. A float sum is not: the copy is contiguous where a saved tensor
+    may not be (a transposed view), and summing the two layouts in different orders gives
+    different floats (the first GPU recording counted 44 such "corrupted" tensors with
+    record_stream). The same width matters too: a sum into a wider dtype (int16 -> int64)
+    first copies the whole tensor to that dtype, which raised the second recording's reserved
+    memory by gigabytes; a sum into its own dtype reads it in place."""
+    bits = t.view(_SAME_WIDTH_INT[t.element_size()])
+    return bits.sum(dtype=bits.dtype)
 
 
 class OverlappedOffload(saved_tensors_hooks):

@@ -370,6 +370,11 @@ async def test_the_class_page_logs_in_with_the_hub_and_is_for_instructors(tmp_pa
         assert resp.status == 200 and "linear-baseline,ada," in await resp.text()
         page = await (await client.get(PREFIX)).text()
         assert "Signed in as teacher" in page and "Lesson 01" in page
+        # a lesson's page is found by the number the app shows (folder 28, overlapped-offload,
+        # is the course's 12th), which the links use
+        assert "href='lesson/01'" in page
+        one = await (await client.get(PREFIX + "lesson/12")).text()
+        assert "overlapped-offload" in one or "Streams and overlapped offload" in one
         # a script on another page of the hub's origin may not read it with that login
         for mode in ("cors", "same-origin"):
             resp = await client.get(PREFIX, headers={"Sec-Fetch-Mode": mode},

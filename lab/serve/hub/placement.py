@@ -45,7 +45,7 @@ def fits(gpu_bytes: int, reference: Path | None = None) -> list[LessonFit]:
     root = Path(reference or REFERENCE_DIR)
     out = []
     for lesson in load_course().lessons:
-        fit = LessonFit(lesson.number, lesson.id, lesson.title,
+        fit = LessonFit(int(lesson.key), lesson.id, lesson.title,  # the number the app shows
                         ranks=lesson.ranks("seed", "cuda"))
         for variant in lesson.variants:
             peak = recorded_peak(lesson.id, variant.name, root)  # the runner's own reading

@@ -270,8 +270,9 @@ class ClassService:
         views = self._views(ref)
         n = len(learners(self.root))
         up = "../" if ref else ""  # links relative to this page, under the hub's prefix
-        nav = " · ".join(f"<a href='{up}lesson/{v.lesson.number:02d}'>{v.lesson.number:02d}</a>"
-                         for v in views)
+        # the number a learner reads (the course's order), which lesson/<ref> resolves; the
+        # folder's number would open another lesson once lessons were inserted (28 -> 12)
+        nav = " · ".join(f"<a href='{up}lesson/{v.lesson.key}'>{v.lesson.key}</a>" for v in views)
         parts = [f"<p>Signed in as {html.escape(model['name'])} · {n} learner(s) reported · "
                  f"<a href='{up}class.md'>class.md</a> · <a href='{up}class.csv'>class.csv</a>"
                  + (f" · <a href='{up or './'}'>every lesson</a>" if ref else "") + "</p>",
