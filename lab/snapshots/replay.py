@@ -299,7 +299,8 @@ def replay_oom(snapshot: dict, device: int, entries: list, *, cap: int | None = 
         report.notes.append(f"the trace has {oom_index + 1:,} entries up to the failure: the last "
                             f"{oom_index + 1 - first:,} were replayed, from the layout rebuilt at "
                             f"entry #{first:,} (as the recorded settings had left it: a setting is "
-                            "not credited for holes made before)")
+                            "not credited for holes made before; under expandable_segments its "
+                            "live blocks are requested afresh, a compact start)")
     elif start.segments or start.live:
         report.notes.append(
             f"the trace begins with {len(start.live):,} live blocks in {len(start.segments):,} "
