@@ -243,13 +243,7 @@ def _trial(conf: str, events: list, start: list, settings: AllocatorSettings, li
     blocks is then replayed compact if `settings` turns expandable segments on."""
     compact = (recorded is not None and settings.expandable_segments
                and not recorded.expandable_segments and any(seg.live for seg in start))
-    t = _one_trial(conf, events, start, settings, limit, stop, total, compact)
-    t.compact_start = compact
-    return t
 
-
-def _one_trial(conf: str, events: list, start: list, settings: AllocatorSettings, limit: Limit,
-               stop: int, total: int, compact: bool) -> Trial:
     def run(at: int) -> TraceReplayResult:
         kw = {"cap": at} if limit.kind == "cap" else {"device_limit": at}
         return replay_trace(events, start=start, settings=settings, stop=stop, total=total,
@@ -270,7 +264,8 @@ def _one_trial(conf: str, events: list, start: list, settings: AllocatorSettings
     return Trial(conf, served, lo.peak_reserved, lo.peak_allocated, lo.retries,
                  events[f.index][4] if f and f.index >= 0 else None, f.request if f else None,
                  f.largest_free if f else None,
-                 hi.peak_reserved if hi.peak_reserved != lo.peak_reserved else None, fits_from)
+                 hi.peak_reserved if hi.peak_reserved != lo.peak_reserved else None, fits_from,
+                 compact)
 
 
 def replay_oom(snapshot: dict, device: int, entries: list, *, cap: int | None = None,

@@ -50,9 +50,8 @@ async def answer_prediction(pilot, i: int, text: str) -> None:
 
 async def answered(pilot, i: int) -> None:
     # the answer's feedback is shown once the quiz has taken it (a loaded box takes more than
-    # one pause: CI once read the score with two of three answers counted; under a loaded
-    # machine 4 s was once not enough: up to 20 s)
-    await wait_until(pilot, lambda: feedback(pilot.app.screen, i).strip() != "", tries=1000)
+    # one pause: CI once read the score with two of three answers counted)
+    await wait_until(pilot, lambda: feedback(pilot.app.screen, i).strip() != "")
 
 
 def test_prediction_grading_uses_the_tolerance():

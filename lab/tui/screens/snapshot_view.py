@@ -132,6 +132,7 @@ class SnapshotViewScreen(Screen):
     def __init__(self, summary: SnapshotSummary, **kwargs):
         super().__init__(**kwargs)
         self.summary = summary
+        self._explanation: str | None = None  # `x`'s page, once made
 
     def compose(self) -> ComposeResult:
         s = self.summary
@@ -234,6 +235,8 @@ class SnapshotViewScreen(Screen):
         """What `memlab view FILE` prints under an out-of-memory: the failing request, the
         verdict (fragmentation or shortage) and the replay under other allocator settings. The
         replay can take seconds on a long trace: a worker thread computes it."""
+        if self._explanation is not None:  # the snapshot does not change: replayed once
+            return self._show_explanation(self._explanation)
         self.notify("replaying the trace to the out-of-memory…", timeout=3)
         self.run_worker(self._explain, thread=True, exclusive=True, group="explain")
 
@@ -254,6 +257,7 @@ class SnapshotViewScreen(Screen):
     def _show_explanation(self, text: str) -> None:
         from .dialogs import TextScreen
 
+        self._explanation = text
         self.app.push_screen(TextScreen("the out-of-memory, explained and replayed", text))
 
     def action_back(self) -> None:

@@ -230,20 +230,22 @@ class CudaFacade:
                 stack.enter_context(self.policy.stand_in_values())
                 stack.enter_context(self.policy.plain_run())
             self.placement = stack.enter_context(DevicePlacement(self.log))
-            routing = self.placement.routing
-            stack.callback(lambda: routing.note() and self.log.note("routing", routing.note()))
-            placement = self.placement
-            stack.callback(lambda: placement.convolution_note() and self.log.note(
-                "convolutions", placement.convolution_note()))
+            # at the end, what each part answered its own way, one note each (if any)
+            stack.callback(self._note_from, "routing", self.placement.routing.note)
+            stack.callback(self._note_from, "convolutions", self.placement.convolution_note)
             stack.callback(setattr, self, "placement", None)
             placeholders = stack.enter_context(HostPlaceholders())
-            stack.callback(lambda: placeholders.note() and self.log.note(
-                "placeholders", placeholders.note()))
+            stack.callback(self._note_from, "placeholders", placeholders.note)
         except BaseException:
             self._stack = None
             stack.close()
             raise
         return self
+
+    def _note_from(self, key: str, note) -> None:
+        text = note()
+        if text:
+            self.log.note(key, text)
 
     def _restore(self) -> None:
         for owner, name, had, value in reversed(self._saved):

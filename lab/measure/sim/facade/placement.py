@@ -227,9 +227,8 @@ class DevicePlacement(TorchFunctionMode):
         calls = f"{self.convolutions:,} call{'s' * (self.convolutions != 1)}"
         return (f"convolutions ({calls}, the first at "
                 f"{self.first_convolution}): cuDNN's workspaces are not modelled, so the GPU's "
-                f"max allocated can be higher than predicted.{search} In the zoo "
-                "(docs/ACCURACY.md) sim's max allocated was about a third below an H100's for "
-                "the fp32 ResNets, and equal for bf16 with channels_last.")
+                f"max allocated can be higher than predicted.{search} docs/ACCURACY.md's CNN "
+                "tables measure the gap on GPU-recorded scripts.")
 
     def _placed(self, func, args, kwargs):
         if kwargs.get("pin_memory"):  # torch.empty(..., pin_memory=True): host memory, which a

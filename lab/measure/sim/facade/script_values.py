@@ -67,7 +67,7 @@ class ScriptLog:
 
     def sees_gpu(self, filename: str) -> bool:
         """Code that reads a GPU tensor's device as the GPU's (`cuda:0`): the script's and its
-        libraries', not torch's own, sim's or the standard library's (which run on the CPU
+        libraries', not torch's own, memlab's or the standard library's (which run on the CPU
         device the fake tensor has, and must: their kernels are the CPU's)."""
         return not filename.startswith(self._skip) and not filename.startswith("<")
 
