@@ -274,10 +274,11 @@ def main(args) -> int:
 
     note_unvalidated(used_by(comparison.results))
     if export_dir is not None:
+        from lab import text_plots
         from lab.report.export import ExportError, export
 
         try:
-            written = export(comparison, export_dir)
+            written = export(comparison, export_dir, plots=text_plots)
         except ExportError as e:
             raise UsageError(str(e)) from None
         print("memlab: wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
@@ -292,8 +293,8 @@ def main(args) -> int:
 def render(comparison, width: int | None = None) -> str:
     import shutil
 
-    from lab.report.export import timeline_plot, tradeoff_plot
     from lab.playground.text import comparison_header, comparison_table
+    from lab.text_plots import timeline_plot, tradeoff_plot
 
     width = width or min(120, shutil.get_terminal_size((100, 30)).columns)
     return "\n".join(["", comparison_header(comparison), "", comparison_table(comparison), "",

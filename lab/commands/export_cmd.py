@@ -42,6 +42,7 @@ def is_recording(path: str | Path) -> bool:
 
 
 def main(args) -> int:
+    from lab import text_plots
     from lab.report.export import FORMATS, ExportError, export, load, profile_note
 
     formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
@@ -52,7 +53,7 @@ def main(args) -> int:
     try:
         obj = load(args.file)
         written = export(obj, args.to, formats, title=args.title,
-                         recorded=is_recording(args.file))
+                         recorded=is_recording(args.file), plots=text_plots)
     except ExportError as e:
         raise UsageError(str(e)) from None
     for p in written:

@@ -253,6 +253,7 @@ def _print_report(plan, tasks, results: list[RunResult], args, gpu_memory: int |
     from lab.course.reference import load_reference
     from lab.report.provenance import code_path_note
     from lab.report.text import lesson_report, summary_table
+    from lab.text_plots import timeline_plot
 
     refs = {lesson.id: load_reference(lesson.id) for lesson, _ in plan}
 
@@ -276,7 +277,8 @@ def _print_report(plan, tasks, results: list[RunResult], args, gpu_memory: int |
     for lesson, _ in plan:
         mine = [r for (l, _), r in zip(tasks, results) if l is lesson]
         print(lesson_report(lesson, mine, refs[lesson.id], gpu_memory=gpu_memory,
-                            version_note=note_of(lesson), color=sys.stdout.isatty()))
+                            version_note=note_of(lesson)))
+        print(timeline_plot(mine, color=sys.stdout.isatty()))
 
 
 def _print_files(results: list[RunResult], save_dir: Path | None, tasks) -> None:

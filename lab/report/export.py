@@ -13,8 +13,8 @@ them (`memlab run --snapshot`, `compare --export`: the allocator's history on cu
 tracker's trace in cpu and sim); a result JSON holds no trace to make one from, and
 `profile_note` says so. The SVG screenshot of the results screen is the app's (lab.tui).
 
-The JSON path imports neither plotext nor Textual; the Markdown path imports plotext lazily and
-still writes the tables where it is missing.
+Headless: neither plotext nor Textual is imported here; the Markdown report's plots come from
+the `plots` the caller passes (lab.text_plots), and without them it holds the tables alone.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from lab.atomic import atomic_write
 from lab.measure.result import RunResult
 from lab.playground.compare import Comparison
 from lab.playground.text import comparison_header, comparison_table
-from lab.report import (allocator_line, axis_unit, checks_table, format_bytes, metric, provenance_of,
+from lab.report import (allocator_line, checks_table, format_bytes, metric, provenance_of,
                         result_rows, table)
 from lab.report.provenance import code_path_note, recorded_on
 from lab.report.rows import comparison_table as results_table, delta_note, row_of, with_deltas
@@ -84,53 +84,12 @@ def to_json(obj: Exportable) -> Any:
     return [r.to_dict() for r in obj]
 
 
-# ---- text plots (plotext, lazily) ----------------------------------------------------------------
-def timeline_plot(results: list[RunResult], width: int = 100, height: int = 18) -> str:
-    """Overlaid live-memory timelines (allocation # on x), one line per result."""
-    from lab.report.text import timeline_plot as plot
-
-    ok = [r for r in results if r.timeline.index]
-    return plot(ok, width=width, height=height, color=False) if ok else "(no timeline)"
-
-
-def draw_tradeoff(plt, rows, title: str = "peak memory vs step time") -> None:
-    """Peak memory against step time on `plt` (the plotext module, or a PlotextPlot's `plt`):
-    one point per combination, labelled; shared by the Markdown report and the app's screen."""
-    unit, div = axis_unit(max(r.peak_bytes for r in rows))
-    xs = [r.step_time_s * 1000 for r in rows]
-    ys = [r.peak_bytes / div for r in rows]
-    for r, x, y in zip(rows, xs, ys):  # the point is the label's first character: "● ckpt"
-        plt.text(f"● {r.combo}", x, y, alignment="left")
-    pad_x = (max(xs) - min(xs)) * 0.25 or max(xs) * 0.25 or 1
-    pad_y = (max(ys) - min(ys)) * 0.15 or max(ys) * 0.1 or 1
-    plt.xlim(min(xs) - pad_x * 0.2, max(xs) + pad_x)
-    plt.ylim(max(0, min(ys) - pad_y), max(ys) + pad_y)
-    plt.title(title)
-    plt.xlabel("step time (ms)")
-    plt.ylabel(f"peak {unit}")
-
-
-def tradeoff_plot(c: Comparison, width: int = 100, height: int = 16) -> str:
-    """Peak memory against step time, one labelled point per combination."""
-    pts = [r for r in c.rows if r.status == "ok" and r.step_time_s is not None]
-    if not pts:
-        return ("(no step times: sim measures bytes only; run with --mode cpu or cuda for the "
-                "memory / time trade-off)")
-    try:
-        import plotext as plt
-    except ImportError:
-        return "(install plotext to see the trade-off chart)"
-    plt.clear_figure()
-    plt.plotsize(width, height)
-    plt.theme("clear")
-    draw_tradeoff(plt, pts, title="peak memory vs step time (lower left is better)")
-    return plt.uncolorize(plt.build())
-
-
 # ---- Markdown -------------------------------------------------------------------------------------
-def markdown(obj: Exportable, title: str | None = None, plots: bool = True,
+def markdown(obj: Exportable, title: str | None = None, plots: Any = None,
              recorded: bool = False) -> str:
-    """`recorded`: the results were loaded from the recordings (assets/reference)."""
+    """`plots`: what draws the text plots (lab.text_plots, which the commands pass: this module
+    imports no plotting library); None leaves them out. `recorded`: the results were loaded
+    from the recordings (assets/reference)."""
     if isinstance(obj, Comparison):
         return _comparison_md(obj, title, plots)
     return _results_md(_results(obj), title, plots, recorded)
@@ -140,13 +99,13 @@ def _code(text: str) -> str:
     return f"```text\n{text.rstrip()}\n```"
 
 
-def _comparison_md(c: Comparison, title: str | None, plots: bool) -> str:
+def _comparison_md(c: Comparison, title: str | None, plots: Any) -> str:
     out = [f"# {title or f'Playground: {c.workload}'}", "",
            comparison_header(c), "",
            comparison_table(c, markdown=True), ""]
     if plots:
-        out += ["## Live memory over time", "", _code(timeline_plot(c.results)), "",
-                "## Peak memory vs step time", "", _code(tradeoff_plot(c)), ""]
+        out += ["## Live memory over time", "", _code(plots.timeline_plot(c.results, width=100)),
+                "", "## Peak memory vs step time", "", _code(plots.tradeoff_plot(c)), ""]
     notes = sorted({n for r in c.results for n in r.notes})
     if notes:
         out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
@@ -164,7 +123,7 @@ def _references(results: list[RunResult]) -> dict[str, RunResult]:
     return {v: ref for v, ref in load_reference(lessons.pop()).items() if v in wanted}
 
 
-def _results_md(results: list[RunResult], title: str | None, plots: bool,
+def _results_md(results: list[RunResult], title: str | None, plots: Any,
                 recorded: bool = False) -> str:
     if not results:
         return f"# {title or 'memlab results'}\n\n(no results)\n"
@@ -213,15 +172,18 @@ def _results_md(results: list[RunResult], title: str | None, plots: bool,
         if r.notes:
             out.append("")
     if plots:
-        out += ["## Live memory over time", "", _code(timeline_plot(results)), ""]
+        out += ["## Live memory over time", "", _code(plots.timeline_plot(results, width=100)),
+                ""]
     return "\n".join(out)
 
 
 # ---- writing --------------------------------------------------------------------------------------
 def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORMATS,
-           name: str = "result", title: str | None = None, recorded: bool = False) -> list[Path]:
+           name: str = "result", title: str | None = None, recorded: bool = False,
+           plots: Any = None) -> list[Path]:
     """Write the chosen formats into `out_dir` (created if needed); returns the files written.
-    `recorded`: the results came from the recordings (the report labels them so)."""
+    `recorded`: the results came from the recordings (the report labels them so); `plots`: the
+    Markdown report's text plots (markdown's)."""
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ExportError(f"unknown export format {', '.join(sorted(unknown))}; "
@@ -241,7 +203,7 @@ def export(obj: Exportable, out_dir: str | Path, formats: tuple[str, ...] = FORM
             written.append(p)
         if "md" in formats:
             p = out / "report.md"
-            atomic_write(p, markdown(obj, title, recorded=recorded))
+            atomic_write(p, markdown(obj, title, plots, recorded=recorded))
             written.append(p)
         if "profile" in formats:
             with_profile = _with_profile(_results(obj))
@@ -283,5 +245,4 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in name) or "variant"
 
 
-__all__ = ["ExportError", "FORMATS", "export", "load", "markdown", "profile_note", "to_json",
-           "tradeoff_plot", "timeline_plot"]
+__all__ = ["ExportError", "FORMATS", "export", "load", "markdown", "profile_note", "to_json"]

@@ -1,20 +1,18 @@
-"""Plain-text reports for `memlab run` (tables + a plotext timeline).
+"""Plain-text reports for `memlab run`: the tables (its timeline plot is lab.text_plots').
 
 Every number goes through lab.report (one unit policy, one Δ rule) and says where it came from:
 the learner's run ("simulated (full scale, torch 2.13)", "your CPU (small scale)", "your GPU
 (…)") and, beside it, the H200 recording of the same variant with the measured difference.
-Torch-free; plotext is imported lazily and the report still prints (without the plot) where it
-is missing, e.g. on a GPU box that has only torch.
+Torch-free, and headless: no plotting library (lab.text_plots draws the timeline beside it).
 """
 
 from __future__ import annotations
 
-import shutil
 from typing import Iterable, Mapping
 
 from lab.course.curriculum import Lesson
 from lab.measure.result import RunResult
-from lab.report import (allocator_line, DASH, axis_unit, capacity, checks_table, comparison_table, delta_text,
+from lab.report import (allocator_line, DASH, capacity, checks_table, comparison_table, delta_text,
                         format_bytes, metric, peak_text, provenance, provenance_of, result_rows,
                         row_of, seconds, status_text, step_text, table, with_deltas)
 from lab.report.provenance import recorded_on
@@ -142,33 +140,8 @@ def step_series(xs: list[int], ys: list[int]) -> tuple[list[float], list[int]]:
     return out_x, out_y
 
 
-def timeline_plot(results: list[RunResult], width: int | None = None, height: int = 18,
-                  color: bool = False) -> str:
-    try:
-        import plotext as plt
-    except ImportError:
-        return "(install plotext to see the timeline)"
-    width = width or min(120, shutil.get_terminal_size((100, 30)).columns)
-    unit, div = axis_unit(max((r.peak.bytes for r in results), default=0))
-    plt.clear_figure()
-    plt.plotsize(width, height)
-    plt.theme("clear")
-    for r in results:
-        if r.timeline.index:
-            xs, ys = step_series(r.timeline.index, r.timeline.live)
-            plt.plot(xs, [b / div for b in ys], label=r.variant)
-            if r.peak.index >= 0:
-                plt.scatter([r.peak.index], [r.peak.bytes / div], marker="x")
-    plt.title("live tensor memory over time")
-    plt.xlabel("allocation #")
-    plt.ylabel(unit)
-    text = plt.build()
-    return text if color else plt.uncolorize(text)
-
-
 def lesson_report(lesson: Lesson, results: list[RunResult], references: References | None = None,
-                  gpu_memory: int | None = None, version_note: str | None = None,
-                  color: bool = False) -> str:
+                  gpu_memory: int | None = None, version_note: str | None = None) -> str:
     shared = shared_notes(results)
     parts = [f"\n{lesson.key} · {lesson.title}",
              *source_lines(results, references, gpu_memory, version_note),
@@ -176,7 +149,6 @@ def lesson_report(lesson: Lesson, results: list[RunResult], references: Referenc
     parts += [variant_report(r, shared) + "\n" for r in results]
     if len(results) > 1 or references:
         parts.append(comparison(results, references) + "\n")
-    parts.append(timeline_plot(results, color=color))
     return "\n".join(parts)
 
 
@@ -212,4 +184,4 @@ def summary_table(results: list[RunResult], references: Mapping[str, References]
 
 
 __all__ = ["comparison", "lesson_report", "source_lines", "step_series", "summary_table",
-           "timeline_plot", "variant_report"]
+           "variant_report"]

@@ -7,7 +7,9 @@ import pickle
 
 import pytest
 
-from lab.report.export import ExportError, export, load, markdown, tradeoff_plot
+from lab import text_plots
+from lab.report.export import ExportError, export, load, markdown
+from lab.text_plots import tradeoff_plot
 from lab.measure.result import Check, DeviceInfo, PhaseStats, Peak, RunResult, Timeline
 from lab.playground.compare import Comparison, rows_for
 from ..stderr_lines import own_lines
@@ -34,7 +36,7 @@ def _comparison() -> Comparison:
 
 
 def test_markdown_comparison_has_table_and_plots():
-    md = markdown(_comparison())
+    md = markdown(_comparison(), plots=text_plots)  # the plots the commands pass
     assert md.startswith("# Playground: mlp")
     assert "| bf16+ckpt | ok | 1.20 MB | −800.00 kB (−40%) | 150.0 ms | 1,707 |" in md
     assert "mlp · your CPU (small scale) ·" in md  # where the numbers came from

@@ -88,7 +88,7 @@ def rows(plan, catalog: Catalog, results: list[RunResult]) -> list:
 
 
 def draw_tradeoff(plt, rows_) -> None:
-    from lab.report.export import draw_tradeoff as draw
+    from lab.text_plots import draw_tradeoff as draw
 
     draw(plt, rows_)
 
