@@ -115,6 +115,9 @@ def test_an_experiment_with_a_side_stream_reserves_what_the_allocator_would(reco
     # y's); synchronizing the side stream each time gives x's block back before the next x
     assert res.allocator.peak_reserved_bytes == reserved * 64 * MiB
     assert res.allocator.peak_allocated_bytes == 64 * MiB
+    # the result says that its reserved is a bound wherever record_stream made blocks wait
+    bound = [n for n in res.notes if n.startswith("record_stream (")]
+    assert bound == ([] if not record else [bound[0]]) and (not record or "4 calls" in bound[0])
 
 
 def test_a_script_with_a_side_stream_is_predicted_and_told(tmp_path):

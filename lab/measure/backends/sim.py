@@ -201,6 +201,13 @@ class SimBackend(Backend):
         if not self.gpu.validated:
             result.notes.append(f"GPU {self.gpu.name}: its row of data (SMs, workspaces, memory) "
                                 "is unvalidated; sim was validated on the H200 and the H100.")
+        if self.streams.recorded:
+            result.notes.append(
+                f"record_stream ({self.streams.recorded:,} calls): a block freed while another "
+                "stream still used it is kept from reuse until that stream's next "
+                "synchronisation, the most a GPU can lag, so the reserved memory here is an upper "
+                "bound; a GPU whose copies keep up reserves less (lesson 12, overlapped-offload, "
+                "measures how much)")
         r = self.allocator.finish()
         a = result.allocator = AllocatorStats.from_counters(r, predicted=True)
         a.untracked_peak_bytes = r.peak_allocated - result.peak.bytes
