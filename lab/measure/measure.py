@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import torch
 
+from .allocator_view import from_allocator
 from .backends import Backend
 from .backends.base import Emit
 from .backends.cuda import HISTORY_INCOMPATIBLE  # noqa: F401  (re-exported for older callers)
@@ -106,6 +107,8 @@ def _measure_once(fn, spec: VariantSpec, backend: Backend, emit: Emit) -> RunRes
             result.profile_path = spec.profile_path
         _fill(result, spec, backend, trace, session)
         backend.finish(result, session.phases, snap)
+        if session.used_untracked:  # its steps ran outside the tracker: the allocator's numbers
+            from_allocator(result, session.phases)
         del trace, session, tracker, snap, kept
         backend.collect_garbage()
 

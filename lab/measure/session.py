@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import torch
 
+from .torch_compat import disable_current_modes
 from .trace import PhaseRecord
 from .tracker import TensorTracker
 
@@ -54,6 +55,7 @@ class Session:
         self._clock = clock
         self._current: PhaseRecord | None = None
         self.kept_snapshot: dict | None = None  # see keep_snapshot
+        self.used_untracked = False  # see untracked(): the run's numbers are the allocator's
         # phases whose allocator blocks are diffed (cuda): only those a lesson checks, since a
         # memory_snapshot() walks every segment and is too slow to take at every boundary
         self._checked_phases = set(checked_phases)
@@ -143,6 +145,40 @@ class Session:
                 self.backend.phase_end(rec)
             self.phases.append(rec)
             self._current = None
+
+    # ---- torch.compile ----------------------------------------------------------------------
+    @property
+    def compiles(self) -> bool:
+        """torch.compile's code runs compiled here: on a GPU. In sim a compiled function runs
+        eagerly (Inductor's kernels cannot run on fake tensors); the CPU mode runs it eagerly
+        too (Inductor's CPU code is not the GPU's, and needs a C++ compiler)."""
+        return self.backend.info.on_gpu
+
+    def compile(self, fn, **kwargs):
+        """`torch.compile(fn, **kwargs)` where compiled code runs (`compiles`); elsewhere `fn`
+        itself, and the result says that these are the eager version's numbers."""
+        if self.compiles:
+            return torch.compile(fn, **kwargs)
+        self.note(f"{self.backend.info.label}: torch.compile ran eagerly (Inductor's kernels "
+                  "need a GPU): these numbers are the eager step's, not the compiled one's; "
+                  "the GPU's recording has the compiled run")
+        return fn
+
+    @contextmanager
+    def untracked(self):
+        """Code inside runs without the tracker's dispatch mode, as it does without the lab.
+
+        Dynamo does not compile while a dispatch mode is on: under the tracker a compiled model
+        runs its eager version. On a GPU the allocator's counters and history still see every
+        allocation, so a run that used this takes its numbers from them (the phases' bytes,
+        the peak and the timeline: lab.measure.allocator_view); the tensors' categories are
+        then unknown. In sim and on the CPU nothing changes (the tracker is what measures)."""
+        if self.tracker is None or self.backend.info.allocator != "measured":
+            yield
+            return
+        self.used_untracked = True
+        with disable_current_modes():
+            yield
 
     def watch(self, *objs) -> None:
         """Tell the tracker about a model or optimizer built before tracking (rarely needed)."""

@@ -419,6 +419,8 @@ def record_memory_history(max_entries: int) -> None:
         kwargs: dict[str, Any] = {"stacks": "python"}
         if "max_entries" in params:
             kwargs["max_entries"] = max_entries
+        if "compile_context" in params:  # torch >= 2.5: allocations say which compiled graph
+            kwargs["compile_context"] = True
         fn(enabled="all", **kwargs)
     else:  # torch 2.0
         fn(True, trace_alloc_max_entries=max_entries, trace_alloc_record_context=True)

@@ -58,7 +58,19 @@ def is_internal(filename: str) -> bool:
         return True
     if "/lib/python3" in f and "-packages/" not in f:
         return True  # the standard library (contextlib, threading, runpy, ...)
+    if is_generated_by_inductor(f):
+        return True  # the user's frame is the line that called the compiled code
     return "/lab/measure/" in f or "/lab/runner/" in f or "/lab/profile/" in f
+
+
+INDUCTOR_MARK = " [in a compiled graph]"
+
+
+@lru_cache(maxsize=65536)
+def is_generated_by_inductor(filename: str) -> bool:
+    """torch.compile's kernels' wrapper code, which Inductor writes to its cache folder
+    (/tmp/torchinductor_<user>/xy/c....py by default, or TORCHINDUCTOR_CACHE_DIR)."""
+    return "torchinductor_" in filename or "/inductor_cache/" in filename
 
 
 def label(frame: Frame | None) -> str:
@@ -109,7 +121,8 @@ def where(frames: list[Frame] | None) -> str:
     fr = user_frame(frames)
     if fr is None:
         fr = cpp_frame(frames)
-    return label(fr)
+    compiled = any(is_generated_by_inductor(f.get("filename", "")) for f in frames or ())
+    return label(fr) + (INDUCTOR_MARK if compiled else "")
 
 
 def python_frames(frames: Iterable[Frame]) -> list[Frame]:
