@@ -10,7 +10,8 @@
 #     compiled     issue 22's compiled-script GPU test (tests/gpu/test_profile_compiled_cuda.py)
 #     NN | ID      record lesson NN (its key: the teaching order, not the folder's number) or
 #                  lesson ID (overlapped-offload): every variant, cuda, seed scale, a GPU of its own
-#                  (--exclusive), into DIR/reference (04 also writes its memory snapshots)
+#                  (--exclusive), into DIR/reference (04 also writes its memory snapshots;
+#                  SNAPSHOTS=1: every lesson's, into DIR/snapshots)
 #     traces       lesson 23's allocator traces (bench/allocator_settings_traces.py)
 #     streams      side-stream allocator traces (bench/stream_traces.py, issue 42) into DIR/traces
 #     gputests     `pytest -m cuda tests/gpu` against assets/reference with DIR/reference over it
@@ -64,7 +65,8 @@ record() {
   local key=$1 id snap=()
   id=$(lesson_id "$key")
   if lesson_done "$key"; then say "record $key ($id): saved already, skipped"; return; fi
-  [ "$key" = "04" ] && snap=(--snapshot "$DIR/snapshots/04.pkl")
+  # lesson 04 ships its snapshots; SNAPSHOTS=1 keeps every lesson's (one file per variant)
+  if [ "$key" = "04" ] || [ "${SNAPSHOTS:-0}" = 1 ]; then snap=(--snapshot "$DIR/snapshots/$key.pkl"); fi
   local t0=$SECONDS
   timeout "${LESSON_TIMEOUT:-420}" bash -c "PYTHONPATH=$LAB_PATH python3 -m lab.cli run $key --mode ${MODE:-cuda} \
     --scale seed --exclusive --save $DIR/reference ${snap[*]}" > "$DIR/logs/run-$key.txt" 2>&1
