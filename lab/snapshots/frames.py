@@ -78,6 +78,8 @@ def label(frame: Frame | None) -> str:
     if not frame:
         return NO_STACK
     fn = frame.get("filename", "") or "??"
+    if is_generated_by_inductor(fn):  # a hashed file name says nothing: say what it is
+        return f"Inductor's generated code:{frame.get('line', 0)} {frame.get('name', '')}"
     if is_python_file(fn):
         return f"{short_path(fn)}:{frame.get('line', 0)} {frame.get('name', '')}"
     return f"{frame.get('name', '') or '??'} (C++)"
@@ -122,6 +124,8 @@ def where(frames: list[Frame] | None) -> str:
     if fr is None:
         fr = cpp_frame(frames)
     compiled = any(is_generated_by_inductor(f.get("filename", "")) for f in frames or ())
+    if fr is not None and is_generated_by_inductor(fr.get("filename", "")):
+        return label(fr)  # no caller of the user's: the generated code's own line says it
     return label(fr) + (INDUCTOR_MARK if compiled else "")
 
 

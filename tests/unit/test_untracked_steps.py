@@ -81,3 +81,4 @@ def test_a_snapshot_names_the_line_that_called_a_compiled_graph():
               {"filename": "/home/ana/train.py", "line": 31, "name": "main"}]
     assert where(frames) == "ana/train.py:31 main" + INDUCTOR_MARK
     assert INDUCTOR_MARK not in where(frames[2:])
+    assert where(frames[:2]) == "Inductor's generated code:412 call"  # no user frame at all

@@ -259,7 +259,11 @@ class ResultsView(VerticalScroll):
         box.set_class(any(r.status in ("oom", "error") for r in failures), "-bad")
         self.query_one("#timeline", TimelinePlot).set_series(
             series_of(lesson, lead), plot_title(lead), capacity_of(lead.results))
-        self.query_one("#bars-title", Static).update(f"What was live at the peak — {src.short}")
+        uncategorised = all(not r.peak.by_category for r in lead.results if r.ok)
+        self.query_one("#bars-title", Static).update(
+            f"What was live at the peak — {src.short}"
+            + (" (totals: the allocator measured these runs, not the tracker)"
+               if uncategorised else ""))
         self.query_one("#bars", CategoryBars).set_results(bar_rows(lead.results, data.color))
         self.query_one("#summary", Static).update(summary_table(lesson, lead))
         self._set("#prediction", prediction_text(data))

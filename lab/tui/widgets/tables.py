@@ -14,6 +14,7 @@ from rich.console import Group
 from rich.text import Text
 
 from lab.course.curriculum import Lesson
+from lab.measure.allocator_view import NOTE as ALLOCATOR_NOTE
 from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
 from lab.course.progress import RunRecord
@@ -87,7 +88,8 @@ def summary_table(lesson: Lesson, rs: ResultSet) -> Group:
         a_cols = [Col("variant", key=True), Col("tensors", "right", numeric=True),
                   Col("allocated", "right", numeric=True, short="alloc."),
                   Col("reserved", "right", numeric=True, short="resv.")]
-        a_rows = [[Text(r.variant, style=color(lesson, r.variant)), peak_text(r),
+        a_rows = [[Text(r.variant, style=color(lesson, r.variant)),
+                   Text("—", style="dim") if ALLOCATOR_NOTE in r.notes else peak_text(r),
                    format_bytes(r.allocator.peak_allocated_bytes),
                    format_bytes(r.allocator.peak_reserved_bytes)]
                   for r in results if r.allocator]
@@ -190,12 +192,19 @@ def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
             d = v - values[0]
             row.append(Text(signed_bytes(d), style="green" if d < 0 else "red" if d > 0 else "dim"))
         cat_rows.append(row)
+    by_category = (FitTable("…and category by category, at each variant's peak",
+                            columns("category"), cat_rows) if cat_rows else
+                   Text(NO_CATEGORIES, style="dim"))
     return Group(
         FitTable(f"What each technique changed, phase by phase (peak in the phase) — "
                  f"{rs.source.short}", columns("phase"), rows),
-        Text(""),
-        FitTable("…and category by category, at each variant's peak", columns("category"),
-                 cat_rows))
+        Text(""), by_category)
+
+
+# runs measured by the allocator alone (lab/measure/allocator_view: steps outside the tracker)
+NO_CATEGORIES = ("No categories at the peaks: these runs were measured by the CUDA allocator, "
+                 "which does not know what a block holds (the tensor tracker does, and the "
+                 "steps ran outside it).")
 
 
 def recorded_variant(lesson: Lesson, name: str) -> bool:
