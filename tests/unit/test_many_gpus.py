@@ -19,7 +19,7 @@ import torch
 
 from lab.course.curriculum import load_course
 from lab.measure.distributed import VALIDATED_RANKS, extrapolation_note
-from lab.measure.sim.ranks import _dtensor_in_sim, _LazyChunks
+from lab.measure.sim.ranks import _dtensor_foreach_in_sim, _dtensor_in_sim, _LazyChunks
 from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request
 from lab.workloads import TrainConfig, parse_combo
@@ -91,9 +91,9 @@ def test_a_foreach_ops_strided_shard_flag_is_looked_for_once_per_op():
     function runs only for an op with a _StridedShard input, and then for every output."""
     from types import SimpleNamespace
 
-    from lab.measure.torch_compat import dtensor_strided_flag_target
+    from lab.measure.torch_compat import dtensor_target
 
-    target = dtensor_strided_flag_target()
+    target = dtensor_target("strided_flag")
     if target is None:
         pytest.skip("this torch's DTensor has no _propagate_use_strided_shard_flag")
     owner, name, strided = target
@@ -118,6 +118,68 @@ def test_a_foreach_ops_strided_shard_flag_is_looked_for_once_per_op():
     with _dtensor_in_sim():
         assert getattr(owner, name) is not original
     assert getattr(owner, name) is original  # put back after
+
+
+def test_a_foreach_ops_sharding_is_expanded_once_per_kind_of_element_to_the_same_answer():
+    """sim's shortcut of DTensor's per-element expansion of a foreach op (Adam's over FSDP2's
+    shards): the op is expanded over one element of each kind, and what DTensor decides (the
+    outputs' specs, the inputs it redistributes) is what it decides element by element."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor._op_schema import OpSchema
+
+    from lab.measure.torch_compat import dtensor_target, fake_store
+
+    target = dtensor_target("foreach_expand")
+    if target is None:
+        pytest.skip("this torch's DTensor has no _expand_single_dim_strategy_to_mesh")
+    owner, name, tuple_strategy = target
+    aten = torch.ops.aten
+    dist.init_process_group("fake", store=fake_store(), rank=0, world_size=2)
+    try:
+        mesh = init_device_mesh("cpu", (2,))
+
+        def specs(*placed):  # 6 elements (global shapes) of a few kinds: shape, placement
+            shapes = [(8, 4), (4,), (8, 4), (8, 4), (4,), (8, 4)]
+            return [DTensor.from_local(torch.zeros(s[0] // 2 if p == Shard(0) else s[0], *s[1:]),
+                                       mesh, [p], run_check=False)._spec
+                    for s, p in zip(shapes, placed)]
+
+        sharded = [Shard(0)] * 3 + [Replicate()] + [Shard(0)] * 2
+        mixed = [Shard(0), Replicate(), Shard(0), Replicate(), Replicate(), Shard(0)]
+        cases = [(aten._foreach_add_.List, (specs(*sharded), specs(*mixed))),
+                 (aten._foreach_mul.Scalar, (specs(*sharded), 0.5)),
+                 (aten._foreach_addcdiv_.ScalarList,
+                  (specs(*sharded), specs(*sharded), specs(*mixed), [0.1] * 6)),
+                 (aten._foreach_lerp_.Scalar, (specs(*sharded), specs(*sharded), 0.1))]
+        prop = DTensor._op_dispatcher.sharding_propagator
+        full, expanded = getattr(owner, name), []
+
+        def counted(mesh, op_schema, *rest):
+            lists = [a for a in op_schema.args_schema if isinstance(a, tuple_strategy)]
+            expanded.append(len(lists[0].children) if lists else None)
+            return full(mesh, op_schema, *rest)
+
+        for op, args in cases:
+            schema = OpSchema(op, args, {}, schema_info=prop.op_to_schema_info.get(op))
+            each = prop.propagate_op_sharding_non_cached(schema)
+            expanded.clear()
+            setattr(owner, name, counted)
+            try:
+                with _dtensor_foreach_in_sim():
+                    kinds = prop.propagate_op_sharding_non_cached(schema)
+            finally:
+                setattr(owner, name, full)
+            assert expanded and max(expanded) < 6, (op, expanded)  # one element per kind
+            assert kinds.output_spec == each.output_spec, op
+            assert kinds.redistribute_schema == each.redistribute_schema, op
+            assert kinds.needs_redistribute == each.needs_redistribute, op
+        assert any(prop.propagate_op_sharding_non_cached(OpSchema(op, args, {}, schema_info=prop
+                   .op_to_schema_info.get(op))).needs_redistribute for op, args in cases)
+    finally:
+        dist.destroy_process_group()
+    assert getattr(owner, name) is full  # put back after
 
 
 def test_the_extrapolation_is_named_beyond_what_was_measured():
