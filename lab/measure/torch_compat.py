@@ -126,10 +126,10 @@ CHECKED: list[PrivateApi] = [
                "DistributedDataParallel._bucket_config, Reducer._rebuild_buckets", "sim: DDP's "
                "constructor check with modes off; the buckets its reducer rebuilds, labelled",
                "2.13"),
-    PrivateApi("dtensor_target", "torch.distributed.tensor._sharding_prop: "
-               "_propagate_use_strided_shard_flag, _expand_single_dim_strategy_to_mesh; "
-               "placement_types._StridedShard, _op_schema.TupleStrategy", "sim: a foreach op's "
-               "sharding found once per kind of element, its inputs scanned once", "2.13"),
+    PrivateApi("dtensor_target", "torch.distributed.tensor._sharding_prop: _propagate_use_strided_"
+               "shard_flag, _expand_single_dim_strategy_to_mesh, ShardingPropagator._propagate_"
+               "tensor_meta_non_cached; placement_types._StridedShard, _op_schema.TupleStrategy",
+               "sim: a foreach op's sharding found once per kind of element", "2.13"),
     PrivateApi("fsdp_chunk_target / fsdp_offload_targets", "torch.distributed.fsdp."
                "_fully_shard: _fsdp_param._chunk_with_empty, FSDPParam._init_sharded_param, "
                "_fsdp_param_group.foreach_reduce, FSDPParamGroup._validate_no_meta_params / "
@@ -281,18 +281,18 @@ def fsdp_chunk_target() -> tuple[Any, str] | None:
     return (_fsdp_param, "_chunk_with_empty") if hasattr(_fsdp_param, "_chunk_with_empty") else None
 
 
-def dtensor_target(which: str) -> tuple[Any, str, type] | None:
-    """(the _sharding_prop module, the name sim wraps there, the class it needs) for `which`
-    ("strided_flag" | "foreach_expand") where this torch's DTensor has them (2.13), else None."""
+def dtensor_target(which: str) -> tuple[Any, str, Any] | None:
+    """(owner, name, a class it needs) of what `which` wraps in DTensor (read in 2.13), or None."""
     try:
-        from torch.distributed.tensor import _op_schema, _sharding_prop, placement_types
+        from torch.distributed.tensor import _op_schema, _sharding_prop as sp, placement_types
     except ImportError:
         return None
-    name, kind = {"strided_flag": ("_propagate_use_strided_shard_flag",
-                                   getattr(placement_types, "_StridedShard", None)),
-                  "foreach_expand": ("_expand_single_dim_strategy_to_mesh",
-                                     getattr(_op_schema, "TupleStrategy", None))}[which]
-    return (_sharding_prop, name, kind) if kind and callable(getattr(_sharding_prop, name, None)) else None
+    ss, ts = getattr(placement_types, "_StridedShard", None), getattr(_op_schema, "TupleStrategy", None)
+    owner, name, kind = {"strided_flag": (sp, "_propagate_use_strided_shard_flag", ss),
+                         "foreach_expand": (sp, "_expand_single_dim_strategy_to_mesh", ts),
+                         "foreach_meta": (getattr(sp, "ShardingPropagator", None),
+                                          "_propagate_tensor_meta_non_cached", object)}[which]
+    return (owner, name, kind) if kind and callable(getattr(owner, name, None)) else None
 
 
 def fsdp_offload_targets() -> tuple[Any, Any, Any] | None:
