@@ -126,10 +126,10 @@ CHECKED: list[PrivateApi] = [
                "DistributedDataParallel._bucket_config, Reducer._rebuild_buckets", "sim: DDP's "
                "constructor check with modes off; the buckets its reducer rebuilds, labelled",
                "2.13"),
-    PrivateApi("dtensor_strided_flag_target", "torch.distributed.tensor._sharding_prop."
-               "_propagate_use_strided_shard_flag, placement_types._StridedShard",
-               "sim: a foreach op's sharding found without scanning every input once per output",
-               "2.13"),
+    PrivateApi("dtensor_target", "torch.distributed.tensor._sharding_prop: _propagate_use_strided_"
+               "shard_flag, _expand_single_dim_strategy_to_mesh, ShardingPropagator._propagate_"
+               "tensor_meta_non_cached; placement_types._StridedShard, _op_schema.TupleStrategy",
+               "sim: a foreach op's sharding found once per kind of element", "2.13"),
     PrivateApi("fsdp_chunk_target / fsdp_offload_targets", "torch.distributed.fsdp."
                "_fully_shard: _fsdp_param._chunk_with_empty, FSDPParam._init_sharded_param, "
                "_fsdp_param_group.foreach_reduce, FSDPParamGroup._validate_no_meta_params / "
@@ -281,17 +281,18 @@ def fsdp_chunk_target() -> tuple[Any, str] | None:
     return (_fsdp_param, "_chunk_with_empty") if hasattr(_fsdp_param, "_chunk_with_empty") else None
 
 
-def dtensor_strided_flag_target() -> tuple[Any, str, type] | None:
-    """(the _sharding_prop module, "_propagate_use_strided_shard_flag", _StridedShard) where
-    this torch's DTensor has them (read in 2.13), else None."""
+def dtensor_target(which: str) -> tuple[Any, str, Any] | None:
+    """(owner, name, a class it needs) of what `which` wraps in DTensor (read in 2.13), or None."""
     try:
-        from torch.distributed.tensor import _sharding_prop
-        from torch.distributed.tensor.placement_types import _StridedShard
+        from torch.distributed.tensor import _op_schema, _sharding_prop as sp, placement_types
     except ImportError:
         return None
-    name = "_propagate_use_strided_shard_flag"
-    return (_sharding_prop, name, _StridedShard) if callable(getattr(_sharding_prop, name, None)) \
-        else None
+    ss, ts = getattr(placement_types, "_StridedShard", None), getattr(_op_schema, "TupleStrategy", None)
+    owner, name, kind = {"strided_flag": (sp, "_propagate_use_strided_shard_flag", ss),
+                         "foreach_expand": (sp, "_expand_single_dim_strategy_to_mesh", ts),
+                         "foreach_meta": (getattr(sp, "ShardingPropagator", None),
+                                          "_propagate_tensor_meta_non_cached", object)}[which]
+    return (owner, name, kind) if kind and callable(getattr(owner, name, None)) else None
 
 
 def fsdp_offload_targets() -> tuple[Any, Any, Any] | None:
@@ -376,8 +377,7 @@ def storage_key(storage) -> int:
 
 
 def cpu_current_stream():
-    """The stream device-agnostic code selected on torch.cpu (FSDP2's streams, in sim); asked
-    at every allocation sim models."""
+    """The stream code selected on torch.cpu (FSDP2's, in sim); asked at each allocation sim models."""
     return getattr(torch.cpu, "_current_stream", None)
 
 
@@ -484,7 +484,7 @@ __all__ = [
     "disable_current_modes", "tree_flatten", "tree_unflatten", "push_dispatch_mode",
     "pop_dispatch_mode", "current_dispatch_modes", "exclude_autocast_cpu", "has_kernel_for",
     "aten_ops_with_kernel", "op_schema", "storage_use_count", "tensor_use_count", "fake_store",
-    "fsdp_chunk_target", "dtensor_strided_flag_target", "fsdp_offload_targets", "parse_to",
+    "fsdp_chunk_target", "dtensor_target", "fsdp_offload_targets", "parse_to",
     "ddp_param_shape_check", "ddp_bucket_sizes", "rebuild_buckets", "optimizer_foreach_defaults",
     "has_composite_implicit_kernel", "run_composite_implicit", "current_graph_task_id",
     "storage_key", "cpu_current_stream", "cpu_default_stream", "set_cpu_current_stream",

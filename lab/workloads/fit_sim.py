@@ -41,7 +41,9 @@ batch is simulated.
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from .config import TrainConfig
@@ -244,6 +246,26 @@ def predict(record: Callable[[int], Any], capacity: int, cfg: TrainConfig,
     the line; simulate the answer and the batch after it for real (anchors from then on) and
     search again, until both are real recordings; after ROUNDS such rounds, or when two
     recordings are not the same program, every batch is simulated."""
+    with _frozen_heap():
+        return _predict(record, capacity, cfg, max_micro, label)
+
+
+@contextmanager
+def _frozen_heap():
+    """What this process holds when a prediction starts (torch, transformers, the lab: some
+    400,000 objects) kept out of the garbage collector's full passes while the sim runs make
+    and drop theirs: each full pass would walk it all (~0.2 s of a core), here and in the
+    children `record_pair` forks, which also copy fewer pages (gc.freeze is what Python's docs
+    advise before a fork). Thawed after: an in-process caller collects as before."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _predict(record, capacity: int, cfg: TrainConfig, max_micro: int, label: str | None
+             ) -> FitResult:
     t0 = time.perf_counter()
     probe = LogProbe(record, capacity, cfg.micro_batches)
     rounds, why_real = 0, None

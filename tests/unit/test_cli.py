@@ -86,3 +86,25 @@ def test_doctor_says_what_this_machine_gives():
     info = json.loads(proc.stdout)
     assert info["python"] and info["torch"]
     assert info["lab_modes"] == (["cuda", "cpu", "sim"] if info["cuda_available"] else ["cpu", "sim"])
+
+
+def test_memlab_as_a_process_leaves_its_heap_to_the_exit_and_a_caller_keeps_its_collector(
+        monkeypatch):
+    # Given main() as the `memlab` script calls it (no argv), then gc.freeze is registered for
+    # the exit (the interpreter's exit would collect the whole heap again: ~1 s with torch); a
+    # caller passing argv (a test, the app's own calls) registers nothing
+    import atexit
+    import gc
+
+    from lab.cli import main
+
+    registered = []
+    monkeypatch.setattr(atexit, "register", lambda fn, *a, **k: registered.append(fn))
+    monkeypatch.setattr(sys, "argv", ["memlab", "--version"])
+    with pytest.raises(SystemExit):
+        main()
+    assert registered == [gc.freeze]
+    registered.clear()
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert registered == []

@@ -161,6 +161,22 @@ def test_log_probe_replays_the_line_and_simulates_the_answer_and_the_next():
     assert m == all_real(record, cap).micro_batch
 
 
+def test_a_prediction_freezes_the_heap_while_it_runs_and_thaws_it_after():
+    # Given a record that looks at the collector, when predict runs, then what was alive before
+    # is frozen during the sim runs (their full collections skip it) and thawed after
+    import gc
+
+    before, during = gc.get_freeze_count(), []
+
+    def record(batch):
+        during.append(gc.get_freeze_count())
+        return Rec(program(batch))
+
+    predict(record, 20 * 2**20, TrainConfig(), max_micro=4096)
+    assert during and min(during) > before
+    assert gc.get_freeze_count() == before
+
+
 MiB = 2**20
 
 

@@ -19,7 +19,9 @@ import torch
 
 from lab.course.curriculum import load_course
 from lab.measure.distributed import VALIDATED_RANKS, extrapolation_note
-from lab.measure.sim.ranks import _dtensor_in_sim, _LazyChunks
+from lab.measure.sim.dtensor import (expand_once_per_kind, meta_once_per_kind,
+                                     strided_flag_once_per_op)
+from lab.measure.sim.ranks import _LazyChunks
 from lab.runner.protocol import RunRequest
 from lab.runner.worker import load_experiment, measure_request
 from lab.workloads import TrainConfig, parse_combo
@@ -91,9 +93,9 @@ def test_a_foreach_ops_strided_shard_flag_is_looked_for_once_per_op():
     function runs only for an op with a _StridedShard input, and then for every output."""
     from types import SimpleNamespace
 
-    from lab.measure.torch_compat import dtensor_strided_flag_target
+    from lab.measure.torch_compat import dtensor_target
 
-    target = dtensor_strided_flag_target()
+    target = dtensor_target("strided_flag")
     if target is None:
         pytest.skip("this torch's DTensor has no _propagate_use_strided_shard_flag")
     owner, name, strided = target
@@ -107,7 +109,7 @@ def test_a_foreach_ops_strided_shard_flag_is_looked_for_once_per_op():
             return SimpleNamespace(args_spec=[SimpleNamespace(placements=(p,)) for p in placements])
 
         plain, mixed = schema(Shard(0), Shard(0)), schema(Shard(0), strided(0, split_factor=2))
-        with _dtensor_in_sim():
+        with strided_flag_once_per_op():
             for child in range(3):
                 getattr(owner, name)(child, plain)
             for child in range(3):
@@ -115,9 +117,86 @@ def test_a_foreach_ops_strided_shard_flag_is_looked_for_once_per_op():
         assert calls == [(0, mixed), (1, mixed), (2, mixed)]
     finally:
         setattr(owner, name, original)
-    with _dtensor_in_sim():
+    with strided_flag_once_per_op():
         assert getattr(owner, name) is not original
     assert getattr(owner, name) is original  # put back after
+
+
+def test_a_foreach_ops_sharding_is_found_once_per_kind_of_element_to_the_same_answer():
+    """sim's shortcuts of DTensor's per-element work on a foreach op (Adam's over FSDP2's
+    shards): the strategies are expanded, and the op run for its outputs' metadata, over one
+    element of each kind, and what DTensor decides (the outputs' specs and metadata, the inputs
+    it redistributes) is what it decides element by element."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+    from torch.distributed.tensor._op_schema import OpSchema
+
+    from lab.measure.torch_compat import dtensor_target, fake_store
+
+    targets = [dtensor_target("foreach_expand"), dtensor_target("foreach_meta")]
+    if None in targets:
+        pytest.skip("this torch's DTensor has not what sim's shortcuts wrap")
+    aten = torch.ops.aten
+    dist.init_process_group("fake", store=fake_store(), rank=0, world_size=2)
+    try:
+        mesh = init_device_mesh("cpu", (2,))
+
+        def specs(*placed, dtype=torch.float32):  # 6 elements (global shapes) of a few kinds
+            shapes = [(8, 4), (4,), (8, 4), (8, 4), (4,), (8, 4)]
+            return [DTensor.from_local(torch.zeros(s[0] // 2 if p == Shard(0) else s[0], *s[1:],
+                                                   dtype=dtype), mesh, [p], run_check=False)._spec
+                    for s, p in zip(shapes, placed)]
+
+        sharded = [Shard(0)] * 3 + [Replicate()] + [Shard(0)] * 2
+        mixed = [Shard(0), Replicate(), Shard(0), Replicate(), Replicate(), Shard(0)]
+        cases = [(aten._foreach_add_.List, (specs(*sharded), specs(*mixed))),
+                 (aten._foreach_mul.Scalar, (specs(*sharded), 0.5)),
+                 # the scalars are the elements' too: int64 * 2 stays int64, * 2.5 is float
+                 (aten._foreach_mul.ScalarList,
+                  (specs(*sharded, dtype=torch.int64), [2, 2.5, 2, 2, 2.5, 2.5])),
+                 (aten._foreach_addcdiv_.ScalarList,
+                  (specs(*sharded), specs(*sharded), specs(*mixed), [0.1] * 6)),
+                 (aten._foreach_lerp_.Scalar, (specs(*sharded), specs(*sharded), 0.1)),
+                 (aten._foreach_sqrt.default, (specs(*sharded),))]
+        prop = DTensor._op_dispatcher.sharding_propagator
+        fulls, sizes = [getattr(owner, name) for owner, name, _ in targets], []
+
+        def counted(full):  # the tensors per list each call of DTensor's own function gets
+            def call(*args):
+                lists = [getattr(a, "children", a) for a in args[1].args_schema]
+                sizes.append(max(len(a) for a in lists if isinstance(a, (list, tuple)) and a
+                                 and not isinstance(a[0], (int, float))))
+                return full(*args)
+
+            return call
+
+        for op, args in cases:
+            schema = OpSchema(op, args, {}, schema_info=prop.op_to_schema_info.get(op))
+            each = prop.propagate_op_sharding_non_cached(schema)
+            sizes.clear()
+            for (owner, name, _), full in zip(targets, fulls):
+                setattr(owner, name, counted(full))
+            try:
+                with expand_once_per_kind(), meta_once_per_kind():
+                    kinds = prop.propagate_op_sharding_non_cached(schema)
+            finally:
+                for (owner, name, _), full in zip(targets, fulls):
+                    setattr(owner, name, full)
+            assert len(sizes) == 2 and max(sizes) < 6, (op, sizes)  # one element per kind
+            assert kinds.output_spec == each.output_spec, op
+            if kinds.output_spec is not None:
+                assert [s.tensor_meta for s in kinds.output_spec] == \
+                    [s.tensor_meta for s in each.output_spec], op
+            assert kinds.redistribute_schema == each.redistribute_schema, op
+            assert kinds.needs_redistribute == each.needs_redistribute, op
+        answers = [prop.propagate_op_sharding_non_cached(OpSchema(
+            op, args, {}, schema_info=prop.op_to_schema_info.get(op))) for op, args in cases]
+        assert any(a.needs_redistribute for a in answers)
+        assert {s.tensor_meta.dtype for s in answers[2].output_spec} == {torch.int64, torch.float32}
+    finally:
+        dist.destroy_process_group()
+    assert [getattr(owner, name) for owner, name, _ in targets] == fulls  # put back after
 
 
 def test_the_extrapolation_is_named_beyond_what_was_measured():

@@ -56,6 +56,8 @@ NOT_MECHANISMS = {
                           "the zoo's moe cases (docs/ACCURACY.md)",
     "ranks": "many ranks in one process (the fake process group): DDP's and FSDP2's set-up, "
              "no bytes of its own (tests/unit/test_many_gpus.py holds lesson 22's)",
+    "dtensor": "DTensor's sharding of a foreach op found once per kind of element: speed only, "
+               "DTensor's own answer (tests/unit/test_many_gpus.py compares the two)",
     # sim's estimated compiled peak (issue 41): a second pass of its own, never in a lesson's
     # golden; judged against GPU recordings by bench/compiled_vs_gpu.py (its gate), held by
     # tests/unit/test_sim_compiled_fusion.py and test_profile_compiled_estimate.py

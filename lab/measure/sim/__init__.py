@@ -9,6 +9,7 @@ Where a change goes:
 - dispatch/: what sim does at each op (the tracker's policy, the fake tensor mode's fast path);
 - facade/: a user's own CUDA script in sim (torch.cuda, `cuda` tensors, library calls);
 - ranks: many ranks in one process (the fake process group: DDP, FSDP2);
+- dtensor: DTensor's sharding of a foreach op (Adam over FSDP2's shards), once per kind;
 - gpus: the cards sim can stand for, as data (a row per card);
 - patches: a table of torch attributes replaced for a run and restored as one unit;
 - ports: what upstream code each module follows, and the version read;
@@ -18,5 +19,5 @@ Import the modules themselves; this package's import is light (torch-free), so t
 table (`lab.measure.sim.gpus`) answers the CLI's argument checks without importing torch.
 """
 
-__all__ = ["allocator", "dispatch", "facade", "gpus", "kernels", "patches", "ports", "ranks",
-           "versions"]
+__all__ = ["allocator", "dispatch", "dtensor", "facade", "gpus", "kernels", "patches", "ports",
+           "ranks", "versions"]

@@ -15,7 +15,8 @@ What sim changes, all here:
 - FSDP2 splits every parameter into N chunks to keep two of them (its rank's and the first,
   padded one): sim makes only the chunks asked for, the same tensors, without N fake ops per
   parameter (at N = 1024 those took minutes);
-- DTensor's sharding propagation of a foreach op, found once per op instead of once per output;
+- DTensor's sharding propagation of a foreach op (Adam's over FSDP2's shards), found once per
+  kind of element instead of once per element (lab.measure.sim.dtensor);
 - FSDP2's CPUOffloadPolicy: the shards, their gradients and the optimizer state leave the device
   (lab.measure.sim.kernels.fsdp_offload).
 """
@@ -29,8 +30,9 @@ import torch
 import torch.distributed as dist
 
 from ..distributed import Ranks, extrapolation_note
-from ..torch_compat import (ddp_param_shape_check, disable_current_modes,
-                            dtensor_strided_flag_target, fake_store, fsdp_chunk_target)
+from ..torch_compat import (ddp_param_shape_check, disable_current_modes, fake_store,
+                            fsdp_chunk_target)
+from .dtensor import foreach_shortcuts
 from .kernels.fsdp_offload import FsdpOffload
 
 
@@ -51,7 +53,7 @@ def simulated_ranks(run, world_size: int, device_type: str, pinned_host: Any = N
     if note:
         run.note(f"sim: {note}.")
     try:
-        with _ddp_in_sim(), _fsdp_in_sim(), _dtensor_in_sim(), FsdpOffload(pinned_host):
+        with _ddp_in_sim(), _fsdp_in_sim(), foreach_shortcuts(), FsdpOffload(pinned_host):
             yield Ranks(rank, world_size, True, device_type)
     finally:
         with disable_current_modes():
@@ -91,38 +93,6 @@ def _fsdp_in_sim():
         yield
     finally:
         setattr(owner, name, eager)
-
-
-@contextmanager
-def _dtensor_in_sim():
-    """DTensor's sharding propagation of a foreach op (torch 2.13) calls
-    `_propagate_use_strided_shard_flag(child, op_schema)` once per output, and each call scans
-    every input spec of the op for a _StridedShard: quadratic in the number of parameters (Adam's
-    first step over FSDP2's sharded parameters: ~18 % of a lesson 22 FSDP variant in sim). Where
-    no input has one the function returns having changed nothing, and that answer is the same
-    for every child of one op: found once per op schema here, the full function otherwise."""
-    target = dtensor_strided_flag_target()
-    if target is None:  # a torch without it
-        yield
-        return
-    owner, name, strided_shard = target
-    full = getattr(owner, name)
-    last: list = [None, True]  # the op schema last asked about; has an input a _StridedShard?
-
-    def propagate(op_strategy, op_schema):
-        if last[0] is not op_schema:  # held here, so its id is not another schema's
-            last[0] = op_schema
-            last[1] = any(isinstance(p, strided_shard)
-                          for spec in op_schema.args_spec for p in spec.placements)
-        if last[1]:
-            full(op_strategy, op_schema)
-
-    setattr(owner, name, propagate)
-    try:
-        yield
-    finally:
-        setattr(owner, name, full)
-        last.clear()
 
 
 class _LazyChunks:
