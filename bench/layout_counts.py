@@ -44,7 +44,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("session", ["session"]),
     ("backends", ["backends", "backends.*", "sim.backend"]),
     ("sim", ["sim", "sim.*"]),
-    ("engine", ["tracker", "tracker_*", "result_parts", "snapshot", "timing", "cuda_allocator",
+    ("engine", ["tracker", "tracker_*", "result_parts", "allocator_view", "snapshot", "timing", "cuda_allocator",
                 "cuda", "device", "distributed", "ddp"]),
     ("base", ["trace", "result", "result_schema", "schema", "modes", "counters",
               "snapshot_format", "formula", "versions", "torch_compat", "torch_compat_compile",
@@ -54,6 +54,7 @@ SIM_LAYERS: list[tuple[str, list[str]]] = [
     ("sim: what runs", ["facade", "facade.*", "dispatch", "dispatch.*", "ranks", "versions",
                         "cuda_facade", "facade_*", "cuda_memory_api", "script_values", "policy",
                         "fake_values", "compiled", "compiled.*"]),
+    ("sim: DTensor's shortcuts", ["dtensor"]),
     ("sim: CUDA's paths", ["kernels", "kernels.*", "cuda_*", "grad_accumulate",
                            "fsdp_offload"]),
     ("sim: the allocator", ["allocator", "allocator.*", "allocator_*"]),
@@ -191,7 +192,7 @@ def private_torch(root: Path) -> dict[str, list[tuple[int, str]]]:
     keep += [n for n in tree.body if isinstance(n, ast.Assign)
              and any(getattr(t, "id", "") == "PRIVATE_ATTRS" for t in n.targets)]
     ns: dict = {}
-    exec("from __future__ import annotations\nimport ast\n"
+    exec("from __future__ import annotations\nimport ast\nfrom lab import python_source\n"
          + "\n\n".join(ast.unparse(n) for n in keep), ns)
     found = {}
     shims = {root / "lab" / "measure" / f"{name}.py" for name in shim_modules(root)}

@@ -416,11 +416,9 @@ def record_memory_history(max_entries: int) -> None:
     fn = torch.cuda.memory._record_memory_history
     params = inspect.signature(fn).parameters
     if "stacks" in params:  # torch >= 2.1
-        kwargs: dict[str, Any] = {"stacks": "python"}
-        if "max_entries" in params:
-            kwargs["max_entries"] = max_entries
-        if "compile_context" in params:  # torch >= 2.5: allocations say which compiled graph
-            kwargs["compile_context"] = True
+        # max_entries: the ring's size; compile_context (>= 2.5): which compiled graph allocated
+        kwargs = {k: v for k, v in {"stacks": "python", "max_entries": max_entries,
+                                    "compile_context": True}.items() if k in params}
         fn(enabled="all", **kwargs)
     else:  # torch 2.0
         fn(True, trace_alloc_max_entries=max_entries, trace_alloc_record_context=True)
