@@ -79,7 +79,7 @@ def warm_up(sim: bool = False) -> None:
 
     SimFakeTensorMode(allow_non_fake_inputs=True)
     torch_compat.aten_ops_with_kernel("AutocastCPU")
-    # ZeRO-1's optimizer (lesson 26): importing torch.distributed.optim compiles its functional
+    # ZeRO-1's optimizer (the many-gpus lesson): importing torch.distributed.optim compiles its functional
     # optimizers with TorchScript (~0.15 s), once here instead of in every zero1 run; an import,
     # no process group (sim's ranks, and cpu's gloo group, are made by the run)
     import torch.distributed.optim  # noqa: F401
