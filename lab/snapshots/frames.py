@@ -63,7 +63,7 @@ def is_internal(filename: str) -> bool:
     return "/lab/measure/" in f or "/lab/runner/" in f or "/lab/profile/" in f
 
 
-INDUCTOR_MARK = " [in a compiled graph]"
+INDUCTOR_MARK = " (in a compiled graph)"  # no [...]: a table would read it as markup
 
 
 @lru_cache(maxsize=65536)
