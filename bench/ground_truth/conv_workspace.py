@@ -31,6 +31,8 @@ from pathlib import Path
 
 MiB = 2**20
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from snapshot_of import run_script  # noqa: E402
 
 
 # ---- trace ------------------------------------------------------------------------------------
@@ -105,11 +107,8 @@ def trace(argv: list[str], benchmark: str) -> int:
     if benchmark != "script":
         _force_benchmark(benchmark == "on")
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
-    path = os.path.abspath(argv[0])
-    sys.argv = [path, *argv[1:]]
-    sys.path.insert(0, os.path.dirname(path))
     try:
-        runpy.run_path(path, run_name="__main__")
+        run_script(argv)
     finally:
         torch.cuda.synchronize()
         snap = torch.cuda.memory._snapshot()

@@ -14,6 +14,15 @@ import runpy
 import sys
 
 
+def run_script(argv: list[str]) -> None:
+    """Run `SCRIPT ARGS...` in this process as `python SCRIPT ARGS` would: runpy, `__main__`,
+    its folder first on sys.path, the current folder unchanged."""
+    path = os.path.abspath(argv[0])
+    sys.argv = [path, *argv[1:]]
+    sys.path.insert(0, os.path.dirname(path))
+    runpy.run_path(path, run_name="__main__")
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         print("usage: snapshot_of.py OUT.pkl -- SCRIPT.py ARGS", file=sys.stderr)
@@ -22,11 +31,8 @@ def main(argv: list[str]) -> int:
     import torch
 
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
-    path = os.path.abspath(argv[0])
-    sys.argv = [path, *argv[1:]]
-    sys.path.insert(0, os.path.dirname(path))
     try:
-        runpy.run_path(path, run_name="__main__")
+        run_script(argv)
     finally:
         torch.cuda.synchronize()
         torch.cuda.memory._dump_snapshot(out)

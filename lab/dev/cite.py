@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from lab.course.curriculum import Lesson, load_course
-from lab.measure.allocator_view import NOTE as ALLOCATOR_NOTE
+from lab.measure.allocator_view import measured_by_allocator
 from lab.measure.result import RunResult
 from lab.paths import REFERENCE_DIR
 from lab.report import exact_bytes, format_bytes, metric, provenance, seconds, table
@@ -66,15 +66,14 @@ def render(lesson: Lesson, results: list[RunResult], truth: dict | None = None) 
     rows = []
     for r in results:
         a = r.allocator
-        untracked = ALLOCATOR_NOTE in r.notes  # its steps ran outside the tracker
-        rows.append([r.variant, r.status, "—" if untracked else _gb(r.peak.bytes),
+        rows.append([r.variant, r.status, "—" if measured_by_allocator(r) else _gb(r.peak.bytes),
                      _gb(a.peak_allocated_bytes if a else None),
                      _gb(a.peak_reserved_bytes if a else None),
                      seconds(r.step_time_s)])
     lines.append(table(["variant", "status", "peak (tensors)", "peak allocated", "peak reserved",
                         "step time"], rows, markdown=True))
     lines += _step_time_notes(results)
-    if any(ALLOCATOR_NOTE in r.notes for r in results):
+    if any(measured_by_allocator(r) for r in results):
         lines += ["", "—: the steps ran outside the tensor tracker (torch.compile's graphs cannot "
                   "run under it), so every number is the CUDA allocator's own "
                   "([how](../../docs/MEASURING.md#what-the-tensor-tracker-counts))."]

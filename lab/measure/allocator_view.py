@@ -13,11 +13,19 @@ from __future__ import annotations
 from .result import Peak, RunResult
 from .trace import PhaseRecord
 
-NOTE = ("measured by the CUDA allocator's counters and history, not the tensor tracker: the "
-        "steps ran untracked (the tracker is a dispatch mode, under which torch.compile runs "
-        "the eager version), so bytes include the allocator's 512 B rounding and workspaces, "
-        "and what each block holds (parameters, activations...) is not known")
-TRACKED_NOTE = "The CUDA allocator's peak is"  # the backend's note, meaningless here
+# what a result measured so says first (recordings carry it: its wording after this stays free)
+MARK = "measured by the CUDA allocator's counters and history, not the tensor tracker"
+NOTE = (MARK + ": the steps ran untracked (the tracker is a dispatch mode, under which "
+        "torch.compile runs the eager version), so bytes include the allocator's 512 B rounding "
+        "and workspaces, and no tracker saw what each block holds (parameters, activations...)")
+# how CudaBackend.finish's note on the allocator's peak above the tracked one starts: meaningless
+# where the allocator is all that measured
+UNTRACKED_PEAK_NOTE = "The CUDA allocator's peak is"
+
+
+def measured_by_allocator(result: RunResult) -> bool:
+    """Did `from_allocator` make this result's numbers (the app and the cited tables say so)?"""
+    return any(n.startswith(MARK) for n in result.notes)
 
 
 def from_allocator(result: RunResult, records: list[PhaseRecord]) -> None:
@@ -43,7 +51,7 @@ def from_allocator(result: RunResult, records: list[PhaseRecord]) -> None:
         result.timeline = a.timeline
     result.blocks = []
     a.untracked_peak_bytes = 0
-    result.notes = [n for n in result.notes if not n.startswith(TRACKED_NOTE)] + [NOTE]
+    result.notes = [n for n in result.notes if not n.startswith(UNTRACKED_PEAK_NOTE)] + [NOTE]
 
 
-__all__ = ["NOTE", "from_allocator"]
+__all__ = ["MARK", "NOTE", "UNTRACKED_PEAK_NOTE", "from_allocator", "measured_by_allocator"]

@@ -159,9 +159,11 @@ class Session:
         itself, and the result says that these are the eager version's numbers."""
         if self.compiles:
             return torch.compile(fn, **kwargs)
-        self.note(f"{self.backend.info.label}: torch.compile ran eagerly (Inductor's kernels "
-                  "need a GPU): these numbers are the eager step's, not the compiled one's; "
-                  "the GPU's recording has the compiled run")
+        note = (f"{self.backend.info.label}: torch.compile ran eagerly (Inductor's kernels "
+                "need a GPU): these numbers are the eager step's, not the compiled one's; the "
+                "GPU's recording has the compiled run")
+        if note not in self.notes:  # once, however many functions the run compiles
+            self.note(note)
         return fn
 
     @contextmanager

@@ -38,7 +38,6 @@ from pathlib import Path
 HEADLINE = "torch.compile"  # notes[0] starts with this when the script called it
 SITES_NOTE = "the script calls torch.compile at "  # written by the worker, read by the client
 COMPILED_PASS = "compiled_pass"  # the request parameter that asks the worker for pass 2
-_TRACKED_NOTE = "The CUDA allocator's peak is"  # measure's note about the tracked peak
 
 
 # ---- worker side ------------------------------------------------------------------------------
@@ -185,13 +184,15 @@ def measure_compiled(eager, req, run_again, user_snapshot: str | None):
 def merge(eager, comp, snapshot_path: str | None, keep_snapshot: bool = True):
     """One result: the compiled run's allocator counters, timeline and guessed categories, the
     eager run's numbers beside them (metrics `eager_*`, and the first line)."""
+    from lab.measure.allocator_view import from_allocator
     from lab.measure.result import Block, Peak
     from lab.report import format_bytes
 
     r = comp
     r.lesson, r.variant, r.params = eager.lesson, eager.variant, dict(eager.params)
-    r.notes = [n for n in r.notes if not n.startswith(_TRACKED_NOTE) and not n.startswith(
-        SITES_NOTE)]
+    r.notes = [n for n in r.notes if not n.startswith(SITES_NOTE)]
+    r.blocks, r.phases, r.checks = [], [], []
+    from_allocator(r, [])  # the allocator's peak and timeline, said so (no tracker ran)
     summary = _summary(snapshot_path)
     if summary is not None:
         r.peak = Peak(bytes=summary.peak_bytes, phase=summary.peak_phase, index=-1,
@@ -201,13 +202,8 @@ def merge(eager, comp, snapshot_path: str | None, keep_snapshot: bool = True):
         r.notes.append("categories and phase at the peak are guessed from the allocation "
                        "stacks of the compiled run's memory snapshot: the tracker cannot see "
                        "inside a compiled graph, so the compiled run is measured without it")
-    else:
-        r.peak = Peak(bytes=r.allocator.peak_allocated_bytes if r.allocator else 0)
-    if r.allocator is not None:
-        r.allocator.untracked_peak_bytes = 0
-        if r.allocator.timeline is not None:
-            r.timeline = r.allocator.timeline
-    r.blocks, r.phases, r.checks = [], [], []
+    elif r.allocator is None:
+        r.peak = Peak(bytes=0)
     if not keep_snapshot:
         r.profile_path = None
     ea = eager.allocator

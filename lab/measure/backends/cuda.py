@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Proto
 import torch
 
 from .. import cuda_allocator as cuda_mod
+from ..allocator_view import UNTRACKED_PEAK_NOTE
 from ..device import gpu_info, set_virtual_gpu
 from ..result import AllocatorStats, DeviceInfo, RunResult
 from ..snapshot import device_trace_timelines
@@ -134,7 +135,7 @@ class CudaBackend(Backend):
                 snapshot, self.phase_us, self.device.index or 0)
         if a.untracked_peak_bytes > 0:
             result.notes.append(
-                f"The CUDA allocator's peak is {a.untracked_peak_bytes:,} B above the "
+                f"{UNTRACKED_PEAK_NOTE} {a.untracked_peak_bytes:,} B above the "
                 "tracked tensors' peak: block rounding (512 B), the cuBLAS workspace and any "
                 "allocation made outside a tensor.")
 

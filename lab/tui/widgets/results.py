@@ -22,6 +22,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Collapsible, Static
 
 from lab.course.curriculum import Lesson
+from lab.measure.allocator_view import measured_by_allocator
 from lab.measure.result import RunResult
 from lab.course.progress import RunRecord
 
@@ -259,7 +260,8 @@ class ResultsView(VerticalScroll):
         box.set_class(any(r.status in ("oom", "error") for r in failures), "-bad")
         self.query_one("#timeline", TimelinePlot).set_series(
             series_of(lesson, lead), plot_title(lead), capacity_of(lead.results))
-        uncategorised = all(not r.peak.by_category for r in lead.results if r.ok)
+        uncategorised = all(measured_by_allocator(r) and not r.peak.by_category
+                            for r in lead.results if r.ok)
         self.query_one("#bars-title", Static).update(
             f"What was live at the peak — {src.short}"
             + (" (totals: the allocator measured these runs, not the tracker)"

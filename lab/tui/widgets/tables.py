@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.text import Text
 
 from lab.course.curriculum import Lesson
-from lab.measure.allocator_view import NOTE as ALLOCATOR_NOTE
+from lab.measure.allocator_view import measured_by_allocator
 from lab.measure.result import RunResult
 from lab.measure.trace import CATEGORIES
 from lab.course.progress import RunRecord
@@ -89,7 +89,7 @@ def summary_table(lesson: Lesson, rs: ResultSet) -> Group:
                   Col("allocated", "right", numeric=True, short="alloc."),
                   Col("reserved", "right", numeric=True, short="resv.")]
         a_rows = [[Text(r.variant, style=color(lesson, r.variant)),
-                   Text("—", style="dim") if ALLOCATOR_NOTE in r.notes else peak_text(r),
+                   Text("—", style="dim") if measured_by_allocator(r) else peak_text(r),
                    format_bytes(r.allocator.peak_allocated_bytes),
                    format_bytes(r.allocator.peak_reserved_bytes)]
                   for r in results if r.allocator]
@@ -192,9 +192,10 @@ def diff_tables(lesson: Lesson, rs: ResultSet) -> Group | None:
             d = v - values[0]
             row.append(Text(signed_bytes(d), style="green" if d < 0 else "red" if d > 0 else "dim"))
         cat_rows.append(row)
-    by_category = (FitTable("…and category by category, at each variant's peak",
-                            columns("category"), cat_rows) if cat_rows else
-                   Text(NO_CATEGORIES, style="dim"))
+    by_category = (Text(NO_CATEGORIES, style="dim")
+                   if not cat_rows and all(measured_by_allocator(r) for r in [base, *others]) else
+                   FitTable("…and category by category, at each variant's peak",
+                            columns("category"), cat_rows))
     return Group(
         FitTable(f"What each technique changed, phase by phase (peak in the phase) — "
                  f"{rs.source.short}", columns("phase"), rows),
