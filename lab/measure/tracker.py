@@ -84,8 +84,9 @@ class TrackerPolicy(Protocol):
 class StorageObserver(Protocol):
     """What the tracker tells of every allocation it counts (storages, and sim's extras)."""
 
-    def alloc(self, key: Hashable, nbytes: int) -> None:
-        """May raise torch.OutOfMemoryError: the allocation then fails, as on the GPU."""
+    def alloc(self, key: Hashable, nbytes: int) -> int | None:
+        """May raise torch.OutOfMemoryError: the allocation then fails, as on the GPU. Returns
+        the bytes granted where the request is one the device bounds (else None: all)."""
 
     def free(self, key: Hashable) -> None: ...
 
@@ -466,10 +467,12 @@ class TensorTracker(TorchDispatchMode):
         C++ destroys its DataPtrs: a CUDA reduction's staging buffer, then its semaphores)."""
         with self._lock:
             n = len(self.trace.events)
+            granted = []
             for key, nbytes in items:
-                self.trace.extras.append((n, "alloc", key, nbytes))
-                self._tell_alloc(key, nbytes)
-            for key, nbytes in reversed(items):
+                got = self._tell_alloc(key, nbytes)
+                granted.append(nbytes if got is None else got)
+                self.trace.extras.append((n, "alloc", key, granted[-1]))
+            for (key, _), nbytes in zip(reversed(items), reversed(granted)):
                 self.trace.extras.append((n, "free", key, nbytes))
                 self._tell_free(key)
 
@@ -493,9 +496,15 @@ class TensorTracker(TorchDispatchMode):
         elif self._stepping:
             self._optimizer_ops.add(kind)
 
-    def _tell_alloc(self, key, nbytes: int) -> None:
+    def _tell_alloc(self, key, nbytes: int) -> int | None:
+        """The bytes granted where an observer bounded the request (sim's allocator model, for
+        cuDNN's benchmark search), else None."""
+        granted = None
         for obs in self.observers:
-            obs.alloc(key, nbytes)
+            got = obs.alloc(key, nbytes)
+            if got is not None:
+                granted = got if granted is None else min(granted, got)
+        return granted
 
     def _tell_free(self, key) -> None:
         for obs in self.observers:

@@ -211,6 +211,17 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
                                          if any(settings.roundup_power2_divisions) else ())
         self.gc_threshold = settings.garbage_collection_threshold
 
+    def largest_available(self) -> int:
+        """What `CUDACachingAllocator::cacheInfo` answers: the larger of the device's free memory
+        (cudaMemGetInfo; the context's own memory aside) and the largest cached free block. A
+        `cap` stands for a smaller card here (`memlab fit`, --gpu-memory), so it bounds the free
+        memory too (a real set_per_process_memory_fraction would not: the request would fail
+        and be halved, which `Replay` does as well)."""
+        limits = [self.total] + [n for n in (self.device_free, self.cap) if n is not None]
+        free = max(0, min(limits) - self.stats.reserved)
+        cached = max((k[1] for pool in (self.large, self.small) for k in pool.keys), default=0)
+        return max(free, cached)
+
     @property
     def gc_on(self) -> bool:
         """Garbage collection needs a memory fraction (`cap`) as well as a threshold."""

@@ -41,6 +41,18 @@ class SimulatedOutOfMemory(torch.OutOfMemoryError):
     """Raised where the modelled allocator fails; worded as the CUDA caching allocator words it."""
 
 
+@dataclass(frozen=True)
+class Bounded:
+    """The key of a request the device's free memory bounds instead of failing: cuDNN's
+    benchmark search (Conv_v8.cpp `generate_and_filter_plans`) drops the candidate plans whose
+    workspace exceeds the largest block it could get (`cacheInfo`: the device's free memory or
+    the largest cached block), allocates the largest of the rest, and halves that while the
+    allocation fails. Sim knows the largest candidate's size, not the list: it takes that size
+    bounded by the same largest block, halved while it fails; none at all is no error."""
+
+    name: Hashable
+
+
 def _size(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
 
@@ -100,14 +112,17 @@ class Replay:
         # a PYTORCH_CUDA_ALLOC_CONF the allocator refuses: raised at the first allocation
         self.refused: Exception | None = None
 
-    def alloc(self, key: Hashable, nbytes: int, stream: int | None = None) -> None:
-        """Raises `SimulatedOutOfMemory` where the GPU would raise torch.OutOfMemoryError."""
+    def alloc(self, key: Hashable, nbytes: int, stream: int | None = None) -> int | None:
+        """Raises `SimulatedOutOfMemory` where the GPU would raise torch.OutOfMemoryError. A
+        `Bounded` request returns the bytes it got (None otherwise: all it asked for)."""
         if self.refused is not None:
             raise self.refused
         if stream is None:
             stream = self.current_stream() if self.current_stream is not None else 0
         if self.log is not None:
             self.log.append(("alloc", key, nbytes, stream) if stream else ("alloc", key, nbytes))
+        if isinstance(key, Bounded):
+            return self._alloc_bounded(key, nbytes, stream)
         try:
             self.live[key] = self.model.malloc(nbytes, stream)
         except AllocatorOutOfMemory as e:
@@ -117,6 +132,21 @@ class Replay:
             raise SimulatedOutOfMemory(oom_message(e, self.model.total)) from None
         finally:
             if self.series:  # `_step()` written out: once per event
+                self._add_to_series()
+            self.index += 1
+
+    def _alloc_bounded(self, key: Bounded, nbytes: int, stream: int) -> int:
+        size = min(nbytes, self.model.largest_available())
+        try:
+            while size:
+                try:
+                    self.live[key] = self.model.malloc(size, stream)
+                    return size
+                except AllocatorOutOfMemory:
+                    size //= 2
+            return 0
+        finally:
+            if self.series:
                 self._add_to_series()
             self.index += 1
 
