@@ -278,24 +278,41 @@ def test_profiling_is_refused_in_a_served_workshop(capsys, monkeypatch):
 
 
 CONV_SCRIPT = """\
+import sys
 import torch
 import torch.nn as nn
 
-torch.backends.cudnn.benchmark = True
-model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3)).cuda()
-x = torch.randn(2, 3, 16, 16, device="cuda")
-model(x).sum().backward()  # CONV_LINE
+torch.backends.cudnn.benchmark = sys.argv[1] == "on"
+model = nn.Conv2d(64, 64, 3, stride=2, padding=1).cuda()  # fp32, channels-first
+x = torch.randn(8, 64, 14, 14, device="cuda", requires_grad=True)
+for _ in range(2):
+    model(x).sum().backward()  # CONV_LINE
 """
 
 
-def test_a_script_that_convolves_is_told_what_sim_does_not_model(tmp_path):
+def test_a_script_that_convolves_takes_cudnns_workspaces(tmp_path):
+    """The plan's workspace each call, and with cudnn.benchmark the search's block at the first
+    call of each direction: the grad-input's search of a 3x3 stride-2 fp32 convolution is the
+    largest (lab.measure.sim.kernels.cudnn_conv), and it makes the run's peak."""
+    import torch
+
+    from lab.measure.sim.kernels.cudnn_conv import (GRAD_INPUT, Convolution, plan_workspace,
+                                                    search_workspace)
+
     script = tmp_path / "convolve.py"
     script.write_text(CONV_SCRIPT)
-    r = _profile(script, gpu="h100")
-    assert r.ok, r.error
-    note = _note(r, "convolutions")
-    # two convolutions forward (backward's run inside autograd, not as torch.conv2d calls);
-    # the site is the script's, not nn.Conv2d's nor memlab's own module wrapper
-    assert "(2 calls, the first at convolve.py:" in note
-    assert "cuDNN's workspaces are not modelled" in note
-    assert "cudnn.benchmark = True" in note  # the script set it: the search is said too
+    on, off = _profile(script, "on", gpu="h100"), _profile(script, "off", gpu="h100")
+    assert on.ok and off.ok, (on.error, off.error)
+    x, y, w = 8 * 64 * 14 * 14 * 4, 8 * 64 * 7 * 7 * 4, 64 * 64 * 9 * 4
+    conv = Convolution(GRAD_INPUT, 8, 64, 64, 14, 14, 3, 3, (2, 2), (1, 1), torch.float32,
+                       False, x, y, w)
+    search, plan = search_workspace(conv), plan_workspace(conv)
+    assert search > 10 * plan > 0
+    gap = on.allocator.peak_allocated_bytes - off.allocator.peak_allocated_bytes
+    assert search - plan - 2**21 <= gap <= search  # 512 B rounding, and which tensors are live
+    note = _note(on, "convolutions")
+    # 2 steps of one forward and one backward; the site is the script's, not nn.Conv2d's
+    assert "(4 cuDNN calls, the first at " in note
+    assert f"convolve.py:{_line(script, 'CONV_LINE')} <module>" in note
+    assert "cudnn.benchmark = True" in note and "(3 here)" in note  # forward, grad-input, -weight
+    assert "cudnn.benchmark = True" not in _note(off, "convolutions")

@@ -54,6 +54,9 @@ NOT_MECHANISMS = {
     "kernels.meta_rules": "pending: no lesson runs a mixture of experts; CUDA's histc / "
                           "_grouped_mm rules are held by tests/unit/test_sim_meta_rules.py and "
                           "the zoo's moe cases (docs/ACCURACY.md)",
+    "kernels.cudnn_conv": "pending: no lesson convolves; cuDNN's workspace rules are held by "
+                          "tests/unit/test_sim_cudnn_conv.py and the zoo's cnn cases "
+                          "(docs/ACCURACY.md)",
     "ranks": "many ranks in one process (the fake process group): DDP's and FSDP2's set-up, "
              "no bytes of its own (tests/unit/test_many_gpus.py holds lesson 22's)",
     "dtensor": "DTensor's sharding of a foreach op found once per kind of element: speed only, "

@@ -198,6 +198,9 @@ class SimBackend(Backend):
         result.notes.extend(SIM_NOTES)
         result.notes.extend(version_notes(set(result.versions)))  # what the run used
         result.notes.extend(f"not modelled: {what}" for what in sorted(self.policy.unmodelled))
+        convolutions = self.policy.convolutions.note(self.gpu.name, self.gpu.capability == (9, 0))
+        if convolutions:
+            result.notes.append(convolutions)
         if not self.gpu.validated:
             result.notes.append(f"GPU {self.gpu.name}: its row of data (SMs, workspaces, memory) "
                                 "is unvalidated; sim was validated on the H200 and the H100.")

@@ -53,6 +53,11 @@ PORTS: tuple[Port, ...] = (
          "_grouped_mm_cuda, create_grouped_gemm_output_tensor (16-byte rows), "
          "_resolve_grouped_mm_out_dtype; _histc_cuda's integer inputs (cuda/SummaryOps.cu)",
          "upstream main (the GPU check: zoo moe/qwen3-moe-bf16 on torch 2.11)"),
+    Port("kernels/cudnn_conv", "aten/src/ATen/native/cudnn/Conv_v8.cpp",
+         "run_conv_plan (the plan's workspace), generate_and_filter_plans and "
+         "get_available_workspace (the search's block: the largest candidate, bounded by "
+         "cacheInfo, halved while it fails), CacheKey (what one search is for)",
+         "a stored upstream copy of the v8 API path; sizes measured with torch 2.11 + cuDNN 9.19"),
     Port("kernels/offload", "aten/src/ATen/core/CachingHostAllocator.h",
          "the pinned host allocator's power-of-two blocks and cache", "torch 2.x"),
     Port("kernels/reduce", "aten/src/ATen/native/cuda/Reduce.cuh",

@@ -48,6 +48,7 @@ import torch
 from ...torch_compat import current_graph_task_id, storage_key
 from ...tracker import ExtraAllocations
 from ..gpus import H200, Gpu
+from ..kernels import cudnn_conv
 from ..kernels.autocast import CudaAutocast
 from ..kernels.dropout import CudaDropout
 from ..kernels.grad_accumulate import AccumulateInPlace
@@ -85,7 +86,8 @@ def _uses_cublaslt(func, args, kwargs) -> bool:
 
 _CUDNN_ATTENTION = torch.ops.aten._scaled_dot_product_cudnn_attention.default
 _SOFTMAX_BACKWARD = torch.ops.aten._softmax_backward_data.default
-_AFTER_OPS = frozenset({_SOFTMAX_BACKWARD, *_SCRATCH, *_REDUCTIONS, *_BLAS})  # what `after` reads
+_AFTER_OPS = frozenset({_SOFTMAX_BACKWARD, *_SCRATCH, *_REDUCTIONS, *_BLAS,  # what `after` reads
+                        *cudnn_conv.OPS})
 # measured with bench/profile_vs_h200.py: pytorch/examples word_language_model's LSTM (script/wlm/lstm)
 RNN_NOT_MODELLED = ("an RNN (nn.LSTM / GRU / RNN) ran: on CUDA it runs cuDNN's RNN kernels, whose "
                     "workspace and reserve space sim does not model, so the prediction is low "
@@ -134,6 +136,7 @@ class CudaPaths:
         self._safe_softmax_outputs: set[int] = set()  # storages _safe_softmax made (its saved result)
         self.unmodelled: set[str] = set()  # what this run did that sim does not model (notes)
         self.values = ValueAssumptions()
+        self.convolutions = cudnn_conv.CudnnConvolutions()  # cuDNN's workspaces, its search
         self.offload = CudaOffload()  # save_on_cpu: saved tensors leave the device, pinned host
         # the workspaces a thread's first matmul takes on this GPU (CublasHandlePool.cpp)
         self._workspace_bytes = {"cublas": gpu.cublas_workspace_bytes,
@@ -210,6 +213,10 @@ class CudaPaths:
             n = scratch_bytes(func, args)
             if n:
                 sink.extra_transient(("scratch", func.__name__), n)
+            return
+        if func in cudnn_conv.OPS:
+            for key, nbytes in self.convolutions.transients(func, args, kwargs, out):
+                sink.extra_transient(key, nbytes)
             return
         if func in _REDUCTIONS:
             # a long reduction split across thread blocks: staging buffer + semaphores

@@ -232,7 +232,6 @@ class CudaFacade:
             self.placement = stack.enter_context(DevicePlacement(self.log))
             # at the end, what each part answered its own way, one note each (if any)
             stack.callback(self._note_from, "routing", self.placement.routing.note)
-            stack.callback(self._note_from, "convolutions", self.placement.convolution_note)
             stack.callback(setattr, self, "placement", None)
             placeholders = stack.enter_context(HostPlaceholders())
             stack.callback(self._note_from, "placeholders", placeholders.note)

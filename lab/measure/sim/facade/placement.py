@@ -197,12 +197,6 @@ class DevicePlacement(TorchFunctionMode):
             _T.__getitem__: self._getitem,
             _T.is_cuda.__get__: self._is_cuda_read, _T.device.__get__: self._device_read,
         }
-        # convolutions: what cuDNN adds on the GPU (workspaces, the benchmark's algorithm
-        # search) is not modelled, so the result says where the script convolves
-        self.convolutions, self.first_convolution = 0, ""
-        for conv in (torch.conv1d, torch.conv2d, torch.conv3d, torch.conv_transpose1d,
-                     torch.conv_transpose2d, torch.conv_transpose3d):
-            self._special[conv] = self._convolution
 
     # ---- the rule ------------------------------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -211,27 +205,6 @@ class DevicePlacement(TorchFunctionMode):
         if special is not None:
             return special(func, args, kwargs)
         return self._placed(func, args, kwargs)
-
-    def _convolution(self, func, args, kwargs):
-        if not self.convolutions:
-            self.first_convolution = self.log.site(3)
-        self.convolutions += 1
-        return self._placed(func, args, kwargs)
-
-    def convolution_note(self) -> str | None:
-        if not self.convolutions:
-            return None
-        search = (" torch.backends.cudnn.benchmark = True: at each convolution shape's first "
-                  "forward and backward the GPU allocates one workspace as large as cuDNN's "
-                  "largest candidate algorithm needs, gigabytes in fp32 (an fp32 ResNet-50 "
-                  "peaked a third above sim's prediction on an H100, and within 0.1 % of it with "
-                  "the search off)." if torch.backends.cudnn.benchmark else "")
-        calls = f"{self.convolutions:,} call{'s' * (self.convolutions != 1)}"
-        return (f"convolutions ({calls}, the first at "
-                f"{self.first_convolution}): cuDNN's workspaces are not modelled, so the GPU's "
-                "max allocated can be higher than predicted, and its reserved memory too (a "
-                f"channels-first convolution's own workspace is about its input and output).{search}"
-                " docs/ACCURACY.md measures both on GPU-recorded scripts.")
 
     def _placed(self, func, args, kwargs):
         if kwargs.get("pin_memory"):  # torch.empty(..., pin_memory=True): host memory, which a

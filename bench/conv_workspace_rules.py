@@ -1,0 +1,101 @@
+"""Sim's cuDNN workspace rules against the GPU's measured convolutions, tune and held-out rows.
+
+    python bench/conv_workspace_rules.py [--all]
+
+Reads assets/ground_truth/cnn_workspace_gpu.json (`conv_workspace.py table` on the H100: each
+convolution of the zoo's CNN cases alone, the allocator's peak above its tensors per direction)
+and prints, per row and direction, the search's block (benchmark on, first call) and the plan's
+workspace (benchmark off) measured and predicted by lab.measure.sim.kernels.cudnn_conv. The
+rules' constants were fitted on the tune half's rows (split.toml); the held-out rows judge them.
+Rows of a direction a training step never runs (the first layer's grad-input) are left out
+unless --all. A summary per half: how many rows within 10 % or 16 MiB, and the worst miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from math import prod
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from lab.measure.sim.kernels.cudnn_conv import (  # noqa: E402
+    GRAD_INPUT, Convolution, plan_workspace, search_workspace)
+
+MiB = 2**20
+TUNE = {"cnn/resnet50-fp32", "cnn/resnet50-bf16-cl"}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _out_shape(row: dict) -> list[int]:
+    (n, _, h, w), (k, c, kh, kw) = row["x"], row["w"]
+    (sh, sw), (ph, pw) = row["stride"], row["padding"]
+    if row["kind"] == "conv_transpose2d":
+        return [n, c, (h - 1) * sh + kh - 2 * ph, (w - 1) * sw + kw - 2 * pw]
+    return [n, k, (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1]
+
+
+def convolutions(row: dict):
+    """(direction, Convolution) as the sim rules see the row's convolution."""
+    dtype = DTYPES[row["dtype"]]
+    size = torch.tensor([], dtype=dtype).element_size()
+    x, y, w = row["x"], _out_shape(row), row["w"]
+    transposed = row["kind"] == "conv_transpose2d"
+    swap = {"forward": "grad_input", "grad_input": "forward", "grad_weight": "grad_weight"}
+    for direction in ("forward", "grad_input", "grad_weight"):
+        cx, cy = (y, x) if transposed else (x, y)
+        as_seen = swap[direction] if transposed else direction
+        yield direction, Convolution(
+            as_seen, cx[0], cx[1], w[0], cx[2], cx[3], w[2], w[3], tuple(row["stride"]),
+            tuple(row["padding"]), dtype, row["channels_last"], prod(cx) * size,
+            prod(cy) * size, prod(w) * size)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--all", action="store_true", help="also rows a training step never runs")
+    ap.add_argument("--file", default=str(ROOT / "assets/ground_truth/cnn_workspace_gpu.json"))
+    args = ap.parse_args(argv)
+    data = json.loads(Path(args.file).read_text())
+    print(f"{data['gpu']}, torch {data['torch']}, cuDNN {data['cudnn']} "
+          f"(recorded {data['recorded']})\n")
+    print(f"{'half':5s} {'case':22s} {'conv':44s} {'direction':11s} "
+          f"{'search GPU':>10s} {'sim':>7s} {'plan GPU':>9s} {'sim':>7s}   MiB")
+    tally = {}
+    for row in data["convolutions"]:
+        half = "tune" if row["case"] in TUNE else "held"
+        first_layer = row["x"][1] == 3
+        shape = (f"{row['kind'][4:] or 'conv'} x{row['x']} w{row['w'][:2]} k{row['w'][2]} "
+                 f"s{row['stride'][0]}{' cl' if row['channels_last'] else ''}")
+        for direction, conv in convolutions(row):
+            if first_layer and direction == GRAD_INPUT and not args.all:
+                continue
+            above = row["above_tensors"]
+            gpu_search, gpu_plan = (above[f"{direction}/benchmark/first"],
+                                    above[f"{direction}/heuristic/first"])
+            sim_search, sim_plan = search_workspace(conv), plan_workspace(conv)
+            for what, gpu, sim in (("search", gpu_search, sim_search), ("plan", gpu_plan, sim_plan)):
+                ok = abs(sim - gpu) <= max(0.10 * gpu, 16 * MiB)
+                t = tally.setdefault((half, what), [0, 0, 0.0, ""])
+                t[0] += ok
+                t[1] += 1
+                if abs(sim - gpu) / MiB > t[2]:
+                    t[2], t[3] = abs(sim - gpu) / MiB, f"{row['case']} {shape} {direction}"
+            mark = lambda g, s: " " if abs(s - g) <= max(0.10 * g, 16 * MiB) else "✗"
+            print(f"{half:5s} {row['case']:22s} {shape:44s} {direction:11s} "
+                  f"{gpu_search / MiB:10.0f} {sim_search / MiB:7.0f}{mark(gpu_search, sim_search)}"
+                  f"{gpu_plan / MiB:9.0f} {sim_plan / MiB:7.0f}{mark(gpu_plan, sim_plan)}")
+    print()
+    for (half, what), (ok, n, worst, where) in sorted(tally.items()):
+        print(f"{half:5s} {what:6s}: {ok}/{n} within 10 % or 16 MiB; worst miss {worst:,.0f} MiB "
+              f"({where})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
