@@ -108,6 +108,23 @@ def _frames_from_stack(stack: str, cache: dict[str, list[dict]]) -> list[dict]:
     return frames
 
 
+# the first part of sim's keys for allocations that back no tensor (lab.measure.sim.dispatch.policy)
+_EXTRA_NOUNS = {"cublas": "cuBLAS workspace", "cublaslt": "cuBLASLt workspace",
+                "cudnn search": "cuDNN benchmark search", "cudnn workspace": "cuDNN workspace",
+                "scratch": "kernel scratch", "reduce": "reduction staging",
+                "safe_softmax_backward": "softmax backward"}
+
+
+def extra_name(key) -> str:
+    """A readable name for an allocation that backs no tensor, from the key sim gave it:
+    ("cublas", "main") -> "cuBLAS workspace (main)"; a bounded request's key wraps its name."""
+    key = getattr(key, "name", key)
+    if not isinstance(key, tuple) or not key:
+        return str(key)
+    noun = _EXTRA_NOUNS.get(str(key[0]), str(key[0]))
+    return f"{noun} ({', '.join(map(str, key[1:]))})" if len(key) > 1 else noun
+
+
 def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
     """A snapshot dict shaped like `torch.cuda.memory._snapshot()` from a cpu/sim `Trace`.
 
@@ -116,7 +133,8 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
     `segment_free`, with its first user frame as the stack. Extra keys the viewer ignores carry
     what we know exactly: `category` (parameters, gradients, ...) and `phase` on each alloc, which
     `memlab view` shows instead of guessing. Zero-byte storages are left out (no allocator would
-    hand out a block for them).
+    hand out a block for them). Sim's allocations that back no tensor (`trace.extras`: cuBLAS and
+    cuDNN workspaces, kernel scratch) are blocks of category "other", named by their key.
     """
     entries: list[dict] = []
     next_addr = SYNTH_BASE_ADDR
@@ -135,6 +153,28 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
         entries.append({"action": action, "addr": addr, "size": size, "stream": 0,
                         "time_us": t_us, "frames": [], "category": "unknown"})
 
+    extra_live: dict[object, tuple[int, int, list[dict]]] = {}  # key -> (addr, size, frames)
+
+    def place_extra(extra: tuple, t_us: int, phase: str) -> None:
+        """sim's allocations that back no tensor (a cuBLAS or cuDNN workspace, kernel scratch):
+        blocks of category "other" named by their key, with no Python frame (CUDA's code)."""
+        _, kind, key, size = extra
+        if kind == "alloc" and size > 0:
+            addr = place(size)
+            frames = [{"filename": "(CUDA library: no Python frame)", "line": 0,
+                       "name": extra_name(key)}]
+            seg(fmt.SEGMENT_ALLOC, addr, size, t_us)
+            entries.append({"action": "alloc", "addr": addr, "size": size, "stream": 0,
+                            "time_us": t_us, "frames": frames, "category": "other",
+                            "phase": phase})
+            extra_live[key] = (addr, size, frames)
+        elif kind == "free" and key in extra_live:
+            addr, size, frames = extra_live.pop(key)
+            for action in (fmt.FREE_REQUESTED, fmt.FREE):
+                entries.append({"action": action, "addr": addr, "size": size, "stream": 0,
+                                "time_us": t_us, "frames": frames, "category": "other"})
+            seg(fmt.SEGMENT_FREE, addr, size, t_us)
+
     if trace.baseline_bytes > 0:  # bytes live before the first event: one block from t=0
         addr = place(trace.baseline_bytes)
         seg(fmt.SEGMENT_ALLOC, addr, trace.baseline_bytes, 0)
@@ -142,8 +182,14 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
                         "stream": 0, "time_us": 0, "frames": [], "category": "other",
                         "phase": "(before tracking)"})
         live[-1] = (addr, trace.baseline_bytes, [], "other")
-    last_us = 0
-    for e in trace.events:
+    last_us, last_phase = 0, ""
+    extras = iter(trace.extras)
+    extra = next(extras, None)
+    for i, e in enumerate(trace.events):
+        while extra is not None and extra[0] <= i:  # made before this event: at its time
+            place_extra(extra, last_us, last_phase or e.phase)
+            extra = next(extras, None)
+        last_phase = e.phase
         if e.nbytes <= 0:
             continue
         t_us = max(last_us, int(e.t * 1e6))  # keep time monotone whatever the clock did
@@ -166,6 +212,9 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
                 entries.append({"action": action, "addr": addr, "size": size, "stream": 0,
                                 "time_us": t_us, "frames": frames, "category": cat})
             seg(fmt.SEGMENT_FREE, addr, size, t_us)
+    while extra is not None:
+        place_extra(extra, last_us, last_phase)
+        extra = next(extras, None)
     segments = [
         {"device": device, "address": addr, "total_size": size, "stream": 0,
          "segment_type": "large" if size > 1 << 20 else "small", "segment_pool_id": (0, 0),
@@ -173,7 +222,8 @@ def trace_to_snapshot(trace: Trace, device: int = 0) -> dict:
          "is_expandable": False, "frames": frames,
          "blocks": [{"address": addr, "size": size, "requested_size": size,
                      "state": fmt.ACTIVE_ALLOCATED, "frames": frames, "category": cat}]}
-        for addr, size, frames, cat in sorted(live.values())
+        for addr, size, frames, cat in sorted([*live.values(),
+                                               *((a, n, f, "other") for a, n, f in extra_live.values())])
     ]
     traces: list[list[dict]] = [[] for _ in range(device)] + [entries]
     return {"segments": segments, "device_traces": traces, "allocator_settings": {},

@@ -348,6 +348,33 @@ def test_trace_to_snapshot_round_trip_and_memory_viz_opcodes(tmp_path):
     assert "unknown" in cats  # memory_viz's category legend needs it
 
 
+def test_sims_workspaces_are_blocks_of_the_snapshot_at_their_moment():
+    # Given sim's allocations that back no tensor (a cuDNN search's block, taken and given back
+    # inside one op; a cuBLAS workspace kept to the end), when the trace becomes a snapshot, then
+    # each is a block there, named, at the position it was made, so the snapshot's peak is the
+    # allocator's (the search makes it) and a kept workspace is still live at the end
+    from lab.measure.snapshot import trace_to_snapshot
+    from lab.measure.sim.allocator.replay import Bounded
+
+    trace = _tracked_trace()
+    n = len(trace.events)
+    search = Bounded(("cudnn search", "grad_input"))
+    trace.extras += [(n // 2, "alloc", search, 5 << 30), (n // 2, "free", search, 5 << 30),
+                     (n // 2, "alloc", ("cublas", "autograd"), 32 << 20)]
+    snap = trace_to_snapshot(trace)
+    entries = snap["device_traces"][0]
+    made = [e for e in entries if e["action"] == "alloc" and e["category"] == "other"]
+    assert [(e["size"], e["frames"][0]["name"]) for e in made] == [
+        (5 << 30, "cuDNN benchmark search (grad_input)"), (32 << 20, "cuBLAS workspace (autograd)")]
+    assert made[0]["phase"] == trace.events[n // 2 - 1].phase
+    live = peak = 0
+    for e in entries:
+        live += {"alloc": e["size"], "free_completed": -e["size"]}.get(e["action"], 0)
+        peak = max(peak, live)
+    assert peak > 5 << 30
+    assert any(seg["total_size"] == 32 << 20 for seg in snap["segments"])
+
+
 # ---- a real snapshot, when one was recorded ----------------------------------------------------------
 @pytest.mark.skipif(not H200.exists(), reason="record tests/fixtures/h200_snapshot.pickle on a GPU")
 def test_real_h200_snapshot():
