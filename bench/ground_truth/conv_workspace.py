@@ -1,6 +1,7 @@
 """Where a CNN script's memory goes on the GPU that sim does not model: cuDNN's workspaces.
 
-    python conv_workspace.py trace [--benchmark on|off|script] -- SCRIPT.py ARGS...
+    python conv_workspace.py trace [--benchmark on|off|script] [--save FILE.pkl.gz] \
+        -- SCRIPT.py ARGS...
     python conv_workspace.py table [--scripts zoo] [--out FILE.json]
 
 trace   runs the script unmodified (runpy) under the allocator's history and prints, from the
@@ -8,7 +9,9 @@ trace   runs the script unmodified (runpy) under the allocator's history and pri
         made them (no Python frame: an allocation of backward's thread), the allocation that made
         the peak, and every short-lived allocation of 64 MiB or more (a convolution's workspace is
         allocated and freed inside one call). `--benchmark off` keeps `cudnn.benchmark` False
-        whatever the script sets (to see what the benchmark search adds).
+        whatever the script sets (to see what the benchmark search adds). `--save` also keeps the
+        allocator's whole history (the snapshot, gzipped pickle; no stack frames) for
+        bench/cnn_trace_replay.py, which replays it through sim's allocator model.
 table   the convolutions of the zoo's CNN cases (shapes taken by running each model on the
         meta device), each measured alone on the GPU: how far above its inputs and outputs the
         allocator's peak goes in forward, in backward's grad-input and in its grad-weight, with
@@ -101,7 +104,7 @@ def analyse(snapshot: dict, device: int = 0, top: int = 12) -> dict:
     }
 
 
-def trace(argv: list[str], benchmark: str) -> int:
+def trace(argv: list[str], benchmark: str, save: str | None = None) -> int:
     import torch
 
     if benchmark != "script":
@@ -119,6 +122,18 @@ def trace(argv: list[str], benchmark: str) -> int:
                "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "cudnn": torch.backends.cudnn.version(), **analyse(snap)}
         print("CONV_TRACE " + json.dumps(out))
+        if save:  # frames dropped: the replay needs actions, addresses and sizes (and it is small)
+            import gzip
+            import pickle
+
+            for entries in snap["device_traces"]:
+                for e in entries:
+                    e.pop("frames", None)
+            for seg in snap["segments"]:
+                for block in seg.get("blocks", []):
+                    block.pop("frames", None)
+            with gzip.open(save, "wb") as f:
+                pickle.dump({**snap, "memlab_trace": out}, f)
     return 0
 
 
@@ -252,13 +267,14 @@ def main(argv: list[str]) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("trace")
     t.add_argument("--benchmark", choices=["on", "off", "script"], default="script")
+    t.add_argument("--save", help="also write the allocator's history here (.pkl.gz)")
     t.add_argument("script", nargs=argparse.REMAINDER)
     tb = sub.add_parser("table")
     tb.add_argument("--out")
     a = ap.parse_args(argv)
     if a.cmd == "trace":
         script = a.script[1:] if a.script[:1] == ["--"] else a.script
-        return trace(script, a.benchmark)
+        return trace(script, a.benchmark, a.save)
     return table(a.out)
 
 

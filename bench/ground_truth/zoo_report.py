@@ -11,7 +11,8 @@ before any number exists.
 
 Targets (issue 37, held-out half): every script runs to the end in sim, a one-line refusal
 counting as a miss; max allocated within 1 % and max reserved within 3 %, except where a gap is
-known and explained (LOOSE: CNNs, whose cuDNN workspaces and algorithm search are not modelled,
+known and explained (LOOSE: CNNs, whose cuDNN workspaces and algorithm search follow rules measured
+on one card, and whose reserved memory depends on where the allocator puts those large blocks,
 and MoE layers looped by hand, whose routing depends on values), which are judged within 5 % in
 a table of their own. The tables are Markdown, so the same text goes to the terminal and into
 docs/ACCURACY.md between its markers (`--markdown`).
@@ -32,7 +33,8 @@ from cases import ZOO_CATEGORIES, ZOO_RESULTS, Case, zoo_cases
 STRICT = (0.01, 0.03)  # max allocated, max reserved
 LOOSE_TOL = (0.05, 0.05)
 # id globs judged at LOOSE_TOL, and why (the gap each row's note names)
-LOOSE = {"zoo/cnn/*": "cuDNN convolution workspaces and algorithm search are not modelled",
+LOOSE = {"zoo/cnn/*": "cuDNN's workspaces and its benchmark search follow rules measured on the "
+                      "H100; where the allocator puts their large blocks is not yet matched",
          "zoo/moe/loop-*": "experts looped by hand: each expert's token count depends on the "
                            "router's values"}
 BEGIN, END = "<!-- zoo-table:begin -->", "<!-- zoo-table:end -->"
