@@ -28,7 +28,9 @@ so where CUDA and the CPU take different paths that change memory, sim takes CUD
   workspace (32 MiB on Hopper: the GPU's row in lab.measure.sim.gpus) per thread that runs a matmul
   (the main thread, and autograd's device thread in backward), one cuBLASLt workspace
   (1 MiB) per thread that runs an addmm with a bias (at::cuda::getCurrentCUDABlasHandle,
-  getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp);
+  getCUDABlasLtWorkspace in aten/src/ATen/cuda/CublasHandlePool.cpp); cuDNN's convolution
+  workspaces, the plan's every call and the benchmark search's at a shape's first call
+  (lab.measure.sim.kernels.cudnn_conv);
 - the caching allocator: a model (lab.measure.sim.allocator.model) places every allocation in
   segments as it happens, so sim predicts max_memory_allocated / max_memory_reserved and raises
   out-of-memory where the GPU would under the same cap.

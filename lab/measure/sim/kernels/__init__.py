@@ -11,10 +11,11 @@ what an op allocates. Import the modules themselves:
 - dropout: the fused kernel's bool mask;
 - optim: the foreach implementation optimizers left at their default take on CUDA;
 - reduce: the staging buffer and semaphores of long reductions (Reduce.cuh);
+- cudnn_conv: cuDNN's convolution workspaces (the plan's, and the benchmark search's block);
 - grad_accumulate: gradients summed in place, as on real tensors (a run without the tracker);
 - offload: saved tensors in pinned host memory (`save_on_cpu`), the pinned host allocator;
 - fsdp_offload: FSDP2's CPUOffloadPolicy.
 """
 
-__all__ = ["autocast", "dropout", "fsdp_offload", "grad_accumulate", "offload", "optim",
-           "reduce", "sdpa", "sdpa_math"]
+__all__ = ["autocast", "cudnn_conv", "dropout", "fsdp_offload", "grad_accumulate", "offload",
+           "optim", "reduce", "sdpa", "sdpa_math"]
