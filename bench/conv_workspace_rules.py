@@ -1,6 +1,7 @@
 """Sim's cuDNN workspace rules against the GPU's measured convolutions, tune and held-out rows.
 
     python bench/conv_workspace_rules.py [--all]
+    python bench/conv_workspace_rules.py --cases     # the zoo's CNN cases end to end
 
 Reads assets/ground_truth/cnn_workspace_gpu.json (`conv_workspace.py table` on the H100: each
 convolution of the zoo's CNN cases alone, the allocator's peak above its tensors per direction)
@@ -9,12 +10,19 @@ workspace (benchmark off) measured and predicted by lab.measure.sim.kernels.cudn
 rules' constants were fitted on the tune half's rows (split.toml); the held-out rows judge them.
 Rows of a direction a training step never runs (the first layer's grad-input) are left out
 unless --all. A summary per half: how many rows within 10 % or 16 MiB, and the worst miss.
+
+--cases runs each zoo CNN case in sim (`memlab profile --mode sim --gpu h100 --json`, a fresh
+process each) as written and with `cudnn.benchmark` pinned off (bench/ground_truth/
+pinned_benchmark.py, as the GPU trace pinned it), and prints docs/ACCURACY.md's end-to-end table
+against the GPU's numbers (assets/ground_truth/zoo_gpu.json; the pinned-off ones from the traces
+in cnn_workspace_gpu.json).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from math import prod
 from pathlib import Path
@@ -56,12 +64,57 @@ def convolutions(row: dict):
             prod(cy) * size, prod(w) * size)
 
 
+# (case, half, script and arguments under bench/ground_truth): the zoo's CNN cases (cases.py)
+CNN_CASES = [("cnn/resnet50-fp32", "tune", "zoo/resnet.py --depth 50 --batch 128"),
+             ("cnn/resnet50-bf16-cl", "tune",
+              "zoo/resnet.py --depth 50 --batch 128 --bf16 --channels-last"),
+             ("cnn/resnet101-fp32-cl", "held out",
+              "zoo/resnet.py --depth 101 --batch 64 --channels-last"),
+             ("cnn/unet-bf16", "held out", "zoo/unet.py --batch 16 --image 512 --bf16")]
+
+
+def _sim(script_args: str, pinned_off: bool) -> tuple[int, int]:
+    gt = ROOT / "bench" / "ground_truth"
+    argv = [str(gt / a) if a.endswith(".py") else a for a in script_args.split()]
+    if pinned_off:
+        argv = [str(gt / "pinned_benchmark.py"), *argv]
+    out = subprocess.run([sys.executable, "-m", "lab", "profile", "--mode", "sim", "--gpu", "h100",
+                          "--json", "--quiet", "--", "python", *argv], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    alloc = json.loads(out)["allocator"]
+    return alloc["peak_allocated_bytes"], alloc["peak_reserved_bytes"]
+
+
+def cases_table(record: dict) -> None:
+    zoo = json.loads((ROOT / "assets/ground_truth/zoo_gpu.json").read_text())["cases"]
+    pct = (lambda sim, gpu: f"{(sim - gpu) / gpu * 100:+.2f} %".replace("-", "−"))
+    print("| case | GPU max allocated | sim | GPU max reserved | sim | GPU, off: allocated / "
+          "reserved | sim, off |\n|---|---:|---:|---:|---:|---:|---:|")
+    for case, half, script in CNN_CASES:
+        gpu = zoo[f"zoo/{case}"]
+        a, r = _sim(script, False)
+        off = next((t for t in record["traces"] if t["benchmark"] == "off"
+                    and t["script"].endswith(script.split("/", 1)[1])), None)
+        cells = ["", ""]
+        if off:
+            oa, orr = _sim(script, True)
+            cells = [f"{off['max_allocated'] / 1e9:.3f} / {off['max_reserved'] / 1e9:.3f}",
+                     f"{oa / 1e9:.3f} / {orr / 1e9:.3f} ({pct(orr, off['max_reserved'])})"]
+        print(f"| {case} ({half}) | {gpu['max_allocated'] / 1e9:.3f} GB | {a / 1e9:.3f} "
+              f"({pct(a, gpu['max_allocated'])}) | {gpu['max_reserved'] / 1e9:.3f} GB | "
+              f"{r / 1e9:.3f} ({pct(r, gpu['max_reserved'])}) | {cells[0]} | {cells[1]} |")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--all", action="store_true", help="also rows a training step never runs")
+    ap.add_argument("--cases", action="store_true", help="the zoo's CNN cases end to end")
     ap.add_argument("--file", default=str(ROOT / "assets/ground_truth/cnn_workspace_gpu.json"))
     args = ap.parse_args(argv)
     data = json.loads(Path(args.file).read_text())
+    if args.cases:
+        cases_table(data)
+        return 0
     print(f"{data['gpu']}, torch {data['torch']}, cuDNN {data['cudnn']} "
           f"(recorded {data['recorded']})\n")
     print(f"{'half':5s} {'case':22s} {'conv':44s} {'direction':11s} "

@@ -312,7 +312,7 @@ def test_a_script_that_convolves_takes_cudnns_workspaces(tmp_path):
     assert search - plan - 2**21 <= gap <= search  # 512 B rounding, and which tensors are live
     note = _note(on, "convolutions")
     # 2 steps of one forward and one backward; the site is the script's, not nn.Conv2d's
-    assert "(4 cuDNN calls, the first at " in note
+    assert "(4 calls, the first at " in note
     assert f"convolve.py:{_line(script, 'CONV_LINE')} <module>" in note
     assert "cudnn.benchmark = True" in note and "(3 here)" in note  # forward, grad-input, -weight
     assert "cudnn.benchmark = True" not in _note(off, "convolutions")

@@ -228,7 +228,7 @@ class CudnnConvolutions:
         if not self.calls:
             return None
         where = f", the first at {self.first_site}" if self.first_site else ""
-        text = (f"convolutions ({self.calls:,} cuDNN calls{where}): cuDNN's workspaces follow "
+        text = (f"convolutions ({self.calls:,} calls{where}): cuDNN's workspaces follow "
                 "rules measured on an H100 (cuDNN 9.19): a channels-first convolution's plan "
                 "converts its input, output and weight to NHWC in a workspace of their size, "
                 "taken and freed inside the call")
