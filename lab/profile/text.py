@@ -45,6 +45,22 @@ def peak_site(r) -> str:
     return (maker.stack or "(no Python stack: the autograd engine's thread)") if maker else ""
 
 
+def untracked_above_peak(r) -> str | None:
+    """When the allocator's max allocated is well above the tensors' peak (5 % and 64 MiB), the
+    line that says why, so the two numbers do not read as a contradiction: memory no tensor holds
+    (a CUDA library's workspace: cuDNN's benchmark search makes a CNN's peak), at its own moment."""
+    a = r.allocator
+    if a is None or r.peak.bytes <= 0:
+        return None
+    above = a.peak_allocated_bytes - r.peak.bytes
+    if above < max(64 * 2**20, 0.05 * r.peak.bytes):
+        return None
+    where = ("; the snapshot names it" if r.profile_path else "")
+    return (f"  max allocated is {format_bytes(above)} above this peak of the tensors: memory no "
+            "tensor holds, at the allocator's own peak (CUDA libraries' workspaces, such as "
+            f"cuDNN's for convolutions{where})")
+
+
 def predicted_line(r) -> str | None:
     """A simulated run's answer, first: what the GPU's allocator would report, marked predicted,
     with the card named."""
@@ -74,6 +90,9 @@ def render(r, top: int = 10) -> str:
     site = peak_site(r)
     if site:
         out.append(f"  made by: {site}")
+    beyond = untracked_above_peak(r)
+    if beyond:
+        out.append(beyond)
     cats = sorted(((c, n) for c, n in r.peak.by_category.items() if n), key=lambda kv: -kv[1])
     if cats:
         out += ["", table(["live at the peak", "bytes", "exact"],
@@ -99,4 +118,4 @@ def render(r, top: int = 10) -> str:
     return "\n".join(out)
 
 
-__all__ = ["live_at_peak", "peak_site", "predicted_line", "render"]
+__all__ = ["live_at_peak", "peak_site", "predicted_line", "render", "untracked_above_peak"]

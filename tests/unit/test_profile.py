@@ -202,6 +202,24 @@ def test_the_phase_table_has_a_time_column_only_where_time_was_measured():
         assert ("time" in head) is timed, (mode, head)
 
 
+def test_a_max_allocated_well_above_the_tensors_peak_is_explained_under_it():
+    # a CNN with cudnn.benchmark: the allocator's max is the tensors plus cuDNN's search block,
+    # so "peak: 11.4 GB" under "max allocated 17.0 GB" says why; a few MB of cuBLAS do not
+    from lab.measure.result import AllocatorStats, DeviceInfo, Peak, RunResult
+    from lab.profile.text import render
+
+    def result(allocated: int) -> RunResult:
+        r = RunResult(lesson="profile", variant="cnn.py", mode="sim", scale="",
+                      device=DeviceInfo("H100", "sim"))
+        r.peak = Peak(bytes=11_405_239_180, phase="forward 1")
+        r.allocator = AllocatorStats(peak_allocated_bytes=allocated, predicted=True)
+        return r
+
+    text = render(result(16_981_821_952))
+    assert "max allocated is 5.58 GB above this peak of the tensors" in text
+    assert "above this peak" not in render(result(11_405_239_180 + 40 * 2**20))
+
+
 @pytest.mark.slow  # waits for the timeout (~3.7 s): the full suite's
 def test_timeout_stops_a_hang_even_when_the_script_swallows_exceptions():
     r = _measure("hang", timeout_s=3.0)
