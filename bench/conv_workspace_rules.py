@@ -61,7 +61,7 @@ def convolutions(row: dict):
         yield direction, Convolution(
             as_seen, cx[0], cx[1], w[0], cx[2], cx[3], w[2], w[3], tuple(row["stride"]),
             tuple(row["padding"]), dtype, row["channels_last"], prod(cx) * size,
-            prod(cy) * size, prod(w) * size)
+            prod(cy) * size, prod(w) * size, transposed)
 
 
 # (case, half, script and arguments under bench/ground_truth): the zoo's CNN cases (cases.py)

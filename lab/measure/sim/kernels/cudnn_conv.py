@@ -27,7 +27,7 @@ both. With X, O, W the bytes of input, output and weight:
 - **Search, any dtype**: the grad-input's candidates include a layout-converting one (X + O + W),
   in either layout; a channels-first grad-weight's too.
 - **Search, fp32** (TF32 allowed, PyTorch's default), whose candidates include cuDNN's FFT
-  engines, which bf16 and fp16 have not:
+  engines, of which the bf16 rows show none (fp16 was not measured; it takes the bf16 rules):
   - grad-input of a 3x3 stride-1 convolution whose padded input fits one 32x32 tile: FFT
     tiling, (N*C + N*K + K*C) * 32*17*8 bytes (a complex fp32 spectrum per image-channel, per
     gradient-channel and per filter), plus the layout conversion in channels-last;
@@ -38,7 +38,7 @@ both. With X, O, W the bytes of input, output and weight:
 
 Not modelled (the result's note says so): grouped and depthwise convolutions, 1-D and 3-D ones,
 dilation, transposed convolutions' fp32 search, fp32 grad-weight searches on inputs larger than
-16x16 (the tune rows show 0.3 to 1.8 GB at 28x28 and 56x56 that no two-term rule carries to
+16x16 (the tune rows show 0.6 to 1.9 GB at 28x28 and 56x56 that no two-term rule carries to
 another batch size), and cards other than the H100 / H200's sm90 (the rules are applied there
 unverified).
 """
@@ -61,7 +61,8 @@ OPS = frozenset({CONVOLUTION, CONVOLUTION_BACKWARD})
 FORWARD, GRAD_INPUT, GRAD_WEIGHT = "forward", "grad_input", "grad_weight"
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-# fitted on the tune rows (see the module docstring); bytes
+# the fp32 FFT-family candidates (see the module docstring), bytes: the spectra's sizes as the
+# tune rows match them exactly, and the strided grad-input's two terms fitted on those rows
 FFT_TILE_SPECTRUM = 32 * 17 * 8  # a 32x32 real FFT: 32 x 17 complex fp32
 FFT16_FILTER = 2 * 16 * 9 * 8  # two 16x16 real FFTs per filter
 STRIDED_GRAD_INPUT_PER_FILTER = 17_392
@@ -87,6 +88,7 @@ class Convolution:
     x_bytes: int
     out_bytes: int
     w_bytes: int
+    transposed: bool = False  # seen as its convolution's other direction (see `calls`)
 
     @property
     def layout(self) -> int:
@@ -115,7 +117,7 @@ def search_workspace(conv: Convolution) -> int:
     candidates = [plan_workspace(conv)]
     if conv.direction == GRAD_INPUT or (conv.direction == GRAD_WEIGHT and not conv.channels_last):
         candidates.append(conv.layout)
-    if conv.dtype == torch.float32:
+    if conv.dtype == torch.float32 and not conv.transposed:  # unmeasured for a transposed one
         candidates.append(_fft_family(conv))
     return max(candidates)
 
@@ -181,7 +183,8 @@ def calls(func, args, kwargs, out) -> tuple[list[Convolution], str | None]:
     k, _, kh, kw = weight.shape  # a transposed one's weight is its convolution's (K, C, kh, kw)
     cl = _channels_last(x) or _channels_last(weight)
     found = [Convolution(d, n, c, k, h, w, kh, kw, _pair(stride), _pair(padding), x.dtype, cl,
-                         _nbytes(x), _nbytes(y), _nbytes(weight)) for d in directions]
+                         _nbytes(x), _nbytes(y), _nbytes(weight), bool(transposed))
+             for d in directions]
     return found, ("transposed convolutions' fp32 search" if transposed and x.dtype == torch.float32
                    else None)
 
