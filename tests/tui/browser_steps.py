@@ -40,6 +40,10 @@ async def run_lesson_01_on_the_cpu(browser, path: Path, timeout: float = 150) ->
     await browser.js("document.querySelector('.xterm-helper-textarea').focus()")
     await browser.press("enter")  # lesson 01, the first row of the course map
     await until(path, lambda s: s["lesson"] == "linear-baseline", "lesson 01")
+    # the new screen focuses its text once it is up (Textual's auto focus, after a refresh): a
+    # key before that lands first, and the late focus brings the text's tab back (seen once on
+    # a loaded CI box: "2" showed the experiment, then the text tab came back with its focus)
+    await until(path, lambda s: s["focus"] == "text-scroll", "the lesson's text, focused")
     # the experiment's controls: small scale, so auto picks a real CPU run
     await browser.press("2")
     # the tab lets the focus go, then focuses its code: wait for that, or the first Tab below
