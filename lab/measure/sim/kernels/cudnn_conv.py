@@ -50,6 +50,8 @@ from math import prod
 
 import torch
 
+from lab.report.units import format_bytes
+
 from ...tracker import user_frame
 from ..allocator.replay import Bounded
 
@@ -239,7 +241,7 @@ class CudnnConvolutions:
             text += (f"; torch.backends.cudnn.benchmark = True: the first call of each shape and "
                      f"direction ({len(self.searched):,} here) also takes the search's block, as "
                      "large as cuDNN's largest candidate plan needs (the largest here "
-                     f"{self.largest_search / 1e9:.2f} GB)")
+                     f"{format_bytes(self.largest_search)})")
         text += (". Max allocated follows them closely; max reserved less so, as where the "
                  "allocator puts such large blocks decides it (docs/ACCURACY.md measures both)")
         if self.uncovered:
