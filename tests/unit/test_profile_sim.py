@@ -290,6 +290,27 @@ for _ in range(2):
 """
 
 
+FITS_BUT_ITS_WORKSPACE_DOES_NOT = """\
+import torch
+import torch.nn as nn
+
+conv = nn.Conv2d(64, 64, 3, padding=1).cuda()  # fp32, channels-first: a 512 MiB workspace
+with torch.no_grad():
+    y = conv(torch.randn(16, 64, 256, 256, device="cuda"))  # 256 MiB in, 256 MiB out
+print("done")
+"""
+
+
+def test_a_convolution_whose_workspace_does_not_fit_takes_another_plan_not_an_oom(tmp_path):
+    # on the GPU, try_plans / try_configs pass over a plan whose workspace can't be had
+    script = tmp_path / "tight.py"
+    script.write_text(FITS_BUT_ITS_WORKSPACE_DOES_NOT)
+    cap = 700 * 2**20
+    r = _profile(script, gpu="h100", gpu_memory=cap)
+    assert r.ok, r.error
+    assert 512 * 2**20 < r.allocator.peak_allocated_bytes <= cap
+
+
 def test_a_script_that_convolves_takes_cudnns_workspaces(tmp_path):
     """The plan's workspace each call, and with cudnn.benchmark the search's block at the first
     call of each direction: the grad-input's search of a 3x3 stride-2 fp32 convolution is the

@@ -47,8 +47,10 @@ class Bounded:
     benchmark search (Conv_v8.cpp `generate_and_filter_plans`) drops the candidate plans whose
     workspace exceeds the largest block it could get (`cacheInfo`: the device's free memory or
     the largest cached block), allocates the largest of the rest, and halves that while the
-    allocation fails. Sim knows the largest candidate's size, not the list: it takes that size
-    bounded by the same largest block, halved while it fails; none at all is no error."""
+    allocation fails; and a plan whose own workspace cannot be had is passed over for the next
+    (`try_plans`, `try_configs`). Sim knows the largest candidate's size, not the list: it takes
+    that size bounded by the same largest block, halved while it fails; none at all is no
+    error."""
 
     name: Hashable
 

@@ -4,7 +4,8 @@ On CUDA, `F.conv2d` and its backward run cuDNN plans through PyTorch's v8 API
 (aten/src/ATen/native/cudnn/Conv_v8.cpp, torch 2.11). Beside its tensors each call takes:
 
 - **the plan's workspace** (`run_conv_plan`): allocated after the output, freed when the call
-  returns, on every call;
+  returns, on every call; if it cannot be had, the next plan is tried (`try_plans`,
+  `try_configs` catch the out-of-memory), so it never fails the run;
 - **the search's workspace** when `torch.backends.cudnn.benchmark = True`, at the first call of
   each shape, dtype, layout and direction (forward, grad-input, grad-weight; the plan is then
   cached): `generate_and_filter_plans` allocates ONE block as large as the largest candidate
@@ -204,8 +205,10 @@ class CudnnConvolutions:
         self.largest_search = 0
 
     def transients(self, func, args, kwargs, out) -> list[tuple]:
-        """(key, bytes) of each workspace the call takes, in order, each freed before the next;
-        the search's key is `Bounded`: the device's free memory bounds it."""
+        """(key, bytes) of each workspace the call takes, in order, each freed before the next.
+        Both keys are `Bounded`: neither ever fails the run. The search's block is bounded by
+        the free memory, and a plan whose workspace cannot be had is passed over for the next
+        (try_plans / try_configs catch the out-of-memory), so sim takes what fits."""
         if not torch.backends.cudnn.enabled:
             return []
         if not self.calls:
@@ -224,8 +227,8 @@ class CudnnConvolutions:
                 if n:
                     taken.append((Bounded(("cudnn search", conv.direction)), n))
             n = plan_workspace(conv)
-            if n:
-                taken.append((("cudnn workspace", conv.direction), n))
+            if n:  # a plan whose workspace can't be had is passed over for the next one
+                taken.append((Bounded(("cudnn workspace", conv.direction)), n))
         return taken
 
     def note(self, gpu: str, measured_on_card: bool) -> str | None:
