@@ -24,7 +24,6 @@ import argparse
 import json
 import subprocess
 import sys
-from math import prod
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from lab.measure.sim.kernels.cudnn_conv import (  # noqa: E402
-    GRAD_INPUT, Convolution, plan_workspace, search_workspace)
+    CONVOLUTION, CONVOLUTION_BACKWARD, GRAD_INPUT, calls, plan_workspace, search_workspace)
 
 MiB = 2**20
 TUNE = {"cnn/resnet50-fp32", "cnn/resnet50-bf16-cl"}
@@ -49,19 +48,19 @@ def _out_shape(row: dict) -> list[int]:
 
 
 def convolutions(row: dict):
-    """(direction, Convolution) as the sim rules see the row's convolution."""
-    dtype = DTYPES[row["dtype"]]
-    size = torch.tensor([], dtype=dtype).element_size()
-    x, y, w = row["x"], _out_shape(row), row["w"]
+    """(direction, Convolution) for each direction of the row's convolution, read by sim's own
+    `calls` from meta tensors of the row's shapes and layout (what sim sees in a run)."""
+    fmt = torch.channels_last if row["channels_last"] else torch.contiguous_format
+    x, y, w = (torch.empty(shape, dtype=DTYPES[row["dtype"]], device="meta", memory_format=fmt)
+               for shape in (row["x"], _out_shape(row), row["w"]))
     transposed = row["kind"] == "conv_transpose2d"
-    swap = {"forward": "grad_input", "grad_input": "forward", "grad_weight": "grad_weight"}
-    for direction in ("forward", "grad_input", "grad_weight"):
-        cx, cy = (y, x) if transposed else (x, y)
-        as_seen = swap[direction] if transposed else direction
-        yield direction, Convolution(
-            as_seen, cx[0], cx[1], w[0], cx[2], cx[3], w[2], w[3], tuple(row["stride"]),
-            tuple(row["padding"]), dtype, row["channels_last"], prod(cx) * size,
-            prod(cy) * size, prod(w) * size, transposed)
+    conv = (row["stride"], row["padding"], [1, 1], transposed, [0, 0], 1)
+    (forward,), _ = calls(CONVOLUTION, (x, w, None, *conv), {}, y)
+    (grad_input,), _ = calls(CONVOLUTION_BACKWARD, (y, x, w, None, *conv, [True, False, False]),
+                             {}, None)
+    (grad_weight,), _ = calls(CONVOLUTION_BACKWARD, (y, x, w, None, *conv, [False, True, False]),
+                              {}, None)
+    return [("forward", forward), ("grad_input", grad_input), ("grad_weight", grad_weight)]
 
 
 # (case, half, script and arguments under bench/ground_truth): the zoo's CNN cases (cases.py)

@@ -35,19 +35,11 @@ from pathlib import Path
 MiB = 2**20
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from pinned_benchmark import pin_benchmark  # noqa: E402
 from snapshot_of import run_script  # noqa: E402
 
 
 # ---- trace ------------------------------------------------------------------------------------
-def _force_benchmark(value: bool) -> None:
-    """Make `torch.backends.cudnn.benchmark = X` in the script a no-op, pinned to `value`."""
-    import torch
-
-    torch.backends.cudnn.benchmark = value
-    cls = type(torch.backends.cudnn)
-    cls.benchmark = property(lambda self: value, lambda self, v: None)
-
-
 def _where(frames: list[dict]) -> str:
     """The first frame outside torch (the script's line), else the innermost torch frame."""
     if not frames:
@@ -108,7 +100,7 @@ def trace(argv: list[str], benchmark: str, save: str | None = None) -> int:
     import torch
 
     if benchmark != "script":
-        _force_benchmark(benchmark == "on")
+        pin_benchmark(benchmark == "on")
     torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
     try:
         run_script(argv)

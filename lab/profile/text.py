@@ -3,6 +3,7 @@ by category and by file:line, and the phases. Torch-free; units and tables from 
 
 from __future__ import annotations
 
+from lab.measure.allocator_view import UNTRACKED_PEAK_NOTE
 from lab.report import DASH, format_bytes, provenance, seconds, status_text, table
 
 MAX_PHASES = 14  # a long script has four phases a step: show the start, the peak's, the end
@@ -50,9 +51,9 @@ def untracked_above_peak(r) -> str | None:
     line that says why, so the two numbers do not read as a contradiction: memory no tensor holds
     (a CUDA library's workspace: cuDNN's benchmark search makes a CNN's peak), at its own moment."""
     a = r.allocator
-    if a is None or r.peak.bytes <= 0:
-        return None
-    above = a.peak_allocated_bytes - r.peak.bytes
+    if a is None or r.peak.bytes <= 0 or any(n.startswith(UNTRACKED_PEAK_NOTE) for n in r.notes):
+        return None  # (a GPU's run says it in its own note)
+    above = a.untracked_peak_bytes  # what the backend found (0 where the allocator made the peak)
     if above < max(64 * 2**20, 0.05 * r.peak.bytes):
         return None
     where = ("; the snapshot names it" if r.profile_path else "")

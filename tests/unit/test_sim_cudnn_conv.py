@@ -8,7 +8,7 @@ assets/ground_truth/cnn_workspace_gpu.json; the held-out rows here judge them
 from __future__ import annotations
 
 import json
-from math import prod
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,8 @@ from lab.measure.sim.kernels.cudnn_conv import (FORWARD, GRAD_INPUT, GRAD_WEIGHT
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 2**20
+sys.path.insert(0, str(ROOT / "bench"))
+import conv_workspace_rules  # noqa: E402
 
 
 def _rows() -> list[dict]:
@@ -28,14 +30,9 @@ def _rows() -> list[dict]:
 
 
 def _conv(row: dict, direction: str) -> Convolution:
-    dtype = getattr(torch, row["dtype"])
-    size = torch.tensor([], dtype=dtype).element_size()
-    (n, c, h, w), (k, _, kh, kw) = row["x"], row["w"]
-    (sh, sw), (ph, pw) = row["stride"], row["padding"]
-    y = [n, k, (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1]
-    return Convolution(direction, n, c, k, h, w, kh, kw, (sh, sw), (ph, pw), dtype,
-                       row["channels_last"], prod(row["x"]) * size, prod(y) * size,
-                       prod(row["w"]) * size)
+    """The row's convolution in `direction`, as sim's `calls` reads it from tensors of its shapes
+    (bench/conv_workspace_rules.py)."""
+    return dict(conv_workspace_rules.convolutions(row))[direction]
 
 
 def _row(case: str, x: list, w0: int, stride: int) -> dict:

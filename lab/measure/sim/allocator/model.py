@@ -211,16 +211,19 @@ class CachingAllocatorModel(ExpandableSegments, ReleaseRules, StreamUses):
                                          if any(settings.roundup_power2_divisions) else ())
         self.gc_threshold = settings.garbage_collection_threshold
 
-    def largest_available(self) -> int:
-        """What `CUDACachingAllocator::cacheInfo` answers: the larger of the device's free memory
-        (cudaMemGetInfo; the context's own memory aside) and the largest cached free block. A
-        `cap` stands for a smaller card here (`memlab fit`, --gpu-memory), so it bounds the free
+    def bounded(self, nbytes: int) -> int:
+        """`nbytes`, at most what `CUDACachingAllocator::cacheInfo` answers: the larger of the
+        device's free memory (cudaMemGetInfo; the context's own memory aside) and the largest
+        cached free block, which is only looked for when the free memory is short. A `cap`
+        stands for a smaller card here (`memlab fit`, --gpu-memory), so it bounds the free
         memory too (a real set_per_process_memory_fraction would not: the request would fail
         and be halved, which `Replay` does as well)."""
         limits = [self.total] + [n for n in (self.device_free, self.cap) if n is not None]
         free = max(0, min(limits) - self.stats.reserved)
+        if nbytes <= free:
+            return nbytes
         cached = max((k[1] for pool in (self.large, self.small) for k in pool.keys), default=0)
-        return max(free, cached)
+        return min(nbytes, max(free, cached))
 
     @property
     def gc_on(self) -> bool:

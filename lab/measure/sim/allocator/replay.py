@@ -123,9 +123,9 @@ class Replay:
             stream = self.current_stream() if self.current_stream is not None else 0
         if self.log is not None:
             self.log.append(("alloc", key, nbytes, stream) if stream else ("alloc", key, nbytes))
-        if isinstance(key, Bounded):
-            return self._alloc_bounded(key, nbytes, stream)
         try:
+            if isinstance(key, Bounded):
+                return self._malloc_bounded(key, nbytes, stream)
             self.live[key] = self.model.malloc(nbytes, stream)
         except AllocatorOutOfMemory as e:
             self.result.oom = OomPoint(self.index, e.requested, e.allocated, e.reserved,
@@ -137,20 +137,15 @@ class Replay:
                 self._add_to_series()
             self.index += 1
 
-    def _alloc_bounded(self, key: Bounded, nbytes: int, stream: int) -> int:
-        size = min(nbytes, self.model.largest_available())
-        try:
-            while size:
-                try:
-                    self.live[key] = self.model.malloc(size, stream)
-                    return size
-                except AllocatorOutOfMemory:
-                    size //= 2
-            return 0
-        finally:
-            if self.series:
-                self._add_to_series()
-            self.index += 1
+    def _malloc_bounded(self, key: Bounded, nbytes: int, stream: int) -> int:
+        size = self.model.bounded(nbytes)
+        while size:
+            try:
+                self.live[key] = self.model.malloc(size, stream)
+                return size
+            except AllocatorOutOfMemory:
+                size //= 2
+        return 0
 
     def free(self, key: Hashable) -> None:
         if self._aliases and key in self._aliases:  # remade by relayout(): its successors go

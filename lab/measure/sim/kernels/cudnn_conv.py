@@ -151,11 +151,6 @@ def _nbytes(t) -> int:
     return prod(t.shape) * t.element_size()
 
 
-def _pair(v) -> tuple:
-    v = tuple(v)
-    return v * 2 if len(v) == 1 else v
-
-
 def calls(func, args, kwargs, out) -> tuple[list[Convolution], str | None]:
     """The cuDNN calls of one `aten.convolution` / `convolution_backward`, in the GPU's order,
     and, where the call is one these rules do not cover, why (None when covered)."""
@@ -185,7 +180,7 @@ def calls(func, args, kwargs, out) -> tuple[list[Convolution], str | None]:
     n, c, h, w = x.shape
     k, _, kh, kw = weight.shape  # a transposed one's weight is its convolution's (K, C, kh, kw)
     cl = _channels_last(x) or _channels_last(weight)
-    found = [Convolution(d, n, c, k, h, w, kh, kw, _pair(stride), _pair(padding), x.dtype, cl,
+    found = [Convolution(d, n, c, k, h, w, kh, kw, tuple(stride), tuple(padding), x.dtype, cl,
                          _nbytes(x), _nbytes(y), _nbytes(weight), bool(transposed))
              for d in directions]
     return found, ("transposed convolutions' fp32 search" if transposed and x.dtype == torch.float32
