@@ -9,7 +9,7 @@ zoo CNN script, frames dropped). Printed per file:
 2. its history replayed through sim's allocator model (lab.measure.sim.allocator), with the GPU's
    segment addresses and with the model's synthetic ones: whether the model, fed the GPU's own
    requests, reaches the GPU's reserved memory (if not, the allocator model is what misses);
-3. with --sim, the same script in sim (`memlab profile --mode sim --gpu h100 --snapshot`, this
+3. with --sim, the same script in sim (`memlab profile --mode sim --gpu CARD --snapshot`, this
    machine's CPU): sim's requests against the GPU's, the first place their sizes part ways (in
    allocations of 1 MiB or more) and the sizes one has that the other lacks (64 MiB or more).
    If the GPU's own requests replay to the GPU's reserved memory but sim's do not, the requests
@@ -50,11 +50,16 @@ def _sizes(events: list[tuple[str, int, int]], floor: int) -> list[int]:
     return [size for act, _, size in events if act == "alloc" and size >= floor]
 
 
-def _sim_snapshot(script_and_args: str) -> dict:
+def _card(gpu_name: str) -> str:
+    """sim's --gpu for the card the history was recorded on ("NVIDIA H200" -> h200)."""
+    return "h200" if "H200" in gpu_name else "h100"
+
+
+def _sim_snapshot(script_and_args: str, card: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sim.pkl"
         argv = shlex.split(script_and_args)
-        cmd = [sys.executable, "-m", "lab", "profile", "--mode", "sim", "--gpu", "h100",
+        cmd = [sys.executable, "-m", "lab", "profile", "--mode", "sim", "--gpu", card,
                "--quiet", "--snapshot", str(path), "--", "python", str(ZOO / argv[0]), *argv[1:]]
         subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
         with open(path, "rb") as f:
@@ -76,7 +81,7 @@ def compare(gpu_file: Path, with_sim: bool) -> None:
               f"reserved {r['reserved'] / 1e9:8.3f} GB, retries {r['retries']}")
     if not with_sim:
         return
-    sim = _sim_snapshot(meta.get("script", ""))  # "zoo/resnet.py --depth 50 ...", as traced
+    sim = _sim_snapshot(meta.get("script", ""), _card(meta.get("gpu", "")))  # "zoo/resnet.py --depth 50 ...", as traced
     sim_events = _requests(sim)
     r = replay_cuda_trace(sim_events, real_addresses=False)
     print(f"sim's requests:           allocated {r['allocated'] / 1e9:8.3f} GB, "

@@ -1,7 +1,7 @@
 """Where a CNN script's memory goes on the GPU that sim does not model: cuDNN's workspaces.
 
     python conv_workspace.py trace [--benchmark on|off|script] [--save FILE.pkl.gz] \
-        -- SCRIPT.py ARGS...
+        [--stacks python|all] -- SCRIPT.py ARGS...
     python conv_workspace.py table [--scripts zoo] [--out FILE.json]
 
 trace   runs the script unmodified (runpy) under the allocator's history and prints, from the
@@ -51,6 +51,15 @@ def _where(frames: list[dict]) -> str:
     return f"{f['filename'].split('/torch/')[-1]}:{f['line']} {f['name']}"
 
 
+def _telling(frame: dict) -> bool:
+    """A frame that says what asked for memory: ATen's, cuDNN's or Python's, not the
+    allocator's or the dispatcher's own."""
+    name = frame.get("name", "")
+    return frame.get("filename", "").endswith(".py") or (
+        ("at::native" in name or "cudnn" in name.lower() or "autograd" in name)
+        and "CachingAllocator" not in name)
+
+
 def _inner(frames: list[dict]) -> str:
     if not frames:
         return ""
@@ -96,12 +105,13 @@ def analyse(snapshot: dict, device: int = 0, top: int = 12) -> dict:
     }
 
 
-def trace(argv: list[str], benchmark: str, save: str | None = None) -> int:
+def trace(argv: list[str], benchmark: str, save: str | None = None,
+          stacks: str = "python") -> int:
     import torch
 
     if benchmark != "script":
         pin_benchmark(benchmark == "on")
-    torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks="python")
+    torch.cuda.memory._record_memory_history(max_entries=2_000_000, stacks=stacks)
     try:
         run_script(argv)
     finally:
@@ -114,13 +124,15 @@ def trace(argv: list[str], benchmark: str, save: str | None = None) -> int:
                "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
                "cudnn": torch.backends.cudnn.version(), **analyse(snap)}
         print("CONV_TRACE " + json.dumps(out))
-        if save:  # frames dropped: the replay needs actions, addresses and sizes (and it is small)
-            import gzip
-            import pickle
+        if save:  # the replay needs actions, addresses and sizes; frames are kept only on
+            import gzip  # requests of 64 MiB or more (ATen's and Python's, to name what made
+            import pickle  # them), so that the file stays small
 
             for entries in snap["device_traces"]:
                 for e in entries:
-                    e.pop("frames", None)
+                    frames = e.pop("frames", None)
+                    if frames and e.get("size", 0) >= 64 * MiB:
+                        e["frames"] = [f for f in frames if _telling(f)][:24]
             for seg in snap["segments"]:
                 for block in seg.get("blocks", []):
                     block.pop("frames", None)
@@ -260,13 +272,15 @@ def main(argv: list[str]) -> int:
     t = sub.add_parser("trace")
     t.add_argument("--benchmark", choices=["on", "off", "script"], default="script")
     t.add_argument("--save", help="also write the allocator's history here (.pkl.gz)")
+    t.add_argument("--stacks", choices=["python", "all"], default="python",
+                   help="all: C++ frames too (slower; they name the ATen function of a block)")
     t.add_argument("script", nargs=argparse.REMAINDER)
     tb = sub.add_parser("table")
     tb.add_argument("--out")
     a = ap.parse_args(argv)
     if a.cmd == "trace":
         script = a.script[1:] if a.script[:1] == ["--"] else a.script
-        return trace(script, a.benchmark, a.save)
+        return trace(script, a.benchmark, a.save, a.stacks)
     return table(a.out)
 
 
