@@ -55,12 +55,16 @@ def _card(gpu_name: str) -> str:
     return "h200" if "H200" in gpu_name else "h100"
 
 
-def _sim_snapshot(script_and_args: str, card: str) -> dict:
+def _sim_snapshot(script_and_args: str, card: str, benchmark: str) -> dict:
+    """Sim's allocator history of the script as the GPU ran it (`benchmark` "off": pinned off,
+    as `conv_workspace.py trace --benchmark off` pinned it)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sim.pkl"
         argv = shlex.split(script_and_args)
+        pinned = [str(ZOO / "pinned_benchmark.py")] if benchmark == "off" else []
         cmd = [sys.executable, "-m", "lab", "profile", "--mode", "sim", "--gpu", card,
-               "--quiet", "--snapshot", str(path), "--", "python", str(ZOO / argv[0]), *argv[1:]]
+               "--quiet", "--snapshot", str(path), "--", "python", *pinned, str(ZOO / argv[0]),
+               *argv[1:]]
         subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
         with open(path, "rb") as f:
             return pickle.load(f)
@@ -81,7 +85,8 @@ def compare(gpu_file: Path, with_sim: bool) -> None:
               f"reserved {r['reserved'] / 1e9:8.3f} GB, retries {r['retries']}")
     if not with_sim:
         return
-    sim = _sim_snapshot(meta.get("script", ""), _card(meta.get("gpu", "")))  # "zoo/resnet.py --depth 50 ...", as traced
+    sim = _sim_snapshot(meta.get("script", ""), _card(meta.get("gpu", "")),
+                         meta.get("benchmark", "script"))  # "zoo/resnet.py --depth 50 ...", as traced
     sim_events = _requests(sim)
     r = replay_cuda_trace(sim_events, real_addresses=False)
     print(f"sim's requests:           allocated {r['allocated'] / 1e9:8.3f} GB, "

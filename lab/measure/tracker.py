@@ -60,6 +60,8 @@ class ExtraAllocations(Protocol):
 
     def extra_transients(self, items: list[tuple[Hashable, int]]) -> None: ...
 
+    def library_empty_cache(self) -> None: ...
+
 
 class TrackerPolicy(Protocol):
     """What a mode changes about the ops the tracker sees (sim: CUDA's paths on fake tensors,
@@ -89,6 +91,8 @@ class StorageObserver(Protocol):
         the bytes granted where the request is one the device bounds (else None: all)."""
 
     def free(self, key: Hashable) -> None: ...
+
+    # optional: `empty_cache()`, told where a CUDA library empties the allocator's cache itself
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
@@ -475,6 +479,15 @@ class TensorTracker(TorchDispatchMode):
             for (key, _), nbytes in zip(reversed(items), reversed(granted)):
                 self.trace.extras.append((n, "free", key, nbytes))
                 self._tell_free(key)
+
+    def library_empty_cache(self) -> None:
+        """A CUDA library gives the allocator's cached segments back itself, as
+        `torch.cuda.empty_cache()` does (sim: cuDNN after each benchmark search)."""
+        with self._lock:
+            for obs in self.observers:
+                empty_cache = getattr(obs, "empty_cache", None)
+                if empty_cache is not None:
+                    empty_cache()
 
     def _freer(self, sid: int, cdata: int) -> Callable:
         def on_free(_ref):

@@ -217,8 +217,11 @@ class CudaPaths:
                 sink.extra_transient(("scratch", func.__name__), n)
             return
         if func in cudnn_conv.OPS:
-            for key, nbytes in self.convolutions.transients(func, args, kwargs, out):
-                sink.extra_transient(key, nbytes)
+            for step in self.convolutions.transients(func, args, kwargs, out):
+                if step.nbytes:
+                    sink.extra_transient(step.key, step.nbytes)
+                if step.then_empty_cache:
+                    sink.library_empty_cache()
             return
         if func in _REDUCTIONS:
             # a long reduction split across thread blocks: staging buffer + semaphores

@@ -11,7 +11,12 @@ On CUDA, `F.conv2d` and its backward run cuDNN plans through PyTorch's v8 API
   cached): `generate_and_filter_plans` allocates ONE block as large as the largest candidate
   plan needs, bounded by the largest block it could get (the device's free memory or the
   largest cached block), and halves it while the allocation fails. Every candidate is timed in
-  it, then it is freed and the fastest plan runs with its own workspace.
+  it, then it is freed and the fastest plan runs with its own workspace;
+- **the allocator's cache emptied** after each search (`run_single_conv`: "Replicate v7
+  behavior: clear cached blocks", `emptyCache()` while `_cudnn_get_conv_benchmark_empty_cache()`,
+  True by default): every cached segment that holds no live block goes back to the driver, the
+  search's own among them. Without it, sim's ResNet-50 kept a 2.3 GB searched segment beside
+  the 5.8 GB block that followed, and reserved 15 % more than the H100.
 
 Neither size is something a CPU build can ask cuDNN, so these are rules measured on an H100 80GB
 HBM3 (torch 2.11.0+cu130, cuDNN 9.19) by `bench/ground_truth/conv_workspace.py table`: each
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import Hashable, NamedTuple
 
 import torch
 
@@ -105,6 +111,15 @@ class Convolution:
         """What PyTorch's benchmark cache tells plans apart by (CacheKeyWrapper, less alignment)."""
         return (self.direction, self.n, self.c, self.k, self.h, self.w, self.kh, self.kw,
                 self.stride, self.padding, self.dtype, self.channels_last)
+
+
+class Step(NamedTuple):
+    """One thing a cuDNN call does to the allocator beside its tensors: a workspace of `nbytes`
+    (0: none) taken and given back, then, if `then_empty_cache`, the cache emptied."""
+
+    key: Hashable
+    nbytes: int
+    then_empty_cache: bool = False
 
 
 def plan_workspace(conv: Convolution) -> int:
@@ -199,11 +214,12 @@ class CudnnConvolutions:
         self.first_site = ""
         self.largest_search = 0
 
-    def transients(self, func, args, kwargs, out) -> list[tuple]:
-        """(key, bytes) of each workspace the call takes, in order, each freed before the next.
-        Both keys are `Bounded`: neither ever fails the run. The search's block is bounded by
-        the free memory, and a plan whose workspace cannot be had is passed over for the next
-        (try_plans / try_configs catch the out-of-memory), so sim takes what fits."""
+    def transients(self, func, args, kwargs, out) -> list[Step]:
+        """The workspaces the call takes, in order, each freed before the next, and where the
+        cache is emptied. Both keys are `Bounded`: neither ever fails the run. The search's
+        block is bounded by the free memory, and a plan whose workspace cannot be had is passed
+        over for the next (try_plans / try_configs catch the out-of-memory), so sim takes what
+        fits."""
         if not torch.backends.cudnn.enabled:
             return []
         if not self.calls:
@@ -219,11 +235,11 @@ class CudnnConvolutions:
                 self.searched.add(conv.key())
                 n = search_workspace(conv)
                 self.largest_search = max(self.largest_search, n)
-                if n:
-                    taken.append((Bounded(("cudnn search", conv.direction)), n))
+                # emptied after every search, whether or not it took a block
+                taken.append(Step(Bounded(("cudnn search", conv.direction)), n, True))
             n = plan_workspace(conv)
             if n:  # a plan whose workspace can't be had is passed over for the next one
-                taken.append((Bounded(("cudnn workspace", conv.direction)), n))
+                taken.append(Step(Bounded(("cudnn workspace", conv.direction)), n))
         return taken
 
     def note(self, gpu: str, measured_on_card: bool) -> str | None:
@@ -231,7 +247,8 @@ class CudnnConvolutions:
         if not self.calls:
             return None
         where = f", the first at {self.first_site}" if self.first_site else ""
-        text = (f"convolutions ({self.calls:,} calls{where}): cuDNN's workspaces follow "
+        count = f"{self.calls:,} call{'s' if self.calls != 1 else ''}"
+        text = (f"convolutions ({count}{where}): cuDNN's workspaces follow "
                 "rules measured on an H100 (cuDNN 9.19): a channels-first convolution's plan "
                 "converts its input, output and weight to NHWC in a workspace of their size, "
                 "taken and freed inside the call")
@@ -239,7 +256,8 @@ class CudnnConvolutions:
             text += (f"; torch.backends.cudnn.benchmark = True: the first call of each shape and "
                      f"direction ({len(self.searched):,} here) also takes the search's block, as "
                      "large as cuDNN's largest candidate plan needs (the largest here "
-                     f"{format_bytes(self.largest_search)})")
+                     f"{format_bytes(self.largest_search)}), then empties the allocator's cache "
+                     "as torch.cuda.empty_cache() does")
         text += (". Max allocated follows them closely; max reserved less so, as where the "
                  "allocator puts such large blocks decides it (docs/ACCURACY.md measures both)")
         if self.uncovered:
@@ -251,4 +269,4 @@ class CudnnConvolutions:
 
 
 __all__ = ["CONVOLUTION", "CONVOLUTION_BACKWARD", "Convolution", "CudnnConvolutions", "OPS",
-           "calls", "plan_workspace", "search_workspace"]
+           "Step", "calls", "plan_workspace", "search_workspace"]
