@@ -265,6 +265,16 @@ _ZOO = [
     ("accum/gpt-plain-bf16", "gpt_accum.py", "--layers 12 --dim 1024 --heads 16 --batch 32 "
      "--micro-batch 8 --seq 1024", 30, "--vocab 512 --layers 2 --dim 64 --heads 4 --batch 4 "
      "--micro-batch 2 --seq 16 --steps 2"),
+    # held out, added after sim's cuDNN rules were written (split.toml's [[added]] of the
+    # evening of 2026-12-07): other batches, depths, image sizes and layouts of the CNN scripts
+    ("cnn/resnet50-fp32-b64", "resnet.py", "--depth 50 --batch 64", 10,
+     "--tiny --batch 2 --steps 2"),
+    ("cnn/resnet152-bf16", "resnet.py", "--depth 152 --batch 64 --bf16", 14,
+     "--tiny --depth 152 --batch 2 --steps 2 --bf16"),
+    ("cnn/unet-bf16-b8-384", "unet.py", "--batch 8 --image 384 --bf16", 10,
+     "--tiny --batch 2 --steps 2 --bf16"),
+    ("cnn/unet-bf16-cl", "unet.py", "--batch 16 --image 384 --bf16 --channels-last", 16,
+     "--tiny --batch 2 --steps 2 --bf16 --channels-last"),
 ]
 
 

@@ -4,12 +4,14 @@
 # do not come back). Then, on this machine: python bench/cnn_trace_replay.py OUT/*.pkl.gz --sim
 #
 #   run: bash bench/ground_truth/cnn_traces_round.sh        (about 4 minutes on an H100)
+#   some: ONLY="r50-fp32-on unet-bf16-off" LIMIT=300 bash bench/ground_truth/cnn_traces_round.sh
 set -u
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 LIMIT=${LIMIT:-580}
 cd bench/ground_truth
 trace() {  # NAME BENCHMARK [--stacks all] SCRIPT ARGS...
   local name=$1; shift
+  [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]] && return  # ONLY="r50-fp32-on ...": these
   local stacks=python; [ "$2" = --stacks ] && { stacks=$3; set -- "$1" "${@:4}"; }
   local left=$((LIMIT - SECONDS))
   [ $left -lt 40 ] && { echo "no time for $name"; return; }

@@ -28,8 +28,13 @@ both. With X, O, W the bytes of input, output and weight:
 
 - **Plan, channels-first (NCHW)**: X + O + W for every convolution but a pointwise one (1x1,
   stride 1, no padding), in every direction: the tensor-core kernels work in NHWC, so the plan
-  converts all three. A pointwise one is a plain GEMM on NCHW: none. Channels-last: none (the
-  rows measure 0 to 17 MiB).
+  converts all three. A pointwise one is a plain GEMM on NCHW: none. Channels-last: none.
+- **Plan, grad-weight, any layout**: beside that, fp32 partial sums of the weight gradient W32
+  (K*C*kh*kw*4 bytes): 14 of them in fp32, 13 in 16-bit (split-K), up to 8 MiB; for a
+  channels-first pointwise one,
+  one per image (N) up to 128 MiB. Small, but larger than zero matters: the grad-weight's
+  workspace is then larger than the grad-input's freed just before, so it cannot reuse it, and
+  the held-out UNet reserves a segment more (its reserved memory was 9.7 % short without them).
 - **Search, any dtype**: the grad-input's candidates include a layout-converting one (X + O + W),
   in either layout; a channels-first grad-weight's too.
 - **Search, fp32** (TF32 allowed, PyTorch's default), whose candidates include cuDNN's FFT
@@ -76,6 +81,12 @@ FFT_TILE_SPECTRUM = 32 * 17 * 8  # a 32x32 real FFT: 32 x 17 complex fp32
 FFT16_FILTER = 2 * 16 * 9 * 8  # two 16x16 real FFTs per filter
 STRIDED_GRAD_INPUT_PER_FILTER = 17_392
 STRIDED_GRAD_INPUT_PER_CHANNEL = 11_004
+# a grad-weight plan's fp32 partial sums (_weight_partials), as the tune rows show them: 14 in
+# fp32 (TF32) and 13 in 16-bit (the channels-last bf16 rows: a channels-first plan runs the
+# same NHWC kernels after converting), at most 8 MiB
+SPLIT_K_PARTIALS = {torch.float32: 14, torch.bfloat16: 13, torch.float16: 13}
+SPLIT_K_PARTIALS_CAP = 8 * 2**20
+PER_IMAGE_PARTIALS_CAP = 128 * 2**20
 
 
 @dataclass(frozen=True)
@@ -124,9 +135,22 @@ class Step(NamedTuple):
 
 def plan_workspace(conv: Convolution) -> int:
     """The workspace of the plan that runs (every call)."""
-    if conv.channels_last or conv.pointwise:
+    converts = not (conv.channels_last or conv.pointwise)
+    return (conv.layout if converts else 0) + _weight_partials(conv)
+
+
+def _weight_partials(conv: Convolution) -> int:
+    """A grad-weight plan's fp32 partial sums of the weight gradient, beside any layout
+    conversion: one per image for a channels-first pointwise one (a GEMM per image, then their
+    sum), up to 128 MiB; otherwise 14 in fp32 and 13 in 16-bit (split-K), up to 8 MiB. Small, but it makes the
+    grad-weight's workspace larger than the grad-input's just before it, so that the one cannot
+    reuse the other's freed block: the UNet's 1.5 GiB layers then take a segment more."""
+    if conv.direction != GRAD_WEIGHT:
         return 0
-    return conv.layout
+    weight_fp32 = conv.k * conv.c * conv.kh * conv.kw * 4
+    if conv.pointwise and not conv.channels_last:
+        return min(conv.n * weight_fp32, PER_IMAGE_PARTIALS_CAP)
+    return min(SPLIT_K_PARTIALS[conv.dtype] * weight_fp32, SPLIT_K_PARTIALS_CAP)
 
 
 def search_workspace(conv: Convolution) -> int:
