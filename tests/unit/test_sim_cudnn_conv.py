@@ -62,8 +62,25 @@ def test_a_channels_first_plan_converts_its_tensors_and_a_channels_last_one_does
     pointwise = _row("cnn/resnet50-fp32", [128, 64, 56, 56], 256, 1)  # 1x1: a plain GEMM
     assert pointwise["above_tensors"]["forward/heuristic/first"] < MiB
     assert plan_workspace(_conv(pointwise, FORWARD)) == 0
-    # bf16 has no FFT candidates: its search is the plan's or the layout conversion
-    assert search_workspace(_conv(nhwc, GRAD_WEIGHT)) == 0
+    # bf16 has no FFT candidates: a channels-last grad-weight's search is its plan's partial sums
+    assert search_workspace(_conv(nhwc, GRAD_WEIGHT)) == plan_workspace(_conv(nhwc, GRAD_WEIGHT))
+    assert 0 < search_workspace(_conv(nhwc, GRAD_WEIGHT)) <= 8 * MiB
+
+
+@pytest.mark.parametrize("case, x, k, rel", [
+    ("cnn/unet-bf16", [16, 128, 512, 512], 64, 0.06),  # held out: split-K in bf16, NCHW
+    ("cnn/resnet101-fp32-cl", [64, 128, 28, 28], 128, 0.01),  # held out: fp32, channels-last
+    ("cnn/resnet50-fp32", [128, 64, 56, 56], 256, 0.01),  # tune: pointwise, one per image
+])
+def test_a_grad_weight_plan_takes_partial_sums_beside_the_grad_inputs_workspace(case, x, k, rel):
+    # what makes the grad-weight's workspace larger than the grad-input's freed just before it,
+    # and so decides whether it reuses that block (docs/ACCURACY.md: the UNet's reserved memory)
+    row = _row(case, x, k, 1)
+    above = row["above_tensors"]
+    measured = above["grad_weight/heuristic/first"] - above["grad_input/heuristic/first"]
+    layout_gap = plan_workspace(_conv(row, GRAD_WEIGHT)) - plan_workspace(_conv(row, GRAD_INPUT))
+    assert layout_gap == pytest.approx(measured, rel=rel, abs=64 * 1024)
+    assert layout_gap > 0
 
 
 def test_calls_reads_aten_convolutions_and_says_what_it_does_not_cover():

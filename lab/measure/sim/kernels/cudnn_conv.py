@@ -282,8 +282,9 @@ class CudnnConvolutions:
                      "large as cuDNN's largest candidate plan needs (the largest here "
                      f"{format_bytes(self.largest_search)}), then empties the allocator's cache "
                      "as torch.cuda.empty_cache() does")
-        text += (". Max allocated follows them closely; max reserved less so, as where the "
-                 "allocator puts such large blocks decides it (docs/ACCURACY.md measures both)")
+        text += (". Max allocated follows them closely; max reserved less so, as a few KiB "
+                 "of workspace can decide whether a block is reused or a segment added "
+                 "(docs/ACCURACY.md measures both)")
         if self.uncovered:
             text += (". Not covered by the rules (their workspaces are missing): "
                      + ", ".join(sorted(self.uncovered)))
