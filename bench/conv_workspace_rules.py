@@ -11,8 +11,8 @@ rules' constants were fitted on the tune half's rows (split.toml); the held-out 
 Rows of a direction a training step never runs (the first layer's grad-input) are left out
 unless --all. A summary per half: how many rows within 10 % or 16 MiB, and the worst miss.
 
---cases runs each zoo CNN case in sim (`memlab profile --mode sim --gpu h100 --json`, a fresh
-process each) as written and with `cudnn.benchmark` pinned off (bench/ground_truth/
+--cases runs each zoo CNN case in sim (`memlab profile --mode sim --gpu CARD --json`, a fresh
+process each, on the card its recording names) as written and with `cudnn.benchmark` pinned off (bench/ground_truth/
 pinned_benchmark.py, as the GPU trace pinned it), and prints docs/ACCURACY.md's end-to-end table
 against the GPU's numbers (assets/ground_truth/zoo_gpu.json; the pinned-off ones from the traces
 in cnn_workspace_gpu.json).
@@ -63,21 +63,27 @@ def convolutions(row: dict):
     return [("forward", forward), ("grad_input", grad_input), ("grad_weight", grad_weight)]
 
 
-# (case, half, script and arguments under bench/ground_truth): the zoo's CNN cases (cases.py)
-CNN_CASES = [("cnn/resnet50-fp32", "tune", "zoo/resnet.py --depth 50 --batch 128"),
-             ("cnn/resnet50-bf16-cl", "tune",
-              "zoo/resnet.py --depth 50 --batch 128 --bf16 --channels-last"),
-             ("cnn/resnet101-fp32-cl", "held out",
-              "zoo/resnet.py --depth 101 --batch 64 --channels-last"),
-             ("cnn/unet-bf16", "held out", "zoo/unet.py --batch 16 --image 512 --bf16")]
+sys.path.insert(0, str(ROOT / "bench" / "ground_truth"))
+from zoo_report import card_key  # noqa: E402
 
 
-def _sim(script_args: str, pinned_off: bool) -> tuple[int, int]:
+def cnn_cases() -> list[tuple[str, str, str]]:
+    """(case, half, script and arguments under bench/ground_truth) of the zoo's CNN cases, as
+    bench/ground_truth/cases.py and split.toml name them."""
+    from cases import half_of, load_split, zoo_cases
+
+    split = load_split()
+    return [(c.id.removeprefix("zoo/"), half_of(c, split).replace("_", " "),
+             f"zoo/{Path(c.script).name} {' '.join(c.args)}")
+            for c in zoo_cases() if c.id.startswith("zoo/cnn/")]
+
+
+def _sim(script_args: str, pinned_off: bool, card: str = "h100") -> tuple[int, int]:
     gt = ROOT / "bench" / "ground_truth"
     argv = [str(gt / a) if a.endswith(".py") else a for a in script_args.split()]
     if pinned_off:
         argv = [str(gt / "pinned_benchmark.py"), *argv]
-    out = subprocess.run([sys.executable, "-m", "lab", "profile", "--mode", "sim", "--gpu", "h100",
+    out = subprocess.run([sys.executable, "-m", "lab", "profile", "--mode", "sim", "--gpu", card,
                           "--json", "--quiet", "--", "python", *argv], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     alloc = json.loads(out)["allocator"]
@@ -89,9 +95,12 @@ def cases_table(record: dict) -> None:
     pct = (lambda sim, gpu: f"{(sim - gpu) / gpu * 100:+.2f} %".replace("-", "−"))
     print("| case | GPU max allocated | sim | GPU max reserved | sim | GPU, off: allocated / "
           "reserved | sim, off |\n|---|---:|---:|---:|---:|---:|---:|")
-    for case, half, script in CNN_CASES:
-        gpu = zoo[f"zoo/{case}"]
-        a, r = _sim(script, False)
+    for case, half, script in cnn_cases():
+        gpu = zoo.get(f"zoo/{case}")
+        if gpu is None or gpu.get("max_allocated") is None:
+            print(f"| {case} ({half}) | not recorded yet | | | | | |")
+            continue
+        a, r = _sim(script, False, card_key(gpu.get("gpu")))
         off = next((t for t in record["traces"] if t["benchmark"] == "off"
                     and t["script"].endswith(script.split("/", 1)[1])), None)
         cells = ["", ""]
