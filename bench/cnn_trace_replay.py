@@ -102,8 +102,9 @@ def compare(gpu_file: Path, with_sim: bool) -> None:
               f"reserved {r['reserved'] / 1e9:8.3f} GB, retries {r['retries']}")
     if not with_sim:
         return
+    # the script as traced ("zoo/resnet.py --depth 50 ..."), on the same card
     sim = _sim_snapshot(meta.get("script", ""), card_key(meta.get("gpu")),
-                         meta.get("benchmark", "script"))  # "zoo/resnet.py --depth 50 ...", as traced
+                        meta.get("benchmark", "script"))
     sim_events = _requests(sim)
     r = _replay_with_searches_emptying(sim["device_traces"][0])
     print(f"sim's requests:           allocated {r['allocated'] / 1e9:8.3f} GB, "

@@ -12,8 +12,8 @@ Rows of a direction a training step never runs (the first layer's grad-input) ar
 unless --all. A summary per half: how many rows within 10 % or 16 MiB, and the worst miss.
 
 --cases runs each zoo CNN case in sim (`memlab profile --mode sim --gpu CARD --json`, a fresh
-process each, on the card its recording names) as written and with `cudnn.benchmark` pinned off (bench/ground_truth/
-pinned_benchmark.py, as the GPU trace pinned it), and prints docs/ACCURACY.md's end-to-end table
+process each, on the card its recording names) as written and with `cudnn.benchmark` pinned off
+(bench/ground_truth/pinned_benchmark.py, as the GPU trace pinned it), and prints docs/ACCURACY.md's end-to-end table
 against the GPU's numbers (assets/ground_truth/zoo_gpu.json; the pinned-off ones from the traces
 in cnn_workspace_gpu.json).
 """

@@ -94,6 +94,7 @@ class StorageObserver(Protocol):
 
     # optional: `empty_cache()`, told where a CUDA library empties the allocator's cache itself
 
+
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _LAB_MEASURE_DIR = os.path.dirname(__file__)
 # lab/profile wraps torch.autograd.backward while it profiles a script: not the user's frame

@@ -31,10 +31,10 @@ both. With X, O, W the bytes of input, output and weight:
   converts all three. A pointwise one is a plain GEMM on NCHW: none. Channels-last: none.
 - **Plan, grad-weight, any layout**: beside that, fp32 partial sums of the weight gradient W32
   (K*C*kh*kw*4 bytes): 14 of them in fp32, 13 in 16-bit (split-K), up to 8 MiB; for a
-  channels-first pointwise one,
-  one per image (N) up to 128 MiB. Small, but larger than zero matters: the grad-weight's
-  workspace is then larger than the grad-input's freed just before, so it cannot reuse it, and
-  the held-out UNet reserves a segment more (its reserved memory was 9.7 % short without them).
+  channels-first pointwise one, one per image (N) up to 128 MiB. Small, but more than zero
+  matters: the grad-weight's workspace is then larger than the grad-input's freed just before,
+  so it cannot always reuse that block (the held-out UNet's reserved memory was 9.7 % short
+  without them; docs/ACCURACY.md shows how it turns on a few KiB of them).
 - **Search, any dtype**: the grad-input's candidates include a layout-converting one (X + O + W),
   in either layout; a channels-first grad-weight's too.
 - **Search, fp32** (TF32 allowed, PyTorch's default), whose candidates include cuDNN's FFT
@@ -142,9 +142,7 @@ def plan_workspace(conv: Convolution) -> int:
 def _weight_partials(conv: Convolution) -> int:
     """A grad-weight plan's fp32 partial sums of the weight gradient, beside any layout
     conversion: one per image for a channels-first pointwise one (a GEMM per image, then their
-    sum), up to 128 MiB; otherwise 14 in fp32 and 13 in 16-bit (split-K), up to 8 MiB. Small, but it makes the
-    grad-weight's workspace larger than the grad-input's just before it, so that the one cannot
-    reuse the other's freed block: the UNet's 1.5 GiB layers then take a segment more."""
+    sum), up to 128 MiB; otherwise 14 in fp32 and 13 in 16-bit (split-K), up to 8 MiB."""
     if conv.direction != GRAD_WEIGHT:
         return 0
     weight_fp32 = conv.k * conv.c * conv.kh * conv.kw * 4
