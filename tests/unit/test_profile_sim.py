@@ -318,6 +318,24 @@ def test_the_benchmarks_search_empties_the_allocators_cache(tmp_path):
     assert "empties the allocator's cache" in _note(on, "convolutions")
 
 
+def test_a_script_may_turn_the_emptying_after_a_search_off_in_sim_too(tmp_path):
+    # a CUDA-only binding (absent from the CPU build): sim adds it for the run, then removes it
+    import torch
+
+    script = tmp_path / "search.py"
+    script.write_text(SEARCH_EMPTIES_THE_CACHE.replace(
+        'torch.backends.cudnn.benchmark = sys.argv[1] == "on"\n',
+        'torch.backends.cudnn.benchmark = sys.argv[1] == "on"\n'
+        "torch._C._cudnn_set_conv_benchmark_empty_cache(False)\n"
+        "assert torch._C._cuda_get_conv_benchmark_empty_cache() is False\n"))
+    had = hasattr(torch._C, "_cudnn_set_conv_benchmark_empty_cache")
+    kept = _profile(script, "on", gpu="h100")
+    assert kept.ok, kept.error
+    assert kept.allocator.end_reserved_bytes >= 512 * 2**20  # no longer given back
+    assert "turned off the emptying" in _note(kept, "convolutions")
+    assert hasattr(torch._C, "_cudnn_set_conv_benchmark_empty_cache") == had
+
+
 FITS_BUT_ITS_WORKSPACE_DOES_NOT = """\
 import torch
 import torch.nn as nn

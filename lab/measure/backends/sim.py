@@ -130,6 +130,21 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
     ]
     # memory_stats / memory_snapshot / mem_get_info / set_per_process_memory_fraction (lesson 23)
     rows += memory_api_patches(backend.allocator)
+    # whether cuDNN's benchmark empties the cache after each search: CUDA-only bindings, which a
+    # CPU build lacks (a script that calls them would fail in sim); sim's cuDNN model reads it
+    convolutions = backend.policy.convolutions
+
+    def set_conv_benchmark_empty_cache(enable: bool) -> None:
+        convolutions.empty_cache_after_search = bool(enable)
+
+    rows += [
+        Patch(torch._C, "_cudnn_set_conv_benchmark_empty_cache",
+              lambda _: set_conv_benchmark_empty_cache,
+              "a script's switch of cuDNN's emptying after a search reaches sim's model", add=True),
+        Patch(torch._C, "_cuda_get_conv_benchmark_empty_cache",
+              lambda _: lambda: convolutions.empty_cache_after_search,
+              "and reads it back", add=True),
+    ]
     # model.half() / .to(memory_format=...) / .cpu() of fake parameters: converted in place, as
     # CUDA converts its own (stock _apply swaps fake parameters, which their weak references
     # forbid); a module moved to the device it is on keeps its parameters (Lightning's Trainer)

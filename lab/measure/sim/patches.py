@@ -19,6 +19,9 @@ class Patch:
     name: str  # the attribute replaced
     make: Callable[[Any], Any]  # original -> replacement
     why: str  # one line, for the checked-in list
+    # added where this torch lacks it (a CUDA-only binding of torch._C that a CPU build does not
+    # have), and removed again after; `make` then receives None
+    add: bool = False
 
     @property
     def where(self) -> str:
@@ -37,19 +40,25 @@ class Swaps:
     def __bool__(self) -> bool:
         return bool(self._saved)
 
-    def replace(self, owner: Any, name: str, value: Any) -> bool:
+    def replace(self, owner: Any, name: str, value: Any, add: bool = False) -> bool:
         """`owner.name = value`, the original kept; False (nothing done) when there is no such
-        attribute on this version."""
-        if not hasattr(owner, name):
+        attribute on this version, unless `add` (then `restore()` deletes it again)."""
+        if not hasattr(owner, name) and not add:
             return False
-        self._saved.append((owner, name, getattr(owner, name)))
+        self._saved.append((owner, name, getattr(owner, name, _ABSENT)))
         setattr(owner, name, value)
         return True
 
     def restore(self) -> None:
         for owner, name, original in reversed(self._saved):
-            setattr(owner, name, original)
+            if original is _ABSENT:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
         self._saved.clear()
+
+
+_ABSENT = object()  # what `Swaps` saves for an attribute it added
 
 
 class Patches:
@@ -65,10 +74,10 @@ class Patches:
         if self._swaps:
             raise RuntimeError("Patches entered twice")
         for p in self.patches:
-            if not hasattr(p.owner, p.name):
+            if not hasattr(p.owner, p.name) and not p.add:
                 self.skipped.append(p.where)
                 continue
-            self._swaps.replace(p.owner, p.name, p.make(getattr(p.owner, p.name)))
+            self._swaps.replace(p.owner, p.name, p.make(getattr(p.owner, p.name, None)), p.add)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -235,6 +235,8 @@ class CudnnConvolutions:
         self.calls = 0
         self.first_site = ""
         self.largest_search = 0
+        # torch._C._cudnn_set_conv_benchmark_empty_cache (True by default), as a script sets it
+        self.empty_cache_after_search = True
 
     def transients(self, func, args, kwargs, out) -> list[Step]:
         """The workspaces the call takes, in order, each freed before the next, and where the
@@ -258,7 +260,8 @@ class CudnnConvolutions:
                 n = search_workspace(conv)
                 self.largest_search = max(self.largest_search, n)
                 # emptied after every search, whether or not it took a block
-                taken.append(Step(Bounded(("cudnn search", conv.direction)), n, True))
+                taken.append(Step(Bounded(("cudnn search", conv.direction)), n,
+                                  self.empty_cache_after_search))
             n = plan_workspace(conv)
             if n:  # a plan whose workspace can't be had is passed over for the next one
                 taken.append(Step(Bounded(("cudnn workspace", conv.direction)), n))
@@ -278,8 +281,11 @@ class CudnnConvolutions:
             text += (f"; torch.backends.cudnn.benchmark = True: the first call of each shape and "
                      f"direction ({len(self.searched):,} here) also takes the search's block, as "
                      "large as cuDNN's largest candidate plan needs (the largest here "
-                     f"{format_bytes(self.largest_search)}), then empties the allocator's cache "
-                     "as torch.cuda.empty_cache() does")
+                     f"{format_bytes(self.largest_search)})")
+            text += (", then empties the allocator's cache as torch.cuda.empty_cache() does"
+                     if self.empty_cache_after_search else
+                     ", and the script turned off the emptying of the cache that follows it "
+                     "(torch._C._cudnn_set_conv_benchmark_empty_cache(False))")
         text += (". Max allocated follows them closely; max reserved less so, as a few KiB "
                  "of workspace can decide whether a block is reused or a segment added "
                  "(docs/ACCURACY.md measures both)")
