@@ -140,6 +140,12 @@ CHECKED: list[PrivateApi] = [
     PrivateApi("cpu_current_stream / cpu_default_stream / set_cpu_current_stream",
                "torch.cpu._current_stream, torch.cpu._default_cpu_stream", "sim: the stream FSDP2 "
                "(or torch.cuda.set_stream) selected: torch.cpu streams stand for CUDA's", "2.13"),
+    PrivateApi("conv_benchmark_empty_cache_targets",
+               "torch._C._cudnn_set_conv_benchmark_empty_cache, "
+               "torch._C._cuda_get_conv_benchmark_empty_cache (CUDA builds only)",
+               "sim adds them for a run: a script's switch of cuDNN's emptying of the cache "
+               "after each benchmark search reaches sim's cuDNN model",
+               "2.11 (the H100 recordings' effect; the source read was unpinned)"),
     PrivateApi("allocator_settings_targets / set_allocator_settings",
                "torch._C._accelerator_setAllocatorSettings (>= 2.9), "
                "torch.cuda.memory._set_allocator_settings (2.1-2.8)",
@@ -395,6 +401,14 @@ def allocator_settings_targets() -> list[tuple[Any, str]]:
             if hasattr(owner, name)]
 
 
+def conv_benchmark_empty_cache_targets() -> tuple[Any, str, str]:
+    """(owner, setter, getter) of cuDNN's switch for emptying the allocator's cache after each
+    benchmark search (`torch._C._cudnn_set_conv_benchmark_empty_cache(bool)` /
+    `_cuda_get_conv_benchmark_empty_cache()`): CUDA-only bindings, absent from a CPU build, which
+    sim adds for a run."""
+    return _C, "_cudnn_set_conv_benchmark_empty_cache", "_cuda_get_conv_benchmark_empty_cache"
+
+
 def set_allocator_settings(settings: str) -> bool:
     """e.g. "expandable_segments:True" at run time; False when this torch cannot."""
     for owner, name in allocator_settings_targets():
@@ -487,6 +501,7 @@ __all__ = [
     "has_composite_implicit_kernel", "run_composite_implicit", "current_graph_task_id",
     "storage_key", "cpu_current_stream", "cpu_default_stream", "set_cpu_current_stream",
     "allocator_settings_targets", "set_allocator_settings", "clear_cublas_workspaces",
+    "conv_benchmark_empty_cache_targets",
     "record_memory_history", "stop_memory_history", "memory_snapshot", "attach_oom_observer",
     "fake_exceptions", "default_device", "set_default_device_marker", "device_constructors",
     "generator_base", "single_process_dataloader_iter", "unset_fake_temporarily",

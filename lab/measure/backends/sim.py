@@ -137,12 +137,11 @@ def allocator_api(backend: SimBackend) -> list[Patch]:
     def set_conv_benchmark_empty_cache(enable: bool) -> None:
         convolutions.empty_cache_after_search = bool(enable)
 
+    owner, setter, getter = torch_compat.conv_benchmark_empty_cache_targets()
     rows += [
-        Patch(torch._C, "_cudnn_set_conv_benchmark_empty_cache",
-              lambda _: set_conv_benchmark_empty_cache,
+        Patch(owner, setter, lambda _: set_conv_benchmark_empty_cache,
               "a script's switch of cuDNN's emptying after a search reaches sim's model", add=True),
-        Patch(torch._C, "_cuda_get_conv_benchmark_empty_cache",
-              lambda _: lambda: convolutions.empty_cache_after_search,
+        Patch(owner, getter, lambda _: lambda: convolutions.empty_cache_after_search,
               "and reads it back", add=True),
     ]
     # model.half() / .to(memory_format=...) / .cpu() of fake parameters: converted in place, as
