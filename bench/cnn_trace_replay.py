@@ -3,26 +3,28 @@
     python bench/cnn_trace_replay.py GPU.pkl.gz [GPU2.pkl.gz ...] [--sim]
 
 Each file is `conv_workspace.py trace --save` on the GPU (the allocator's whole history of one
-zoo CNN script, frames dropped). Printed per file:
+zoo CNN script; frames kept only on requests of 64 MiB or more). Printed per file:
 
 1. the GPU's own max allocated / reserved;
 2. its history replayed through sim's allocator model (lab.measure.sim.allocator), with the GPU's
    segment addresses and with the model's synthetic ones: whether the model, fed the GPU's own
    requests, reaches the GPU's reserved memory (if not, the allocator model is what misses);
-3. with --sim, the same script in sim (`memlab profile --mode sim --gpu CARD --snapshot`, this
-   machine's CPU): sim's requests against the GPU's, the first place their sizes part ways (in
-   allocations of 1 MiB or more) and the sizes one has that the other lacks (64 MiB or more).
-   If the GPU's own requests replay to the GPU's reserved memory but sim's do not, the requests
-   are what misses, and the lists say which.
+3. with --sim, the same script in sim (`memlab profile --mode sim --gpu CARD --json --snapshot`,
+   this machine's CPU): sim's own predicted max allocated / reserved, then sim's requests
+   against the GPU's, the first place their sizes part ways (in allocations of 1 MiB or more)
+   and the sizes one has that the other lacks (64 MiB or more). If the GPU's own requests replay
+   to the GPU's reserved memory but sim's prediction does not, the requests are what misses,
+   and the lists say which.
 
-Issue 37's open question: with `cudnn.benchmark = True` sim's ResNets reserve 9 to 19 % more
-than the H100 while allocating the same peak to 0.05 %, and the UNet 11 % less.
+Issue 37 found this way (with the GPU's measured workspaces in place of the histories) that
+cuDNN's benchmark empties the allocator's cache after each search; the histories confirm it.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import pickle
 import shlex
 import subprocess
@@ -34,8 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.measure import snapshot_format as fmt  # noqa: E402
-from lab.measure.sim.allocator.replay import Replay, replay_cuda_trace  # noqa: E402
+from lab.measure.sim.allocator.replay import replay_cuda_trace  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench" / "ground_truth"))
 from zoo_report import card_key  # noqa: E402
@@ -50,41 +51,23 @@ def _requests(snapshot: dict) -> list[tuple[str, int, int]]:
             for e in snapshot["device_traces"][0]]
 
 
-def _replay_with_searches_emptying(entries: list[dict]) -> dict:
-    """Sim's snapshot replayed through the allocator model as sim ran it: the cache emptied
-    where a cuDNN benchmark search's block is freed (a snapshot has no entry for that)."""
-    r = Replay(total=80 * 2**30)
-    searches = set()
-    for e in entries:
-        if e["action"] == fmt.ALLOC:
-            r.alloc(e["addr"], e["size"])
-            if "benchmark search" in ((e.get("frames") or [{}])[0].get("name", "")):
-                searches.add(e["addr"])
-        elif e["action"] == fmt.FREE:
-            r.free(e["addr"])
-            if e["addr"] in searches:
-                r.empty_cache()
-    res = r.finish()
-    return {"allocated": res.peak_allocated, "reserved": res.peak_reserved}
-
-
 def _sizes(events: list[tuple[str, int, int]], floor: int) -> list[int]:
     return [size for act, _, size in events if act == "alloc" and size >= floor]
 
 
-def _sim_snapshot(script_and_args: str, card: str, benchmark: str) -> dict:
-    """Sim's allocator history of the script as the GPU ran it (`benchmark` "off": pinned off,
-    as `conv_workspace.py trace --benchmark off` pinned it)."""
+def _sim_run(script_and_args: str, card: str, benchmark: str) -> tuple[dict, dict]:
+    """Sim's result (JSON) and allocator history of the script as the GPU ran it (`benchmark`
+    "off": pinned off, as `conv_workspace.py trace --benchmark off` pinned it)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sim.pkl"
         argv = shlex.split(script_and_args)
         pinned = [str(ZOO / "pinned_benchmark.py")] if benchmark == "off" else []
         cmd = [sys.executable, "-m", "lab", "profile", "--mode", "sim", "--gpu", card,
-               "--quiet", "--snapshot", str(path), "--", "python", *pinned, str(ZOO / argv[0]),
-               *argv[1:]]
-        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+               "--quiet", "--json", "--snapshot", str(path), "--", "python", *pinned,
+               str(ZOO / argv[0]), *argv[1:]]
+        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
         with open(path, "rb") as f:
-            return pickle.load(f)
+            return json.loads(out), pickle.load(f)
 
 
 def compare(gpu_file: Path, with_sim: bool) -> None:
@@ -103,12 +86,12 @@ def compare(gpu_file: Path, with_sim: bool) -> None:
     if not with_sim:
         return
     # the script as traced ("zoo/resnet.py --depth 50 ..."), on the same card
-    sim = _sim_snapshot(meta.get("script", ""), card_key(meta.get("gpu")),
-                        meta.get("benchmark", "script"))
+    result, sim = _sim_run(meta.get("script", ""), card_key(meta.get("gpu")),
+                           meta.get("benchmark", "script"))
     sim_events = _requests(sim)
-    r = _replay_with_searches_emptying(sim["device_traces"][0])
-    print(f"sim's requests:           allocated {r['allocated'] / 1e9:8.3f} GB, "
-          f"reserved {r['reserved'] / 1e9:8.3f} GB")
+    predicted = result["allocator"]
+    print(f"sim's prediction:         allocated {predicted['peak_allocated_bytes'] / 1e9:8.3f} GB, "
+          f"reserved {predicted['peak_reserved_bytes'] / 1e9:8.3f} GB")
     gpu_sizes, sim_sizes = _sizes(events, MiB), _sizes(sim_events, MiB)
     first = next((i for i, (a, b) in enumerate(zip(gpu_sizes, sim_sizes)) if a != b), None)
     print(f"requests of 1 MiB or more: GPU {len(gpu_sizes):,}, sim {len(sim_sizes):,}; "

@@ -10,8 +10,9 @@ trace   runs the script unmodified (runpy) under the allocator's history and pri
         the peak, and every short-lived allocation of 64 MiB or more (a convolution's workspace is
         allocated and freed inside one call). `--benchmark off` keeps `cudnn.benchmark` False
         whatever the script sets (to see what the benchmark search adds). `--save` also keeps the
-        allocator's whole history (the snapshot, gzipped pickle; no stack frames) for
-        bench/cnn_trace_replay.py, which replays it through sim's allocator model.
+        allocator's whole history (the snapshot, gzipped pickle; frames only on requests of
+        64 MiB or more, `--stacks all` adding ATen's) for bench/cnn_trace_replay.py, which
+        replays it through sim's allocator model.
 table   the convolutions of the zoo's CNN cases (shapes taken by running each model on the
         meta device), each measured alone on the GPU: how far above its inputs and outputs the
         allocator's peak goes in forward, in backward's grad-input and in its grad-weight, with
