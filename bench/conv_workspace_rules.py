@@ -34,6 +34,9 @@ import torch  # noqa: E402
 from lab.measure.sim.kernels.cudnn_conv import (  # noqa: E402
     CONVOLUTION, CONVOLUTION_BACKWARD, GRAD_INPUT, calls, plan_workspace, search_workspace)
 
+sys.path.insert(0, str(ROOT / "bench" / "ground_truth"))
+from zoo_report import card_key  # noqa: E402
+
 MiB = 2**20
 TUNE = {"cnn/resnet50-fp32", "cnn/resnet50-bf16-cl"}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -61,10 +64,6 @@ def convolutions(row: dict):
     (grad_weight,), _ = calls(CONVOLUTION_BACKWARD, (y, x, w, None, *conv, [False, True, False]),
                               {}, None)
     return [("forward", forward), ("grad_input", grad_input), ("grad_weight", grad_weight)]
-
-
-sys.path.insert(0, str(ROOT / "bench" / "ground_truth"))
-from zoo_report import card_key  # noqa: E402
 
 
 def cnn_cases() -> list[tuple[str, str, str]]:
@@ -105,7 +104,7 @@ def cases_table(record: dict) -> None:
                     and t["script"].endswith(script.split("/", 1)[1])), None)
         cells = ["", ""]
         if off:
-            oa, orr = _sim(script, True)
+            oa, orr = _sim(script, True, card_key(off.get("gpu")))
             cells = [f"{off['max_allocated'] / 1e9:.3f} / {off['max_reserved'] / 1e9:.3f}",
                      f"{oa / 1e9:.3f} / {orr / 1e9:.3f} ({pct(orr, off['max_reserved'])})"]
         print(f"| {case} ({half}) | {gpu['max_allocated'] / 1e9:.3f} GB | {a / 1e9:.3f} "
